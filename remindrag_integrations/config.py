@@ -1,0 +1,78 @@
+"""Validated configuration. Defaults are SPEC.md's; every number there is a field here."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .types import ConfigError
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def with_overrides(self, **overrides: Any) -> Any:
+        """A copy with some fields changed, validated like the original."""
+        if not overrides:
+            return self
+        try:
+            return type(self).model_validate({**self.model_dump(), **overrides})
+        except ValidationError as exc:
+            raise ConfigError(str(exc)) from exc
+
+    @classmethod
+    def build(cls, **values: Any) -> Any:
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise ConfigError(str(exc)) from exc
+
+
+class IndexConfig(_Config):
+    """How documents become a graph."""
+
+    chunk_tokens: int = Field(750, ge=16, le=100_000)
+    chunk_overlap: int = Field(0, ge=0)
+    synonym_threshold: float = Field(0.85, gt=0.0, le=1.0)
+    max_concurrency: int = Field(4, ge=1, le=256)
+    embed_batch_size: int = Field(64, ge=1)
+    max_document_chars: int = Field(20_000_000, ge=1)
+    max_entities_per_chunk: int = Field(40, ge=1)
+    on_extraction_error: Literal["raise", "fallback"] = "raise"
+    llm_titles: bool = True
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> IndexConfig:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError("chunk_overlap must be smaller than chunk_tokens")
+        return self
+
+
+class RetrievalConfig(_Config):
+    """How a query walks the graph. Any field can be overridden per call."""
+
+    k: int = Field(5, ge=1, le=1000)
+    seeds: int = Field(2, ge=1, le=100)
+    alpha: float = Field(0.1, ge=0.0, le=1.0)
+    lam: float = Field(0.55, ge=-1.0, le=2.0)
+    max_replay_nodes: int = Field(64, ge=0)
+    max_hops: int = Field(10, ge=0)
+    max_iterations: int = Field(20, ge=1)
+    max_neighbors_shown: int = Field(30, ge=1)
+    max_subquestions: int = Field(1, ge=1, le=10)
+    pre_query: bool = False
+    verify_replay: bool = False
+    fill_to_k: bool = True
+    chunk_chars_in_prompt: int = Field(600, ge=50)
+    llm_timeout: float | None = Field(120.0, gt=0)
+    # zero-token navigator
+    nav_enough_chunks: int = Field(4, ge=1)
+    nav_min_similarity: float = Field(0.2, ge=-1.0, le=1.0)
+    nav_filter_top: int = Field(2, ge=1)
+
+    @model_validator(mode="after")
+    def _iterations_cover_hops(self) -> RetrievalConfig:
+        if self.max_iterations < self.max_hops:
+            raise ValueError("max_iterations must be >= max_hops")
+        return self

@@ -1,0 +1,85 @@
+"""The memory math of SPEC §2.3 and §3, as pure numpy functions.
+
+All vectors are float arrays of the embedding dimension; ``q_hat`` is the unit query embedding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    """``x`` scaled to norm 1 (zero stays zero)."""
+    x = np.asarray(x, dtype=np.float32)
+    n = float(np.linalg.norm(x))
+    return x / n if n > 0 else x
+
+
+def unit_rows(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return m / norms
+
+
+def delta(x: float) -> float:
+    """δ(x) = (2/π)·cos(π/2 · x), clipped to x in [0, 1] (so δ(1) = 0, δ(0) = 2/π)."""
+    x = min(max(float(x), 0.0), 1.0)
+    return (2.0 / math.pi) * math.cos(math.pi / 2.0 * x)
+
+
+def enhance(v: np.ndarray, q_hat: np.ndarray) -> np.ndarray:
+    """Effective edge: v ← v + δ(‖v‖)·q̂. The norm never exceeds 1."""
+    v = np.asarray(v, dtype=np.float32)
+    out = v + delta(float(np.linalg.norm(v))) * np.asarray(q_hat, dtype=np.float32)
+    n = float(np.linalg.norm(out))
+    return out / n if n > 1.0 else out  # float rounding only; the math keeps ‖v‖ ≤ 1
+
+
+def penalise(v: np.ndarray, q_hat: np.ndarray) -> np.ndarray:
+    """Ineffective edge: with s = v·q̂ > 0, v ← v − δ(s)·s·q̂; otherwise unchanged.
+
+    Since 0 < δ(s) ≤ 2/π < 1 the component along q̂ shrinks but never flips sign.
+    """
+    v = np.asarray(v, dtype=np.float32)
+    q_hat = np.asarray(q_hat, dtype=np.float32)
+    s = float(v @ q_hat)
+    if s <= 0.0:
+        return v
+    return v - np.float32(delta(s) * s) * q_hat
+
+
+def replay_scores(
+    q_hat: np.ndarray,
+    from_emb: np.ndarray,
+    to_embs: np.ndarray,
+    memories: np.ndarray,
+    alpha: float,
+) -> np.ndarray:
+    """score = α·cos(e_u, e_w) + (1 − α)·(q̂ · v_uw) for each candidate row."""
+    if len(to_embs) == 0:
+        return np.zeros(0, dtype=np.float32)
+    cos = unit_rows(to_embs) @ unit(from_emb)
+    mem = np.asarray(memories, dtype=np.float32) @ np.asarray(q_hat, dtype=np.float32)
+    return (alpha * cos + (1.0 - alpha) * mem).astype(np.float32)
+
+
+def apply_updates(
+    vectors: dict[str, np.ndarray],
+    enhance_ids: Sequence[str],
+    penalise_ids: Sequence[str],
+    q_hat: np.ndarray,
+    dim: int,
+) -> dict[str, np.ndarray]:
+    """New vectors for the named edges (``vectors`` holds the current ones; missing = 0)."""
+    out: dict[str, np.ndarray] = {}
+    zero = np.zeros(dim, dtype=np.float32)
+    for eid in enhance_ids:
+        out[eid] = enhance(vectors.get(eid, zero), q_hat)
+    for eid in penalise_ids:
+        if eid not in out:
+            out[eid] = penalise(vectors.get(eid, zero), q_hat)
+    return out

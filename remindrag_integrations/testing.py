@@ -1,0 +1,202 @@
+"""Fakes shipped with the library: a deterministic embedder and scripted chat LLMs that answer
+the engine's real prompts by reading them. Use them in your own tests, offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from .protocols import Completion, GraphStore
+from .text import count_tokens
+from .types import NODE_ID_RE
+from .zero_token import rule_based_extraction
+
+_TOKEN_RE = re.compile(r"[a-z0-9]+")
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words embedder: each lower-cased word (and word bigram) is hashed
+    into ``dim`` buckets with a sign. Similar word sets give similar vectors; no model needed."""
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+
+    def _bucket(self, token: str) -> tuple[int, float]:
+        h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
+        return h % self.dim, (1.0 if (h >> 63) & 1 else -1.0)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            words = _TOKEN_RE.findall(t.lower())
+            for tok in [*words, *(a + " " + b for a, b in zip(words, words[1:]))]:
+                j, sign = self._bucket(tok)
+                out[i, j] += sign
+            if not words:
+                out[i, 0] = 1.0
+        return out
+
+
+class ScriptedLLM:
+    """A chat LLM whose reply is computed from the prompt by ``fn`` (sync and async)."""
+
+    def __init__(self, fn: Callable[[str], str]) -> None:
+        self.fn = fn
+        self.prompts: list[str] = []
+
+    def complete(self, prompt: str) -> Completion:
+        self.prompts.append(prompt)
+        text = self.fn(prompt)
+        return Completion(text, count_tokens(prompt), count_tokens(text))
+
+    async def acomplete(self, prompt: str) -> Completion:
+        return self.complete(prompt)
+
+
+def prompt_stage(prompt: str) -> str:
+    """Which engine prompt this is (extraction, traversal, memorize, answer, pre_query)."""
+    if prompt.startswith("Extract a knowledge graph"):
+        return "extraction"
+    if prompt.startswith("You are searching a knowledge graph"):
+        return "traversal"
+    if prompt.startswith("A search over a knowledge graph"):
+        return "memorize"
+    if prompt.startswith("Answer the question using only"):
+        return "answer"
+    if prompt.startswith("Decide whether answering"):
+        return "pre_query"
+    return "unknown"
+
+
+def _section(prompt: str, start: str, end: str) -> str:
+    i = prompt.find(start)
+    if i < 0:
+        return ""
+    i += len(start)
+    j = prompt.find(end, i)
+    return prompt[i : j if j >= 0 else len(prompt)]
+
+
+def _ids(text: str, prefix: str = "") -> list[str]:
+    found = re.findall(r"\b([cae]-[0-9a-f]{4,40})\b", text)
+    return [f for f in dict.fromkeys(found) if f.startswith(prefix)]
+
+
+def question_of(prompt: str) -> str:
+    m = re.search(r"^Question: (.*)$", prompt, re.MULTILINE)
+    return m.group(1).strip() if m else ""
+
+
+class OracleLLM(ScriptedLLM):
+    """A perfect navigator for measuring the memory mechanism and real prompt sizes, never
+    accuracy: it knows the gold chunk ids of each question and the graph.
+
+    - extraction: the rule-based extractor's result, as JSON;
+    - traversal: ``enough`` once every gold chunk is collected, else the next step of a
+      shortest path (through the real graph) to the nearest uncollected gold chunk, forward
+      when it starts at the current node, backward to the subgraph node it starts from;
+    - filter: the gold chunks among the collected ones; answer: cites the gold chunks.
+    """
+
+    def __init__(self, store: GraphStore | None = None,
+                 gold: dict[str, Iterable[str]] | None = None, max_depth: int = 6) -> None:
+        super().__init__(self._reply)
+        self.store = store
+        self.gold = {q: set(v) for q, v in (gold or {}).items()}
+        self.max_depth = max_depth
+
+    def _reply(self, prompt: str) -> str:
+        stage = prompt_stage(prompt)
+        if stage == "extraction":
+            x = rule_based_extraction(_section(prompt, "Text:\n", "\0"))
+            return json.dumps({"title": x.title, "entities": x.entities,
+                               "triples": [list(t) for t in x.triples]})
+        if stage == "pre_query":
+            return json.dumps({"need_retrieval": True,
+                               "subquestions": [_section(prompt, "Question: ", "\n")]})
+        gold = self.gold.get(question_of(prompt), set())
+        if stage == "traversal":
+            return json.dumps(self._move(prompt, gold))
+        if stage == "memorize":
+            chunks = [c for c in _ids(_section(prompt, "Chunks:", "Edges"), "c-") if c in gold]
+            return f"The useful evidence:\n```json\n{json.dumps({'chunks': chunks, 'edges': []})}\n```"
+        if stage == "answer":
+            cited = [c for c in _ids(_section(prompt, "Context:", "Relations:"), "c-") if c in gold]
+            return "Based on the context " + " ".join(f"[{c}]" for c in cited) + "."
+        return "{}"
+
+    def _move(self, prompt: str, gold: set[str]) -> dict:
+        collected = set(_ids(_section(prompt, "Collected chunks:", "Collected relations:"), "c-"))
+        missing = gold - collected
+        if not missing or self.store is None:
+            return {"enough": True}
+        current = _ids(_section(prompt, "Current node:", "\n"))[0]
+        subgraph = _ids(_section(prompt, "Nodes already in the subgraph", "Current node:"))
+        in_sub = set(subgraph) | collected
+        targets = {"a-" + c[2:] for c in missing}
+        best: tuple[int, str, str] | None = None
+        for start in [current, *[s for s in subgraph if s != current]]:
+            path = self._path(start, targets, in_sub)
+            if path and (best is None or len(path) < best[0]):
+                best = (len(path), start, path[0])
+        if best is None:
+            return {"enough": True}
+        _, start, step = best
+        if start == current:
+            return {"enough": False, "action": "forward", "node": step}
+        return {"enough": False, "action": "backward", "node": start}
+
+    def _path(self, start: str, targets: set[str], in_sub: set[str]) -> list[str] | None:
+        """Shortest path (excluding ``start``) through nodes outside the subgraph."""
+        assert self.store is not None
+        prev: dict[str, str] = {start: ""}
+        frontier = deque([(start, 0)])
+        while frontier:
+            node, depth = frontier.popleft()
+            if node in targets and node != start:
+                path = [node]
+                while prev[path[-1]] != start:
+                    path.append(prev[path[-1]])
+                return path[::-1]
+            if depth >= self.max_depth:
+                continue
+            for e in self.store.neighbors(node):
+                w = e.other(node)
+                if w not in prev and w not in in_sub and not w.startswith("c-"):
+                    prev[w] = node
+                    frontier.append((w, depth + 1))
+        return None
+
+
+class BrokenLLM(ScriptedLLM):
+    """Cycles through malformed JSON, unknown node ids, chatter and empty strings."""
+
+    REPLIES = (
+        '{"enough": false, "action": "forward", "node": "e-ffffffffff"}',
+        "```json\n{not json at all\n```",
+        "",
+        '{"enough": false, "action": "sideways", "node": "<script>"}',
+        "I think the answer is 42.",
+        '{"chunks": ["c-ffffffffff"], "edges": ["r-ffffffffff"]}',
+        '["a", "list", "instead"]',
+        '{"enough": false, "action": "backward", "node": "a-0000000000"}',
+    )
+
+    def __init__(self) -> None:
+        self._i = 0
+        super().__init__(self._next)
+
+    def _next(self, prompt: str) -> str:
+        self._i += 1
+        return self.REPLIES[self._i % len(self.REPLIES)]
+
+
+def node_ids_in(text: str) -> list[str]:
+    """All well-formed node ids in ``text`` (helper for custom scripted LLMs)."""
+    return [t for t in re.findall(r"[cae]-[0-9a-f]{4,40}", text) if NODE_ID_RE.match(t)]

@@ -1,0 +1,388 @@
+"""Plain data the engine passes around, and the typed errors it raises.
+
+Everything here is framework-free and JSON-serialisable through ``to_dict`` / ``from_dict``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+NodeKind = Literal["chunk", "anchor", "entity"]
+EdgeKind = Literal["relation", "mention", "contains", "context"]
+Stage = Literal["extraction", "pre_query", "traversal", "memorize", "answer"]
+STAGES: tuple[Stage, ...] = ("extraction", "pre_query", "traversal", "memorize", "answer")
+
+# Node ids are made by the library, never copied from user text: a one-letter kind, a dash and
+# hex digits. Prompts show them verbatim and parsers accept nothing else.
+NODE_ID_RE = re.compile(r"^[cae]-[0-9a-f]{4,40}$")
+EDGE_ID_RE = re.compile(r"^[rmkx]-[0-9a-f]{4,40}$")
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+
+class ReMindError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class ConfigError(ReMindError, ValueError):
+    """A configuration value is out of range or inconsistent."""
+
+
+class InvalidDocumentError(ReMindError, ValueError):
+    """A document cannot be indexed (empty text, bad id, wrong type)."""
+
+
+class LLMError(ReMindError):
+    """The LLM call failed (exception from the provider)."""
+
+
+class LLMTimeoutError(LLMError, TimeoutError):
+    """The LLM did not answer within the configured timeout."""
+
+
+class LLMOutputError(ReMindError, ValueError):
+    """The LLM answered, but the reply cannot be parsed into the expected structure."""
+
+    def __init__(self, message: str, reply: str = "") -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class ExtractionError(ReMindError):
+    """Entity / relation extraction failed for some chunks; nothing was written."""
+
+
+class UnknownNodeError(ReMindError, KeyError):
+    """A node id that is not in the graph."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "unknown node"
+
+
+class UnknownTraceError(ReMindError, KeyError):
+    """A trace id that this engine never produced (or has forgotten)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown trace"
+
+
+class StoreError(ReMindError):
+    """A graph store failed to read or write."""
+
+
+class StoreCorruptError(StoreError):
+    """A persisted store is damaged (missing file, bad checksum, bad format)."""
+
+
+class EmbeddingError(ReMindError):
+    """The embedder returned something unusable (wrong shape, NaN, wrong dimension)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# documents and the graph
+
+
+@dataclass(frozen=True)
+class Document:
+    """A source document as the engine sees it."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a document, with provenance (character offsets into the document)."""
+
+    id: str
+    doc_id: str
+    index: int
+    text: str
+    start: int
+    end: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Chunk:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A graph node. ``name`` is what prompts show: entity name, anchor title or chunk id."""
+
+    id: str
+    kind: NodeKind
+    name: str
+    doc_id: str | None = None
+    chunk_id: str | None = None
+    aliases: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["aliases"] = list(self.aliases)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Node:
+        return cls(**{**d, "aliases": tuple(d.get("aliases", ()))})
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An undirected edge; ``text`` is what prompts show for it."""
+
+    id: str
+    u: str
+    v: str
+    kind: EdgeKind
+    text: str
+
+    def other(self, node_id: str) -> str:
+        return self.v if node_id == self.u else self.u
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Edge:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Triple:
+    """A relation edge on the retrieved path, as (subject, relation sentence, object)."""
+
+    subject: str
+    relation: str
+    object: str
+    edge_id: str
+
+
+# ---------------------------------------------------------------------------------------------
+# costs and traces
+
+
+@dataclass
+class StageCost:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: StageCost) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+class CostLedger:
+    """LLM calls and tokens per stage."""
+
+    def __init__(self, data: dict[str, StageCost] | None = None) -> None:
+        self.stages: dict[str, StageCost] = {s: StageCost() for s in STAGES}
+        for k, v in (data or {}).items():
+            self.stages.setdefault(k, StageCost()).add(v)
+
+    def record(self, stage: str, prompt_tokens: int, completion_tokens: int, calls: int = 1) -> None:
+        self.stages.setdefault(stage, StageCost()).add(
+            StageCost(calls, prompt_tokens, completion_tokens)
+        )
+
+    def merge(self, other: CostLedger) -> None:
+        for k, v in other.stages.items():
+            self.stages.setdefault(k, StageCost()).add(v)
+
+    @property
+    def llm_calls(self) -> dict[str, int]:
+        return {k: v.calls for k, v in self.stages.items()}
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        return {k: v.tokens for k, v in self.stages.items()}
+
+    @property
+    def total_calls(self) -> int:
+        return sum(v.calls for v in self.stages.values())
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(v.tokens for v in self.stages.values())
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {k: asdict(v) for k, v in self.stages.items()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, dict[str, int]]) -> CostLedger:
+        return cls({k: StageCost(**v) for k, v in d.items()})
+
+
+MoveAction = Literal["forward", "backward", "read", "stop", "invalid"]
+
+
+@dataclass(frozen=True)
+class Move:
+    """One step of the walk. ``read`` is the free step that opens an anchor's chunk."""
+
+    step: int
+    action: MoveAction
+    node_id: str | None = None
+    from_node: str | None = None
+    edge_id: str | None = None
+    note: str = ""
+
+
+@dataclass
+class Trace:
+    """Everything that happened during one retrieval, enough to memorize it later."""
+
+    trace_id: str
+    query: str
+    query_embedding: list[float]
+    seeds: list[str] = field(default_factory=list)
+    replayed_edges: list[str] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)
+    # subgraph: node -> (parent node, edge that added it); seeds map to (None, None)
+    parents: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    chunk_ids: list[str] = field(default_factory=list)
+    costs: CostLedger = field(default_factory=CostLedger)
+    stop_reason: str = ""
+    subquestions: list[str] = field(default_factory=list)
+    memorized: bool = False
+    memory_result: dict[str, Any] | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def llm_calls(self) -> dict[str, int]:
+        return self.costs.llm_calls
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        return self.costs.tokens
+
+    @property
+    def subgraph_edges(self) -> list[str]:
+        return [e for _, e in self.parents.values() if e is not None]
+
+    @property
+    def traversal_calls(self) -> int:
+        return self.costs.stages["traversal"].calls
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.trace_id,
+            "query": self.query,
+            "query_embedding": list(self.query_embedding),
+            "seeds": self.seeds,
+            "replayed_edges": self.replayed_edges,
+            "moves": [asdict(m) for m in self.moves],
+            "parents": {k: list(v) for k, v in self.parents.items()},
+            "chunk_ids": self.chunk_ids,
+            "costs": self.costs.to_dict(),
+            "stop_reason": self.stop_reason,
+            "subquestions": self.subquestions,
+            "memorized": self.memorized,
+            "memory_result": self.memory_result,
+            "timings_ms": self.timings_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trace:
+        return cls(
+            trace_id=d["trace_id"],
+            query=d["query"],
+            query_embedding=list(d["query_embedding"]),
+            seeds=list(d["seeds"]),
+            replayed_edges=list(d["replayed_edges"]),
+            moves=[Move(**m) for m in d["moves"]],
+            parents={k: (v[0], v[1]) for k, v in d["parents"].items()},
+            chunk_ids=list(d["chunk_ids"]),
+            costs=CostLedger.from_dict(d["costs"]),
+            stop_reason=d.get("stop_reason", ""),
+            subquestions=list(d.get("subquestions", [])),
+            memorized=bool(d.get("memorized", False)),
+            memory_result=d.get("memory_result"),
+            timings_ms=dict(d.get("timings_ms", {})),
+        )
+
+
+ChunkSource = Literal["seed", "replay", "traversal", "dense_fill"]
+
+
+@dataclass(frozen=True)
+class RetrievedChunk:
+    chunk: Chunk
+    score: float
+    source: ChunkSource
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """The result of one retrieval: ranked chunks, the triples on the path, and the trace."""
+
+    query: str
+    chunks: list[RetrievedChunk]
+    triples: list[Triple]
+    trace: Trace
+
+    @property
+    def trace_id(self) -> str:
+        return self.trace.trace_id
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    citations: list[str]
+    retrieval: Retrieval
+
+    @property
+    def trace_id(self) -> str:
+        return self.retrieval.trace_id
+
+
+@dataclass(frozen=True)
+class MemoryWrite:
+    """What one memorize call did to the edge memory."""
+
+    trace_id: str
+    applied: bool
+    enhanced: list[str]
+    penalised: list[str]
+    supporting_chunks: list[str]
+    supporting_edges: list[str]
+    skipped_reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    documents: int
+    skipped_documents: int
+    chunks: int
+    entities_added: int
+    entities_merged: int
+    relations: int
+    source_tokens: int
+    costs: CostLedger
+    fallback_chunks: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    touched_edges: int
+    writes_applied: int
+    writes_skipped: int

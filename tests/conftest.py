@@ -1,0 +1,33 @@
+"""Shared fixtures. Everything runs offline: no network, no API key."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+DATA = Path(__file__).parent / "data"
+
+
+def load_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+@pytest.fixture(scope="session")
+def hotpot() -> tuple[list[dict], dict[str, dict]]:
+    """(questions, corpus rows by pid) of the HotpotQA sample in tests/data."""
+    qs = load_jsonl(DATA / "hotpotqa_train100_sample.questions.jsonl")
+    rows = {r["pid"]: r for r in load_jsonl(DATA / "hotpotqa_train100_sample.corpus.jsonl")}
+    return qs, rows
+
+
+@pytest.fixture(scope="session")
+def musique() -> tuple[list[dict], dict[str, dict]]:
+    qs = load_jsonl(DATA / "musique_train100_sample.questions.jsonl")
+    rows = {r["pid"]: r for r in load_jsonl(DATA / "musique_train100_sample.corpus.jsonl")}
+    return qs, rows
