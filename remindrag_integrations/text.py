@@ -66,20 +66,10 @@ def chunk_text(text: str, max_tokens: int, overlap_tokens: int = 0) -> list[Text
 
 
 def _split_long(text: str, start: int, end: int, max_tokens: int) -> list[tuple[int, int, int]]:
-    words = [(m.start() + start, m.end() + start) for m in re.finditer(r"\S+", text[start:end])]
-    out: list[tuple[int, int, int]] = []
-    cur_s, cur_e, cur_n = None, None, 0
-    for ws, we in words:
-        n = count_tokens(text[ws:we])
-        if cur_s is not None and cur_n + n > max_tokens:
-            out.append((cur_s, cur_e, cur_n))
-            cur_s, cur_n = None, 0
-        if cur_s is None:
-            cur_s = ws
-        cur_e, cur_n = we, cur_n + n
-    if cur_s is not None:
-        out.append((cur_s, cur_e, cur_n))
-    return [(s, e, min(n, max_tokens)) for s, e, n in out]
+    """Cut one over-long sentence into runs of at most ``max_tokens`` tokens."""
+    toks = [(m.start() + start, m.end() + start) for m in _WORD_RE.finditer(text[start:end])]
+    return [(toks[i][0], toks[min(i + max_tokens, len(toks)) - 1][1],
+             min(max_tokens, len(toks) - i)) for i in range(0, len(toks), max_tokens)]
 
 
 def first_sentence(text: str, max_chars: int = 120) -> str:

@@ -1,0 +1,139 @@
+"""The embedded store: round trips, atomic saves, corruption, sparse memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from remindrag_integrations import Document, ReMindRAG, StoreCorruptError
+from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.testing import HashEmbedder
+
+TEXTS = [
+    ("d1", "Scott Derrickson is an American director. He directed Sinister in Los Angeles."),
+    ("d2", "Ed Wood was an American filmmaker. Conrad Brooks acted in films by Ed Wood."),
+    ("d3", "Sinister is a horror film. Ethan Hawke starred in Sinister."),
+]
+
+
+@pytest.fixture()
+def engine() -> ReMindRAG:
+    eng = ReMindRAG(embeddings=HashEmbedder())
+    eng.insert([Document(i, t, {"source": "test"}) for i, t in TEXTS])
+    return eng
+
+
+def _snapshot(store: InMemoryGraphStore) -> dict:
+    return {
+        "counts": store.counts(),
+        "nodes": sorted(n.to_dict().__repr__() for n in store._nodes.values()),
+        "edges": sorted(e.id for e in store._edges.values()),
+        "memory": {k: v.tolist() for k, v in sorted(store._memory.items())},
+        "docs": store._docs,
+        "traces": sorted(store._traces),
+    }
+
+
+def test_round_trip_keeps_everything_including_memory(engine: ReMindRAG, tmp_path: Path) -> None:
+    r = engine.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
+    walked = [rc.chunk.id for rc in r.chunks if rc.source == "traversal"]
+    assert walked, "the zero-token walk should have reached a chunk"
+    engine.memorize(r.trace_id, supporting=walked)
+    assert engine.store.touched_edges() > 0
+    engine.save(tmp_path / "s")
+    loaded = ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder())
+    assert _snapshot(loaded.store) == _snapshot(engine.store)
+    ids = list(engine.store._nodes)
+    assert np.array_equal(loaded.store.node_embeddings(ids), engine.store.node_embeddings(ids))
+    # the trace survives too: memorize after reload is refused as a duplicate, not unknown
+    assert loaded.memorize(r.trace_id).skipped_reason == "already memorized"
+    assert loaded.retrieve("Who directed Sinister?").trace.stop_reason == "replay"
+
+
+def test_memory_is_sparse(engine: ReMindRAG) -> None:
+    assert engine.store.counts()["edges"] > 10
+    assert engine.store.touched_edges() == 0
+    assert engine.store.memory(["m-ffffffffff"]).shape == (1, engine.store.dim)
+
+
+def test_no_pickle_files(engine: ReMindRAG, tmp_path: Path) -> None:
+    root = engine.save(tmp_path / "s")
+    gen = root / (root / "CURRENT").read_text()
+    for f in gen.iterdir():
+        if f.suffix == ".npy":
+            np.load(f, allow_pickle=False)  # raises if an object array was written
+        else:
+            json.loads(f.read_text())
+
+
+def test_corrupt_file_is_a_typed_error(engine: ReMindRAG, tmp_path: Path) -> None:
+    root = engine.save(tmp_path / "s")
+    gen = root / (root / "CURRENT").read_text()
+    (gen / "edges.json").write_text("[{]")
+    with pytest.raises(StoreCorruptError):
+        InMemoryGraphStore.load(root)
+    with pytest.raises(StoreCorruptError):
+        ReMindRAG.load(root, embeddings=HashEmbedder())
+
+
+def test_missing_store_is_a_typed_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreCorruptError):
+        InMemoryGraphStore.load(tmp_path / "nothing")
+
+
+def test_crash_mid_save_leaves_previous_generation(engine: ReMindRAG, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    root = engine.save(tmp_path / "s")
+    before = _snapshot(InMemoryGraphStore.load(root))
+    engine.insert([Document("d4", "Ethan Hawke is an American actor.")])
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "save", boom)
+    with pytest.raises(OSError):
+        engine.store.save(root)
+    monkeypatch.undo()
+    assert _snapshot(InMemoryGraphStore.load(root)) == before
+
+
+def test_save_twice_keeps_one_generation(engine: ReMindRAG, tmp_path: Path) -> None:
+    root = engine.save(tmp_path / "s")
+    engine.save(root)
+    assert len(list(root.glob("gen-*"))) == 1
+
+
+def test_delete_document_removes_orphans_and_keeps_other_memory(engine: ReMindRAG) -> None:
+    r = engine.retrieve("Ed Wood filmmaker Conrad Brooks")
+    engine.memorize(r.trace_id, supporting=r.trace.chunk_ids)
+    kept = {e: v.copy() for e, v in engine.store._memory.items()
+            if all(engine.store.get_node(n).doc_id != "d1"
+                   for n in (engine.store._edges[e].u, engine.store._edges[e].v))}
+    engine.delete(["d1"])
+    s = engine.store
+    assert "d1" not in s.document_ids()
+    assert all(n.doc_id != "d1" for n in s._nodes.values())
+    for e in s._edges.values():
+        assert e.u in s._nodes and e.v in s._nodes
+    names = {n.name for n in s._nodes.values() if n.kind == "entity"}
+    assert "Scott Derrickson" not in names and "Sinister" in names  # Sinister still in d3
+    for eid, v in kept.items():
+        if eid in s._edges:
+            assert np.array_equal(s._memory[eid], v)
+
+
+def test_reinserting_unchanged_document_is_a_noop(engine: ReMindRAG) -> None:
+    before = engine.store.counts()
+    report = engine.insert([Document(i, t) for i, t in TEXTS])
+    assert report.documents == 0 and report.skipped_documents == 3
+    assert engine.store.counts() == before
+
+
+def test_update_replaces_the_old_version(engine: ReMindRAG) -> None:
+    engine.insert([Document("d2", "Conrad Brooks was born in Baltimore, Maryland.")])
+    texts = [c.text for c in engine.store._chunks.values() if c.doc_id == "d2"]
+    assert texts == ["Conrad Brooks was born in Baltimore, Maryland."]
+    assert "Ed Wood" not in {n.name for n in engine.store._nodes.values()}
