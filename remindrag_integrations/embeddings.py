@@ -47,6 +47,7 @@ class SentenceTransformerEmbedder:
             if self._model is None:
                 from sentence_transformers import SentenceTransformer
 
+                _quiet_transformers()
                 path = (packaged_model_path() if self.model_name == DEFAULT_MODEL
                         else self.model_name)
                 self._model = SentenceTransformer(str(path), device=self.device)
@@ -64,6 +65,16 @@ class SentenceTransformerEmbedder:
         model = self._load()
         get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(get())
+
+
+def _quiet_transformers() -> None:
+    """No weight-loading progress bars in the user's terminal."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # an older or newer transformers without it: only cosmetic
+        pass
 
 
 class LangChainEmbedder:

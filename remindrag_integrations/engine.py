@@ -26,9 +26,9 @@ from .config import IndexConfig, RetrievalConfig
 from .embeddings import as_embedder
 from .llms import Decider, Embed, LLMDecider, Step, adrive, as_chat_llm, drive
 from .memorize import filter_step, split_edges
-from .prompts import ANSWER_PROMPT, PRE_QUERY_PROMPT, parse_citations, parse_pre_query
+from .prompts import Prompts, parse_citations, parse_pre_query
 from .protocols import ChatLLM, GraphStore
-from .stores import InMemoryGraphStore
+from .stores import InMemoryGraphStore, open_store
 from .text import split_sentences
 from .traversal import Walk, find_seeds, path_triples, replay, traverse
 from .types import (
@@ -64,16 +64,18 @@ class ReMindRAG:
         self,
         llm: Any = None,
         embeddings: Any = None,
-        store: GraphStore | None = None,
+        store: GraphStore | str | None = None,
         index_config: IndexConfig | None = None,
         retrieval_config: RetrievalConfig | None = None,
         max_cached_traces: int = 1000,
+        prompts: Prompts | None = None,
     ) -> None:
         self.llm: ChatLLM | None = as_chat_llm(llm)
         self.embedder = as_embedder(embeddings)
-        self.store: GraphStore = store if store is not None else InMemoryGraphStore()
+        self.store: GraphStore = open_store(store)  # None, a saved dir or postgresql:// DSN
         self.index_config = index_config or IndexConfig()
         self.retrieval_config = retrieval_config or RetrievalConfig()
+        self.prompts = prompts or Prompts()
         self._traces: OrderedDict[str, Trace] = OrderedDict()
         self._max_cached_traces = max_cached_traces
         self._lock = threading.Lock()
@@ -133,7 +135,7 @@ class ReMindRAG:
 
         def extract(chunk: Any) -> Any:
             sub = CostLedger()
-            out = self._run(indexing.extraction_step(chunk, self.index_config), decider, sub)
+            out = self._run(indexing.extraction_step(chunk, self.index_config, self.prompts.extraction), decider, sub)
             with lock:
                 ledger.merge(sub)
                 done[0] += 1
@@ -154,7 +156,7 @@ class ReMindRAG:
 
         async def extract(chunk: Any) -> Any:
             async with sem:
-                out = await self._arun(indexing.extraction_step(chunk, self.index_config),
+                out = await self._arun(indexing.extraction_step(chunk, self.index_config, self.prompts.extraction),
                                        decider, ledger)
             done[0] += 1
             if progress:
@@ -173,7 +175,7 @@ class ReMindRAG:
     def _pre_query(self, query: str, cfg: RetrievalConfig) -> Step:
         if not cfg.pre_query:
             return [query]
-        prompt = PRE_QUERY_PROMPT.format(query=query, max_subquestions=cfg.max_subquestions)
+        prompt = self.prompts.pre_query.format(query=query, max_subquestions=cfg.max_subquestions)
         try:
             reply = yield from _ask("pre_query", prompt, {"query": query})
             need, subs = parse_pre_query(reply, cfg.max_subquestions)
@@ -189,7 +191,7 @@ class ReMindRAG:
         subqs = yield from self._pre_query(query, cfg)
         vecs = yield Embed((query, *[s for s in subqs if s != query]))
         t0 = time.perf_counter()
-        walk = Walk(self.store, vecs[0], cfg)
+        walk = Walk(self.store, vecs[0], cfg, self.prompts.traversal)
         for s in find_seeds(self.store, vecs if subqs else vecs[:0], cfg.seeds):
             walk.add(s, None, None, "seed")
         t1 = time.perf_counter()
@@ -208,7 +210,7 @@ class ReMindRAG:
             seeds=[n for n, (p, _) in walk.parents.items() if p is None],
             replayed_edges=walk.replayed_edges, moves=walk.moves, parents=walk.parents,
             chunk_ids=walk.chunk_ids, costs=ledger, stop_reason=walk.stop_reason,
-            subquestions=list(subqs),
+            subquestions=list(subqs), decisions=walk.asks,
         )
         chunks = self._rank(walk, cfg, vecs[0]) if walk.parents else []
         trace.timings_ms = {"seed_search": (t1 - t0) * 1e3, "replay": (t2 - t1) * 1e3,
@@ -263,7 +265,7 @@ class ReMindRAG:
             return (yield from self._extractive(query, retrieval))
         context = "\n\n".join(f"[{rc.chunk.id}] {rc.chunk.text}" for rc in retrieval.chunks)
         triples = "\n".join(f"- {t.relation}" for t in retrieval.triples) or "(none)"
-        prompt = ANSWER_PROMPT.format(chunks=context, triples=triples, query=query)
+        prompt = self.prompts.answer.format(chunks=context, triples=triples, query=query)
         try:
             text = yield from _ask("answer", prompt, {})
         except LLMError as exc:
@@ -322,7 +324,7 @@ class ReMindRAG:
                               (float(x) for x in self.store.node_embeddings(trace.chunk_ids) @ q)))
             chunks, edges = yield from filter_step(
                 trace, self.store, answer or "", self.retrieval_config.chunk_chars_in_prompt,
-                scores)
+                scores, self.prompts.filter)
         effective, ineffective = split_edges(trace.parents, chunks, edges)
         if not effective:
             return self._skip(trace, "no supporting chunk or edge on the subgraph")
@@ -387,6 +389,83 @@ class ReMindRAG:
         return MemoryStats(self.store.touched_edges(), self._writes_applied,
                            self._writes_skipped)
 
+    # --- memory admin ----------------------------------------------------------------------
+    MEMORY_FORMAT = "remindrag-memory/1"
+
+    def inspect_memory(self, k: int = 10, query: str | None = None, *,
+                       cluster_threshold: float | None = 0.8) -> list[dict[str, Any]]:
+        """The ``k`` edges with the strongest memory (by norm, or by alignment with ``query``),
+        each with its text, endpoint names, score and norm. Edges whose memory points the same
+        way (cosine >= ``cluster_threshold``) share a ``cluster`` number: one per group of
+        similar past queries (``None`` skips the grouping)."""
+        from .embeddings import embed_checked
+
+        q = embed_checked(self.embedder, [query], dim=self.store.dim)[0] if query else None
+        top = self.store.top_memory(q, k)
+        vecs = self.store.memory([e for e, _ in top])
+        edges = [self.store.get_edge(e) for e, _ in top]
+        names = {n.id: n.name for n in self.store.get_nodes(
+            list(dict.fromkeys(x for e in edges for x in (e.u, e.v))))}
+        leaders: list[np.ndarray] = []
+        rows = []
+        for (eid, score), v, e in zip(top, vecs, edges):
+            row = {"edge_id": eid, "kind": e.kind, "text": e.text, "u": e.u, "v": e.v,
+                   "u_name": names[e.u], "v_name": names[e.v], "score": score,
+                   "norm": float(np.linalg.norm(v))}
+            if cluster_threshold is not None:
+                row["cluster"] = self._leader_cluster(leaders, v, cluster_threshold)
+            rows.append(row)
+        return rows
+
+    def reset_memory(self) -> int:
+        """Forget all edge memory of this engine's store (its namespace only)."""
+        return self.store.reset_memory()
+
+    def decay_memory(self, factor: float) -> int:
+        """Scale every memory vector by ``factor`` in [0, 1]; returns the edges touched."""
+        return self.store.decay_memory(factor)
+
+    def export_memory(self, path: str | os.PathLike[str]) -> int:
+        """Write the memory vectors to a JSON file; returns how many were written."""
+        vectors = self.store.export_memory()
+        doc = {"format": self.MEMORY_FORMAT, "namespace": self.store.namespace,
+               "dim": self.store.dim, "vectors": vectors}
+        tmp = Path(f"{path}.tmp")
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        os.replace(tmp, path)
+        return len(vectors)
+
+    def import_memory(self, path: str | os.PathLike[str], *, skip_unknown: bool = False) -> int:
+        """Load memory vectors written by :meth:`export_memory` (they replace the current
+        vectors of those edges). Edges the graph lacks raise :class:`UnknownNodeError`, or are
+        left out with ``skip_unknown=True``."""
+        from .types import UnknownNodeError
+
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(doc, dict) or doc.get("format") != self.MEMORY_FORMAT:
+            raise ValueError(f"{path} is not a memory export ({self.MEMORY_FORMAT})")
+        vectors = doc["vectors"]
+        if skip_unknown:
+            known = {}
+            for eid, v in vectors.items():
+                try:
+                    self.store.get_edge(eid)
+                except UnknownNodeError:
+                    continue
+                known[eid] = v
+            vectors = known
+        return self.store.import_memory(vectors)
+
+    @staticmethod
+    def _leader_cluster(leaders: list[np.ndarray], v: np.ndarray, threshold: float) -> int:
+        """Index of the first leader within cosine ``threshold`` of ``v`` (else ``v`` leads)."""
+        u = v / (float(np.linalg.norm(v)) or 1.0)
+        for i, lead in enumerate(leaders):
+            if float(u @ lead) >= threshold:
+                return i
+        leaders.append(u)
+        return len(leaders) - 1
+
     # --- persistence ---------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Persist the store (atomically) and the configuration."""
@@ -406,7 +485,7 @@ class ReMindRAG:
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], *, llm: Any = None,
-             embeddings: Any = None, store: GraphStore | None = None) -> ReMindRAG:
+             embeddings: Any = None, store: GraphStore | str | None = None) -> ReMindRAG:
         """Load what :meth:`save` wrote. Raises :class:`StoreCorruptError` on damage."""
         root = Path(directory)
         try:

@@ -106,10 +106,10 @@ def anchor_id(chunk_id: str) -> str:
     return "a-" + chunk_id[2:]
 
 
-def extraction_step(chunk: Chunk, cfg: IndexConfig) -> Step:
+def extraction_step(chunk: Chunk, cfg: IndexConfig, template: str = EXTRACTION_PROMPT) -> Step:
     """Ask for one chunk's extraction; one re-ask on an unparseable reply. Returns
     ``(Extraction, fell_back)``."""
-    prompt = EXTRACTION_PROMPT.format(text=chunk.text)
+    prompt = template.format(text=chunk.text)
     context = {"text": chunk.text, "max_entities": cfg.max_entities_per_chunk}
     problem = ""
     for attempt in range(2):

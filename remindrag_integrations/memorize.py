@@ -43,7 +43,7 @@ def split_edges(
 
 
 def filter_step(trace: Trace, store: GraphStore, answer: str, chunk_chars: int,
-                chunk_scores: dict[str, float]) -> Step:
+                chunk_scores: dict[str, float], template: str = FILTER_PROMPT) -> Step:
     """Ask which chunks and edges supported the answer; returns (chunk ids, edge ids) that are
     in the subgraph. An unusable reply is re-asked once, then treated as 'no support'."""
     chunks = "\n".join(
@@ -56,7 +56,7 @@ def filter_step(trace: Trace, store: GraphStore, answer: str, chunk_chars: int,
         e = store.get_edge(eid)
         lines.append(f"- {eid} | {store.get_node(parent).name} | {e.text} | "  # type: ignore[arg-type]
                      f"{store.get_node(node).name}")
-    prompt = FILTER_PROMPT.format(query=trace.query, answer=answer or "(not given)",
+    prompt = template.format(query=trace.query, answer=answer or "(not given)",
                                   chunks=chunks, edges="\n".join(lines) or "(none)")
     context = {"chunk_scores": chunk_scores, "answer": answer}
     problem = ""

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import EDGE_ID_RE, NODE_ID_RE, LLMOutputError
+from .types import EDGE_ID_RE, NODE_ID_RE, ConfigError, LLMOutputError
 
 EXTRACTION_PROMPT = """Extract a knowledge graph from the text below.
 
@@ -94,6 +94,39 @@ Relations:
 
 Question: {query}
 Answer:"""
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """The templates the engine uses; replace any of them, keeping its ``{placeholders}``
+    and the JSON reply shape its parser expects."""
+
+    extraction: str = EXTRACTION_PROMPT
+    pre_query: str = PRE_QUERY_PROMPT
+    traversal: str = TRAVERSAL_PROMPT
+    filter: str = FILTER_PROMPT
+    answer: str = ANSWER_PROMPT
+
+    def __post_init__(self) -> None:
+        for name, fields in _PLACEHOLDERS.items():
+            template = getattr(self, name)
+            try:
+                template.format(**{f: "" for f in fields})
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ConfigError(f"prompt {name!r} must use only the placeholders "
+                                  f"{sorted(fields)}: {exc}") from exc
+            missing = [f for f in fields if "{" + f + "}" not in template]
+            if missing:
+                raise ConfigError(f"prompt {name!r} lacks placeholder(s) {missing}")
+
+
+_PLACEHOLDERS = {
+    "extraction": ("text",),
+    "pre_query": ("query", "max_subquestions"),
+    "traversal": ("query", "chunks", "triples", "subgraph", "current", "neighbours", "feedback"),
+    "filter": ("query", "answer", "chunks", "edges"),
+    "answer": ("chunks", "triples", "query"),
+}
 
 _FENCE_RE = re.compile(r"```(?:[a-zA-Z_-]*)\s*\n?(.*?)```", re.DOTALL)
 _MAX_SCAN_STARTS = 200

@@ -27,6 +27,7 @@ class Walk:
     store: GraphStore
     q_hat: np.ndarray
     cfg: RetrievalConfig
+    template: str = TRAVERSAL_PROMPT
     parents: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # chunk id -> seed/replay/traversal
     moves: list[Move] = field(default_factory=list)
@@ -134,7 +135,7 @@ def _render(walk: Walk, query: str, current: str, options: list[tuple[Edge, str,
     neighbours = "\n".join(
         f"- {w} ({store.get_node(w).kind}: {store.get_node(w).name}) | {e.text} | {s:.2f}"
         for e, w, s in options) or "(no unexplored neighbours: move backward or stop)"
-    return TRAVERSAL_PROMPT.format(
+    return walk.template.format(
         query=query, chunks=chunks, triples=triples, subgraph=subgraph,
         current=_describe(store, store.get_node(current)), neighbours=neighbours,
         feedback=f"\nNote: {feedback}\n" if feedback else "",
@@ -160,20 +161,33 @@ def _options(walk: Walk, current: str) -> list[tuple[Edge, str, float]]:
     return ranked[: walk.cfg.max_neighbors_shown]
 
 
+_LOOKAHEAD = 64  # neighbours of an entity looked at when valuing it
+
+
+def _value(walk: Walk, node: str) -> float:
+    """How promising ``node`` is for the zero-token navigator: its own query similarity, and
+    for an entity also that of the unread anchors it mentions (names alone say little)."""
+    own = walk.sims([node])[0]
+    if not node.startswith("e-"):
+        return own
+    anchors = [w for e in walk.neighbors(node)[:_LOOKAHEAD]
+               if (w := e.other(node)).startswith("a-") and w not in walk.parents]
+    return max([own, *walk.sims(anchors)])
+
+
 def _context(walk: Walk, current: str, options: list[tuple[Edge, str, float]]) -> dict:
-    """Structured facts for the zero-token navigator."""
-    cand = [w for _, w, _ in options]
+    """Structured facts for the zero-token navigator: the value of each forward option and,
+    for every other subgraph node, the value of its best unexplored neighbour."""
     frontier = []
     for n in walk.parents:
-        if n == current or walk.store.get_node(n).kind == "chunk":
+        if n == current or n.startswith("c-"):
             continue
-        others = [e.other(n) for e in walk.frontier(n)
-                  if walk.store.get_node(e.other(n)).kind != "chunk"]
+        others = [w for e in walk.frontier(n) if not (w := e.other(n)).startswith("c-")]
         if others:
-            frontier.append((n, max(walk.sims(others))))
+            frontier.append((n, max(_value(walk, w) for w in others)))
     return {
         "current": current,
-        "candidates": list(zip(cand, walk.sims(cand))),
+        "candidates": [(w, _value(walk, w)) for _, w, _ in options],
         "frontier": frontier,
         "chunks_read": len(walk.chunk_ids),
         "enough_chunks": walk.cfg.nav_enough_chunks,

@@ -262,6 +262,8 @@ class Trace:
     memorized: bool = False
     memory_result: dict[str, Any] | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # traversal decisions asked for (LLM calls, or zero-token navigator decisions)
+    decisions: int = 0
 
     @property
     def llm_calls(self) -> dict[str, int]:
@@ -295,6 +297,7 @@ class Trace:
             "memorized": self.memorized,
             "memory_result": self.memory_result,
             "timings_ms": self.timings_ms,
+            "decisions": self.decisions,
         }
 
     @classmethod
@@ -314,6 +317,7 @@ class Trace:
             memorized=bool(d.get("memorized", False)),
             memory_result=d.get("memory_result"),
             timings_ms=dict(d.get("timings_ms", {})),
+            decisions=int(d.get("decisions", 0)),
         )
 
 
