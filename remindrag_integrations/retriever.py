@@ -1,0 +1,358 @@
+"""``ReMindRetriever``: one object that is a native LangChain *and* LlamaIndex retriever.
+
+It wraps a :class:`~.engine.ReMindRAG` engine. The conversions between the engine's
+:class:`~.types.RetrievedChunk` and each framework's result type are the small functions
+:func:`to_langchain_document` and :func:`to_llamaindex_node`; everything else is delegation.
+The post-answer memory hooks live in :mod:`.callbacks`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document as LCDocument
+from langchain_core.retrievers import BaseRetriever as LCBaseRetriever
+from llama_index.core.retrievers import BaseRetriever as LIBaseRetriever
+from llama_index.core.schema import (
+    BaseNode,
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
+)
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from .callbacks import ReMindMemoryCallback, ReMindMemoryEventHandler
+from .config import IndexConfig, RetrievalConfig
+from .engine import ReMindRAG
+from .llms import LangChainLLM
+from .types import (
+    ConfigError,
+    Document,
+    IndexReport,
+    MemoryStats,
+    MemoryWrite,
+    Retrieval,
+    RetrievedChunk,
+    Trace,
+)
+
+# metadata keys that describe the walk, not the source: hidden from the LLM and the embedder
+TRAVERSAL_KEYS = ("chunk_id", "chunk_index", "start", "end", "score", "trace_id", "source",
+                  "_path", "_path_edges", "_replayed")
+_RETRIEVER_FILE = "retriever.json"
+
+
+# ---------------------------------------------------------------------------------------------
+# conversions
+
+
+def chunk_metadata(rc: RetrievedChunk, trace: Trace) -> dict[str, Any]:
+    """The JSON-serialisable metadata of one retrieved chunk: its document's metadata, its
+    provenance, and the traversal facts (``_path`` seed → chunk, ``_replayed``)."""
+    c = rc.chunk
+    nodes, edges = path_to(trace.parents, c.id)
+    replayed = set(trace.replayed_edges)
+    return {
+        **c.metadata,
+        "doc_id": c.doc_id,
+        "chunk_id": c.id,
+        "chunk_index": c.index,
+        "start": c.start,
+        "end": c.end,
+        "score": float(rc.score),
+        "trace_id": trace.trace_id,
+        "source": rc.source,
+        "_path": nodes,
+        "_path_edges": edges,
+        "_replayed": rc.source == "replay" or any(e in replayed for e in edges),
+    }
+
+
+def path_to(parents: dict[str, tuple[str | None, str | None]], node: str
+            ) -> tuple[list[str], list[str]]:
+    """Nodes and edges from the seed to ``node`` in a trace's subgraph (empty if absent)."""
+    nodes: list[str] = []
+    edges: list[str] = []
+    seen: set[str] = set()
+    cur: str | None = node
+    while cur is not None and cur in parents and cur not in seen:
+        seen.add(cur)
+        nodes.append(cur)
+        cur, edge = parents[cur]
+        if edge is not None:
+            edges.append(edge)
+    return nodes[::-1], edges[::-1]
+
+
+def to_langchain_document(rc: RetrievedChunk, trace: Trace) -> LCDocument:
+    return LCDocument(id=rc.chunk.id, page_content=rc.chunk.text,
+                      metadata=chunk_metadata(rc, trace))
+
+
+def to_llamaindex_node(rc: RetrievedChunk, trace: Trace) -> NodeWithScore:
+    hidden = list(TRAVERSAL_KEYS)
+    node = TextNode(
+        id_=rc.chunk.id,
+        text=rc.chunk.text,
+        metadata=chunk_metadata(rc, trace),
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=rc.chunk.doc_id)},
+        start_char_idx=rc.chunk.start,
+        end_char_idx=rc.chunk.end,
+        excluded_llm_metadata_keys=hidden,
+        excluded_embed_metadata_keys=hidden,
+    )
+    return NodeWithScore(node=node, score=float(rc.score))
+
+
+def _jsonable(metadata: Any) -> dict[str, Any]:
+    """Metadata as plain JSON values (the store persists it); odd values become strings."""
+    return json.loads(json.dumps(dict(metadata or {}), default=str))
+
+
+def as_engine_document(item: Any) -> Any:
+    """A LangChain ``Document`` or LlamaIndex node as the engine's :class:`Document`; anything
+    else (engine ``Document``, str, ``(id, text[, metadata])``) is passed through.
+
+    Ids: LangChain ``doc.id``, else ``metadata["doc_id"]`` / ``metadata["id"]``, else a content
+    hash; LlamaIndex ``node.node_id`` (its ``ref_doc_id`` is kept in the metadata)."""
+    if isinstance(item, LCDocument):
+        meta = _jsonable(item.metadata)
+        doc_id = item.id or meta.get("doc_id") or meta.get("id")
+        return Document(str(doc_id) if doc_id else _content_id(item.page_content),
+                        item.page_content, meta)
+    if isinstance(item, BaseNode):
+        meta = _jsonable(item.metadata)
+        if item.ref_doc_id and item.ref_doc_id != item.node_id:
+            meta.setdefault("ref_doc_id", item.ref_doc_id)
+        text = getattr(item, "text", None)
+        if not isinstance(text, str):
+            text = item.get_content()
+        return Document(item.node_id, text, meta)
+    return item
+
+
+def _content_id(text: str) -> str:
+    from .indexing import _hex
+
+    return "doc-" + _hex(text, n=16)
+
+
+def split_config(config: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
+    """Route keyword arguments to :class:`IndexConfig` / :class:`RetrievalConfig` fields."""
+    index_keys, retrieval_keys = IndexConfig.model_fields, RetrievalConfig.model_fields
+    unknown = set(config) - set(index_keys) - set(retrieval_keys)
+    if unknown:
+        raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
+    return (IndexConfig.build(**{k: v for k, v in config.items() if k in index_keys}),
+            RetrievalConfig.build(**{k: v for k, v in config.items() if k in retrieval_keys}))
+
+
+# ---------------------------------------------------------------------------------------------
+# the retriever
+
+
+class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
+    """A ReMindRAG knowledge-graph retriever for LangChain and LlamaIndex at once.
+
+    LangChain: ``invoke`` / ``ainvoke`` / ``batch`` return ``Document`` s (``id`` = chunk id);
+    ``invoke(query, k=3)`` or any other :class:`RetrievalConfig` field overrides one call.
+    LlamaIndex: ``retrieve`` / ``aretrieve`` return ``NodeWithScore`` s. Each call leaves a
+    trace; :meth:`memorize` / :meth:`feedback` write it into edge memory (or let
+    :class:`ReMindMemoryCallback` / :class:`ReMindMemoryEventHandler` do it after the answer).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    engine: ReMindRAG
+    """The engine: graph store, navigator LLM (``None`` = zero-token mode), embedder."""
+    k: int | None = Field(default=None, ge=1)
+    """Chunks per query; ``None`` uses the engine's ``retrieval_config.k``."""
+
+    # LlamaIndex's BaseRetriever sets these in its __init__; declared so pydantic accepts them
+    callback_manager: Any = Field(default=None, exclude=True, repr=False)
+    object_map: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
+    _verbose: bool = PrivateAttr(default=False)
+    _last_trace_id: str | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        LIBaseRetriever.__init__(self, callback_manager=self.callback_manager,
+                                 object_map=self.object_map)
+
+    def get_prompts(self, config: Any = None) -> dict[str, Any]:  # type: ignore[override]
+        """The one name both bases define. LlamaIndex calls it on its prompt sub-modules
+        and expects a dict; LangChain finds a chain's prompts from its graph instead. This
+        retriever has no framework prompt templates, so the answer is ``{}``."""
+        return LIBaseRetriever.get_prompts(self)
+
+    # --- construction --------------------------------------------------------------------
+    @classmethod
+    def from_documents(cls, documents: Iterable[Any] = (), *, llm: Any = None,
+                       embeddings: Any = None, **config: Any) -> ReMindRetriever:
+        """Index LangChain ``Document`` s, LlamaIndex ``Document`` / ``TextNode`` s (or the
+        engine's own inputs) into a new graph. ``llm`` navigates and extracts (``None``:
+        zero-token mode); ``embeddings`` defaults to the packaged all-MiniLM-L6-v2. Other
+        keyword arguments are :class:`IndexConfig` / :class:`RetrievalConfig` fields (``k``
+        included), or ``store=`` a :class:`~.protocols.GraphStore`."""
+        store = config.pop("store", None)
+        index_cfg, retrieval_cfg = split_config(config)
+        engine = ReMindRAG(llm=llm, embeddings=embeddings, store=store,
+                           index_config=index_cfg, retrieval_config=retrieval_cfg)
+        retriever = cls(engine=engine)
+        docs = list(documents)
+        if docs:
+            retriever.add_documents(docs)
+        return retriever
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str], metadatas: Sequence[dict] | None = None, *,
+                   ids: Sequence[str] | None = None, **kwargs: Any) -> ReMindRetriever:
+        """Like :meth:`from_documents`, from plain texts (ids default to a content hash)."""
+        texts = list(texts)
+        if metadatas is not None and len(metadatas) != len(texts):
+            raise ValueError("metadatas must have one entry per text")
+        if ids is not None and len(ids) != len(texts):
+            raise ValueError("ids must have one entry per text")
+        docs = [
+            Document(ids[i] if ids is not None else _content_id(t), t,
+                     _jsonable(metadatas[i] if metadatas is not None else {}))
+            for i, t in enumerate(texts)
+        ]
+        return cls.from_documents(docs, **kwargs)
+
+    def add_documents(self, documents: Iterable[Any], **kwargs: Any) -> IndexReport:
+        """Insert more documents; unchanged ones are skipped, changed ones replaced."""
+        return self.engine.insert([as_engine_document(d) for d in documents], **kwargs)
+
+    async def aadd_documents(self, documents: Iterable[Any], **kwargs: Any) -> IndexReport:
+        return await self.engine.ainsert([as_engine_document(d) for d in documents], **kwargs)
+
+    def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
+        return self.engine.delete(doc_ids)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Persist the graph, its memory and the configuration (see :meth:`load`)."""
+        root = self.engine.save(path)
+        (root / _RETRIEVER_FILE).write_text(json.dumps({"k": self.k}), encoding="utf-8")
+        return root
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, llm: Any = None, embeddings: Any = None,
+             **kwargs: Any) -> ReMindRetriever:
+        """Load what :meth:`save` wrote. Pass the same kind of ``embeddings`` it was built
+        with; ``llm`` is injected again (it is never persisted)."""
+        engine = ReMindRAG.load(path, llm=llm, embeddings=embeddings)
+        saved = Path(path) / _RETRIEVER_FILE
+        fields = json.loads(saved.read_text(encoding="utf-8")) if saved.exists() else {}
+        return cls(engine=engine, **{**fields, **kwargs})
+
+    # --- retrieval -----------------------------------------------------------------------
+    def _overrides(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        kwargs = {k: v for k, v in kwargs.items() if k != "verbose"}
+        if self.k is not None:
+            kwargs.setdefault("k", self.k)
+        return kwargs
+
+    def _child_llm(self, run_manager: Any) -> Any:
+        """The engine's LangChain model, bound to the retriever run's child callbacks so its
+        calls are children of the retriever run; ``None`` (use the engine's) otherwise."""
+        llm = self.engine.llm
+        if isinstance(llm, LangChainLLM) and run_manager is not None:
+            return llm.with_callbacks(run_manager.get_child())
+        return None
+
+    def _retrieved(self, retrieval: Retrieval) -> Retrieval:
+        self._last_trace_id = retrieval.trace_id
+        return retrieval
+
+    def search(self, query: str, **overrides: Any) -> Retrieval:
+        """The engine's full result: chunks, triples and the trace."""
+        return self._retrieved(self.engine.retrieve(query, **self._overrides(overrides)))
+
+    async def asearch(self, query: str, **overrides: Any) -> Retrieval:
+        return self._retrieved(await self.engine.aretrieve(query, **self._overrides(overrides)))
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                **kwargs: Any) -> list[LCDocument]:
+        r = self._retrieved(self.engine.retrieve(query, llm=self._child_llm(run_manager),
+                                                 **self._overrides(kwargs)))
+        return [to_langchain_document(rc, r.trace) for rc in r.chunks]
+
+    async def _aget_relevant_documents(self, query: str, *,
+                                       run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       **kwargs: Any) -> list[LCDocument]:
+        r = self._retrieved(await self.engine.aretrieve(
+            query, llm=self._child_llm(run_manager), **self._overrides(kwargs)))
+        return [to_langchain_document(rc, r.trace) for rc in r.chunks]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        r = self.search(query_bundle.query_str)
+        return [to_llamaindex_node(rc, r.trace) for rc in r.chunks]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        r = await self.asearch(query_bundle.query_str)
+        return [to_llamaindex_node(rc, r.trace) for rc in r.chunks]
+
+    # --- memory --------------------------------------------------------------------------
+    @property
+    def last_trace_id(self) -> str | None:
+        """The trace id of this retriever's most recent retrieval."""
+        return self._last_trace_id
+
+    def trace(self, trace_id: str | None = None) -> Trace:
+        return self.engine.trace(self._trace_id(trace_id))
+
+    def _trace_id(self, trace_id: str | None) -> str:
+        tid = trace_id or self._last_trace_id
+        if tid is None:
+            raise ValueError("no trace id given and this retriever has not retrieved yet")
+        return tid
+
+    def memorize(self, trace_id: str | None = None, answer: str | None = None,
+                 supporting: Sequence[str] | None = None) -> MemoryWrite:
+        """Write one retrieval's experience into edge memory (default: the last one).
+        ``supporting`` chunk / edge ids skip the LLM filter; otherwise the filter reads
+        ``answer``."""
+        return self.engine.memorize(self._trace_id(trace_id), answer, supporting)
+
+    async def amemorize(self, trace_id: str | None = None, answer: str | None = None,
+                        supporting: Sequence[str] | None = None) -> MemoryWrite:
+        return await self.engine.amemorize(self._trace_id(trace_id), answer, supporting)
+
+    def feedback(self, trace_id: str | None, helpful: bool,
+                 chunk_ids: Sequence[str] | None = None) -> MemoryWrite:
+        """A user's thumbs up / down on a retrieval feeds the same edge memory."""
+        return self.engine.feedback(self._trace_id(trace_id), helpful, chunk_ids)
+
+    def memory_stats(self) -> MemoryStats:
+        """Touched edges, memory writes applied, writes skipped."""
+        return self.engine.memory_stats()
+
+    def memory_callback(self) -> ReMindMemoryCallback:
+        """A LangChain callback handler that memorizes after each answered question."""
+        return ReMindMemoryCallback(self)
+
+    def memory_event_handler(self) -> ReMindMemoryEventHandler:
+        """A LlamaIndex event handler (attached to the root dispatcher) that memorizes after
+        each query engine answer."""
+        return ReMindMemoryEventHandler(retriever=self).attach()
+
+
+__all__ = [
+    "ReMindMemoryCallback",
+    "ReMindMemoryEventHandler",
+    "ReMindRetriever",
+    "as_engine_document",
+    "chunk_metadata",
+    "to_langchain_document",
+    "to_llamaindex_node",
+]
