@@ -1,0 +1,32 @@
+"""Benchmark harness: datasets, metrics, baselines, the runner and the scale test.
+
+Run it with ``python -m remindrag_integrations.bench --help`` (or ``remindrag bench``).
+Nothing here is imported by the library itself.
+"""
+
+from __future__ import annotations
+
+from .data import Dataset, load_dataset
+from .metrics import (
+    all_gold_at_k,
+    bootstrap_ci,
+    evidence_recall,
+    exact_match,
+    f1_score,
+    gold_matches,
+    option_accuracy,
+    recall_at_k,
+)
+
+__all__ = [
+    "Dataset",
+    "all_gold_at_k",
+    "bootstrap_ci",
+    "evidence_recall",
+    "exact_match",
+    "f1_score",
+    "gold_matches",
+    "load_dataset",
+    "option_accuracy",
+    "recall_at_k",
+]

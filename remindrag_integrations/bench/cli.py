@@ -1,0 +1,180 @@
+"""``remindrag bench ...`` / ``python -m remindrag_integrations.bench ...``.
+
+    run    bm25 / dense / ppr / remindrag side by side on one dataset and setting
+    curve  the learning curve (Same × N turns, Similar / Different variants, alternating)
+    scale  latency, RAM and disk size on synthetic graphs of growing size
+    plot   PNG charts from result JSON files
+    table  the Markdown tables of result JSON files
+
+Each command prints a Markdown table and writes a JSON result file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import report
+
+DEFAULT_OUT = Path("benchmarks/results")
+
+
+def _progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data",
+        default=None,
+        help="directory of <set>.*.jsonl files "
+        "(default $REMINDRAG_BENCH_DATA or ../shared/datasets)",
+    )
+    p.add_argument("--set", dest="set_name", required=True, help="dataset prefix")
+    p.add_argument("--setting", choices=("pooled", "per-question"), default="pooled")
+    p.add_argument(
+        "--llm", default="none", help="none | oracle | local:PATH.gguf | provider:model (LangChain)"
+    )
+    p.add_argument(
+        "--embedder",
+        default="minilm",
+        help="minilm (packaged all-MiniLM-L6-v2) | hash (tests) | a model name/path",
+    )
+    p.add_argument(
+        "--embed-cache",
+        default=os.environ.get(
+            "REMINDRAG_BENCH_CACHE", str(Path.home() / ".cache" / "remindrag-bench")
+        ),
+        help="directory keeping embeddings between runs ('' = off)",
+    )
+    p.add_argument("--limit", type=int, default=None, help="first N questions only")
+    p.add_argument("--k", type=int, default=10, help="chunks retrieved per query")
+    p.add_argument("--out", default=None, help="JSON result file")
+    p.add_argument("--plot", action="store_true", help="also write PNG charts")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="remindrag bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="methods side by side")
+    _common(run)
+    run.add_argument("--methods", default="bm25,dense,ppr,remindrag")
+    run.add_argument(
+        "--answers",
+        action="store_true",
+        help="ReMindRAG also answers (EM / F1 / option accuracy; needs a real LLM)",
+    )
+    curve = sub.add_parser("curve", help="learning curve over memorization turns")
+    _common(curve)
+    curve.add_argument("--turns", type=int, default=3)
+    curve.add_argument(
+        "--feedback",
+        choices=("filter", "gold"),
+        default="filter",
+        help="memorize with the LLM filter, or the gold passages (thumbs-up)",
+    )
+    curve.add_argument(
+        "--alternating",
+        type=int,
+        default=6,
+        help="rounds of the alternating Origin / Different protocol (0 = off)",
+    )
+    scale = sub.add_parser("scale", help="latency / RAM / disk vs graph size")
+    scale.add_argument("--sizes", default="1000,10000,100000,1000000")
+    scale.add_argument("--queries", type=int, default=50)
+    scale.add_argument("--dim", type=int, default=384)
+    scale.add_argument("--no-save", action="store_true", help="skip the on-disk size")
+    scale.add_argument("--out", default=None)
+    scale.add_argument("--plot", action="store_true")
+    pl = sub.add_parser("plot", help="PNG charts from result files")
+    pl.add_argument("files", nargs="+")
+    tb = sub.add_parser("table", help="Markdown tables of result files")
+    tb.add_argument("files", nargs="+")
+    return parser
+
+
+def _write(result: dict[str, Any], out: str | None, stem: str, plot: bool) -> Path:
+    path = Path(out) if out else DEFAULT_OUT / f"{stem}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    result["command"] = "python -m remindrag_integrations.bench " + " ".join(sys.argv[1:])
+    path.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
+    print(report.to_markdown(result))
+    print(f"result: {path}", file=sys.stderr)
+    if plot:
+        for png in report.plot(result, path.parent, path.stem):
+            print(f"plot: {png}", file=sys.stderr)
+    return path
+
+
+def _stem(args: argparse.Namespace, kind: str) -> str:
+    llm = args.llm.split(":")[0] if args.llm.startswith("local:") else args.llm.replace(":", "-")
+    return f"{kind}-{args.set_name}-{args.setting}-{llm}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.command in ("plot", "table"):
+        for f in args.files:
+            res = json.loads(Path(f).read_text(encoding="utf-8"))
+            if args.command == "table":
+                print(report.to_markdown(res))
+                print(f"Command: `{res.get('command', '?')}`\n")
+                continue
+            for png in report.plot(res, Path(f).parent, Path(f).stem):
+                print(png)
+        return 0
+    if args.command == "scale":
+        from .scale import run_scale
+
+        sizes = [int(s) for s in args.sizes.split(",")]
+        res = run_scale(
+            sizes, queries=args.queries, dim=args.dim, save=not args.no_save, progress=_progress
+        )
+        _write(res, args.out, "scale", args.plot)
+        return 0
+    from .data import load_dataset
+    from .runner import make_embedder, run_learning_curve, run_retrieval
+
+    ds = load_dataset(args.set_name, args.data).head(args.limit)
+    embedder = make_embedder(args.embedder, args.embed_cache or None)
+    t0 = time.perf_counter()
+    if args.command == "run":
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        res = run_retrieval(
+            ds, args.setting, methods, args.llm, embedder, args.k, _progress, args.answers
+        )
+        stem = _stem(args, "run")
+    else:
+        res = run_learning_curve(
+            ds,
+            args.setting,
+            args.llm,
+            embedder,
+            args.turns,
+            args.feedback,
+            args.k,
+            args.alternating,
+            _progress,
+        )
+        stem = _stem(args, "curve") + f"-{args.feedback}"
+    res["seconds"] = time.perf_counter() - t0
+    from .runner import machine
+
+    res["machine"] = machine()
+    res["embedder"] = args.embedder
+    _write(res, args.out, stem, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

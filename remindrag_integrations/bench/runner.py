@@ -1,0 +1,535 @@
+"""The benchmark runner: build the knowledge bases, run every method on the same chunks and
+embedder, and score the results.
+
+- :func:`run_retrieval`: bm25 / dense / ppr / remindrag side by side, one pass, no memory writes;
+- :func:`run_learning_curve`: ReMindRAG only: Same × N turns with memorization, then the
+  similar_* / different_* variants, then the alternating Origin / Different protocol (Table 3).
+
+Settings: ``pooled`` (one graph over the whole corpus, memory shared between questions) and
+``per-question`` (one small graph per question from its own ``context_pids``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import ReMindRAG
+from ..config import IndexConfig
+from ..indexing import make_chunks
+from ..types import STAGES, Chunk, Retrieval
+from . import metrics as M
+from .baselines import BM25Baseline, DenseBaseline, PPRBaseline, graph_edges
+from .data import Dataset
+
+KS = (2, 5, 10)
+VARIANT_KINDS = (
+    "similar_prefix",
+    "similar_swap",
+    "different_flip",
+    "different_subq",
+    "different_triple",
+)
+
+
+# --- LLMs and embedders ---------------------------------------------------------------------
+def make_llm(spec: str) -> Any:
+    """``none`` | ``oracle`` | ``local:PATH.gguf`` | ``provider:model`` (LangChain
+    ``init_chat_model``, e.g. ``openai:gpt-4o-mini``, the paper's backbone)."""
+    if spec == "none":
+        return None
+    if spec == "oracle":
+        from ..testing import OracleLLM
+
+        return OracleLLM()
+    if spec.startswith("local:"):
+        from llama_cpp import Llama
+
+        model = Llama(model_path=spec[len("local:") :], n_ctx=8192, verbose=False)
+
+        def chat(prompt: str) -> str:
+            out: Any = model.create_chat_completion(
+                messages=[{"role": "user", "content": prompt}], temperature=0.0
+            )
+            return str(out["choices"][0]["message"]["content"] or "")
+
+        return chat
+    if ":" in spec:
+        from langchain.chat_models import init_chat_model
+
+        return init_chat_model(spec, temperature=0)
+    raise ValueError(f"unknown --llm {spec!r}: none, oracle, local:PATH.gguf or provider:model")
+
+
+class CachedEmbedder:
+    """Memoises an embedder by text, so per-question graphs and repeated builds embed each
+    passage and entity name once. With ``path`` the cache persists between runs (an ``.npz``
+    of sha1 keys and vectors, no pickle; :meth:`persist` merges with what is on disk)."""
+
+    def __init__(self, inner: Any, path: str | os.PathLike[str] | None = None) -> None:
+        self.inner = inner
+        self.path = Path(path) if path else None
+        self.cache: dict[str, np.ndarray] = {}
+        self._disk: dict[str, np.ndarray] = self._read() if self.path else {}
+
+    @staticmethod
+    def _key(text: str) -> str:
+        return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+    def _read(self) -> dict[str, np.ndarray]:
+        if self.path is None or not self.path.exists():
+            return {}
+        try:
+            with np.load(self.path, allow_pickle=False) as z:
+                return dict(zip(z["keys"].tolist(), z["vecs"]))
+        except (OSError, ValueError, KeyError):
+            return {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        missing = []
+        for t in dict.fromkeys(t for t in texts if t not in self.cache):
+            hit = self._disk.get(self._key(t))
+            if hit is None:
+                missing.append(t)
+            else:
+                self.cache[t] = hit
+        if missing:
+            self.cache.update(zip(missing, np.asarray(self.inner.embed(missing), np.float32)))
+        if not texts:
+            return np.zeros((0, len(next(iter(self.cache.values()), [0.0]))), np.float32)
+        return np.stack([self.cache[t] for t in texts])
+
+    def persist(self) -> None:
+        if self.path is None:
+            return
+        merged = {**self._read(), **{self._key(t): v for t, v in self.cache.items()}}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp.npz")
+        np.savez(
+            tmp, keys=np.array(list(merged), dtype="U40"), vecs=np.stack(list(merged.values()))
+        )
+        os.replace(tmp, self.path)
+        self._disk = merged
+
+
+def make_embedder(spec: str, cache_dir: str | os.PathLike[str] | None = None) -> CachedEmbedder:
+    """``hash`` (tests), ``minilm`` (the packaged default) or a sentence-transformers model;
+    with ``cache_dir`` the vectors are kept on disk between runs."""
+    if spec == "hash":
+        return CachedEmbedder(_UnitHash())
+    from ..embeddings import SentenceTransformerEmbedder
+
+    path = Path(cache_dir) / f"{spec.replace('/', '_')}.npz" if cache_dir else None
+    return CachedEmbedder(
+        SentenceTransformerEmbedder() if spec == "minilm" else SentenceTransformerEmbedder(spec),
+        path,
+    )
+
+
+class _UnitHash:
+    """HashEmbedder with unit rows (dense baselines compare cosines)."""
+
+    def __init__(self) -> None:
+        from ..testing import HashEmbedder
+
+        self.inner = HashEmbedder(256)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        v = self.inner.embed(texts)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+
+# --- knowledge bases ------------------------------------------------------------------------
+@dataclass
+class KnowledgeBase:
+    """One engine over some documents, with its chunks and the baselines on the same chunks."""
+
+    engine: ReMindRAG
+    chunks: list[Chunk]
+    index_seconds: float
+    index_tokens: int
+    source_tokens: int
+    index_calls: int
+    llm: Any = None
+    _baselines: dict[str, Any] = field(default_factory=dict)
+
+    def baseline(self, name: str) -> Any:
+        if name not in self._baselines:
+            store = self.engine.store
+            self._baselines[name] = {
+                "bm25": lambda: BM25Baseline(self.chunks),
+                "dense": lambda: DenseBaseline(store),
+                "ppr": lambda: PPRBaseline(store, graph_edges(store), self.engine.embedder),
+            }[name]()
+        return self._baselines[name]
+
+
+def build_kb(
+    docs: Sequence[Any],
+    llm_spec: str,
+    embedder: CachedEmbedder,
+    index_config: IndexConfig | None = None,
+) -> KnowledgeBase:
+    cfg = index_config or IndexConfig()
+    llm = make_llm(llm_spec)
+    engine = ReMindRAG(llm=llm, embeddings=embedder, index_config=cfg)
+    t0 = time.perf_counter()
+    report = engine.insert(docs)
+    seconds = time.perf_counter() - t0
+    if llm_spec == "oracle":
+        llm.store = engine.store
+    chunks = [c for d in docs for c in make_chunks(d, cfg)]
+    return KnowledgeBase(
+        engine,
+        chunks,
+        seconds,
+        report.costs.total_tokens,
+        report.source_tokens,
+        report.costs.total_calls,
+        llm,
+    )
+
+
+class Bench:
+    """The knowledge base(s) of one setting, and gold chunk ids per question."""
+
+    def __init__(
+        self,
+        ds: Dataset,
+        setting: str,
+        llm_spec: str,
+        embedder: CachedEmbedder,
+        progress: Callable[[str], None] = lambda s: None,
+    ) -> None:
+        if setting not in ("pooled", "per-question"):
+            raise ValueError("setting must be 'pooled' or 'per-question'")
+        self.ds, self.setting, self.llm_spec = ds, setting, llm_spec
+        self.kbs: dict[str, KnowledgeBase] = {}
+        if setting == "pooled":
+            progress(f"indexing {len(ds.corpus)} documents (pooled)")
+            kb = build_kb(ds.documents(), llm_spec, embedder)
+            self.kbs = {q["qid"]: kb for q in ds.questions}
+        else:
+            for i, q in enumerate(ds.questions):
+                if i % 20 == 0:
+                    progress(f"indexing question {i + 1}/{len(ds.questions)} (per-question)")
+                self.kbs[q["qid"]] = build_kb(ds.documents(q["context_pids"]), llm_spec, embedder)
+        self._gold_texts: dict[str, dict[str, str]] = {}
+        self._oracle_gold()
+        if isinstance(embedder, CachedEmbedder):
+            embedder.persist()
+
+    def unique_kbs(self) -> list[KnowledgeBase]:
+        return list({id(kb): kb for kb in self.kbs.values()}.values())
+
+    def gold_text(self, item: dict) -> dict[str, str]:
+        return {p: self.ds.corpus[p]["text"] for p in item["gold_pids"] if p in self.ds.corpus}
+
+    def matches(self, item: dict, chunks: Sequence[Chunk]) -> list[set[str]]:
+        gold = self.gold_text(item)
+        return [M.gold_matches(c.text, gold, item.get("gold_sentences", ())) for c in chunks]
+
+    def gold_chunk_ids(self, item: dict) -> list[str]:
+        kb = self.kbs[item["qid"]]
+        return [c.id for c, m in zip(kb.chunks, self.matches(item, kb.chunks)) if m]
+
+    def _oracle_gold(self) -> None:
+        """Tell the oracle which chunks are gold for every question text it may see."""
+        if self.llm_spec != "oracle":
+            return
+        for item in [*self.ds.questions, *self.ds.variants]:
+            kb = self.kbs.get(item["qid"])
+            if kb is None:
+                continue
+            gold = set(self.gold_chunk_ids(item))
+            llm = kb.llm
+            for key in (item["question"].strip(), item["question"].splitlines()[0].strip()):
+                llm.gold[key] = gold
+
+
+# --- scoring one query ----------------------------------------------------------------------
+def score(bench: Bench, item: dict, chunks: Sequence[Chunk]) -> dict[str, float]:
+    ranked = bench.matches(item, chunks)
+    out = {f"recall@{k}": M.recall_at_k(ranked, item["gold_pids"], k) for k in KS}
+    out["allgold@5"] = M.all_gold_at_k(ranked, item["gold_pids"], 5)
+    if bench.ds.long_document and item.get("gold_sentences"):
+        texts = [c.text for c in chunks]
+        for k in (5, 10):
+            out[f"evidence@{k}"] = M.evidence_recall(texts[:k], item["gold_sentences"])
+    return out
+
+
+def cost_fields(costs: Any) -> dict[str, Any]:
+    st = costs.stages
+    return {
+        "calls": {s: st[s].calls for s in STAGES},
+        "prompt_tokens": {s: st[s].prompt_tokens for s in STAGES},
+        "completion_tokens": {s: st[s].completion_tokens for s in STAGES},
+    }
+
+
+def remindrag_query(
+    bench: Bench, item: dict, k: int, memorize: str | None = None, answer: bool = False
+) -> dict[str, Any]:
+    """Retrieve (or answer, scoring EM / F1 / option accuracy) with the engine, optionally
+    memorize (``filter`` or ``gold``); one record."""
+    engine = bench.kbs[item["qid"]].engine
+    t0 = time.perf_counter()
+    reply = engine.answer(item["question"], k=k) if answer else None
+    r: Retrieval = reply.retrieval if reply else engine.retrieve(item["question"], k=k)
+    wall = (time.perf_counter() - t0) * 1e3
+    chunks = [rc.chunk for rc in r.chunks]
+    rec = {
+        "qid": item["qid"],
+        "method": "remindrag",
+        **score(bench, item, chunks),
+        "stop_reason": r.trace.stop_reason,
+        "replay_only": r.trace.stop_reason == "replay",
+        "replayed_edges": len(r.trace.replayed_edges),
+        "decisions": int(getattr(r.trace, "decisions", 0) or 0),
+        "sources": [rc.source for rc in r.chunks],
+        "timings_ms": dict(r.trace.timings_ms),
+        "wall_ms": wall,
+    }
+    if reply is not None:
+        rec["answer"] = reply.text
+        rec["em"] = M.exact_match(reply.text, item["answers"])
+        rec["f1"] = M.f1_score(reply.text, item["answers"])
+        if item.get("gold_option"):
+            rec["option_acc"] = float(M.option_letter(reply.text) == item["gold_option"])
+    if memorize:
+        supporting = bench.gold_chunk_ids(item) if memorize == "gold" else None
+        write = engine.memorize(
+            r.trace_id, answer=reply.text if reply else None, supporting=supporting
+        )
+        rec["memorized"], rec["memo_skip"] = write.applied, write.skipped_reason
+    rec.update(cost_fields(engine.trace(r.trace_id).costs))
+    return rec
+
+
+def baseline_query(bench: Bench, item: dict, method: str, k: int) -> dict[str, Any]:
+    kb = bench.kbs[item["qid"]]
+    qvec = kb.engine.embedder.embed([item["question"]])[0]
+    t0 = time.perf_counter()
+    chunks = kb.baseline(method).retrieve(item["question"], qvec, k)
+    wall = (time.perf_counter() - t0) * 1e3
+    return {
+        "qid": item["qid"],
+        "method": method,
+        **score(bench, item, chunks),
+        "timings_ms": {"retrieve": wall},
+        "wall_ms": wall,
+    }
+
+
+# --- summaries ------------------------------------------------------------------------------
+def summarize(records: Sequence[dict]) -> dict[str, Any]:
+    """Means with 95 % bootstrap intervals, LLM calls / tokens per query per stage, latency."""
+    if not records:
+        return {"n": 0}
+    out: dict[str, Any] = {"n": len(records)}
+    prefixes = ("recall@", "allgold@", "evidence@", "em", "f1", "option_acc")
+    metric_keys = [k for k in records[0] if k.startswith(prefixes) and k != "embedder"]
+    for key in metric_keys:
+        vals = [r[key] for r in records]
+        out[key] = M.mean(vals)
+        out[key + "_ci"] = M.bootstrap_ci(vals)
+    if "calls" in records[0]:
+        for field_ in ("calls", "prompt_tokens", "completion_tokens"):
+            out[field_] = {s: M.mean([r[field_][s] for r in records]) for s in STAGES}
+        out["calls_per_query"] = sum(out["calls"].values())
+        out["tokens_per_query"] = sum(out["prompt_tokens"].values()) + sum(
+            out["completion_tokens"].values()
+        )
+        out["traversal_tokens_per_query"] = (
+            out["prompt_tokens"]["traversal"] + out["completion_tokens"]["traversal"]
+        )
+        out["replay_only"] = M.mean([float(r["replay_only"]) for r in records])
+        out["decisions_per_query"] = M.mean([float(r.get("decisions", 0)) for r in records])
+    timing_keys = sorted({k for r in records for k in r.get("timings_ms", {})})
+    lat: dict[str, Any] = {}
+    for key in timing_keys:
+        vals = [r["timings_ms"][key] for r in records if key in r["timings_ms"]]
+        lat[key] = {"p50": M.percentile(vals, 50), "p95": M.percentile(vals, 95)}
+    non_llm = [sum(r["timings_ms"].values()) for r in records]
+    lat["non_llm_total"] = {"p50": M.percentile(non_llm, 50), "p95": M.percentile(non_llm, 95)}
+    out["latency_ms"] = lat
+    if any("memorized" in r for r in records):
+        out["memorized"] = M.mean([float(r.get("memorized", False)) for r in records])
+    return out
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "processor": platform.processor(),
+    }
+
+
+def indexing_summary(bench: Bench) -> dict[str, Any]:
+    kbs = bench.unique_kbs()
+    src = sum(kb.source_tokens for kb in kbs)
+    tok = sum(kb.index_tokens for kb in kbs)
+    return {
+        "graphs": len(kbs),
+        "seconds": sum(kb.index_seconds for kb in kbs),
+        "source_tokens": src,
+        "llm_tokens": tok,
+        "llm_calls": sum(kb.index_calls for kb in kbs),
+        "tokens_per_source_token": tok / src if src else 0.0,
+        "chunks": sum(len(kb.chunks) for kb in kbs),
+        "edges": sum(kb.engine.store.counts()["edges"] for kb in kbs),
+    }
+
+
+# --- the two experiments --------------------------------------------------------------------
+def run_retrieval(
+    ds: Dataset,
+    setting: str,
+    methods: Sequence[str],
+    llm_spec: str,
+    embedder: CachedEmbedder,
+    k: int = 10,
+    progress: Callable[[str], None] = lambda s: None,
+    answers: bool = False,
+) -> dict[str, Any]:
+    """Every method on every question, one pass, no memory writes. ``answers``: ReMindRAG
+    also generates an answer (EM / F1; meaningful with a real LLM only)."""
+    bench = Bench(ds, setting, llm_spec, embedder, progress)
+    records: list[dict] = []
+    for i, item in enumerate(ds.questions):
+        if i % 25 == 0:
+            progress(f"question {i + 1}/{len(ds.questions)}")
+        for m in methods:
+            rec = (
+                remindrag_query(bench, item, k, answer=answers)
+                if m == "remindrag"
+                else baseline_query(bench, item, m, k)
+            )
+            records.append(rec)
+    summary = {m: summarize([r for r in records if r["method"] == m]) for m in methods}
+    return {
+        "kind": "retrieval",
+        "dataset": ds.name,
+        "setting": setting,
+        "llm": llm_spec,
+        "questions": len(ds.questions),
+        "methods": list(methods),
+        "k": k,
+        "summary": summary,
+        "paired": paired_differences(
+            records, methods, "evidence@5" if ds.long_document else "recall@5"
+        ),
+        "indexing": indexing_summary(bench),
+        "records": records,
+    }
+
+
+def paired_differences(
+    records: Sequence[dict], methods: Sequence[str], key: str = "recall@5"
+) -> dict[str, Any]:
+    """remindrag minus each baseline on ``key``, per question, with a bootstrap interval."""
+    if "remindrag" not in methods:
+        return {}
+    by = {(r["method"], r["qid"]): r[key] for r in records}
+    ours = {q: v for (m, q), v in by.items() if m == "remindrag"}
+    out = {}
+    for m in methods:
+        if m == "remindrag":
+            continue
+        diffs = [ours[q] - by[(m, q)] for q in ours if (m, q) in by]
+        lo, hi = M.bootstrap_ci(diffs)
+        out[f"remindrag-{m}"] = {"metric": key, "mean": M.mean(diffs), "ci": (lo, hi)}
+    return out
+
+
+def _different_variant(ds: Dataset) -> list[dict]:
+    """One ``different_*`` variant per question that has one (the Table 3 protocol)."""
+    seen: dict[str, dict] = {}
+    for v in ds.variants:
+        if v["variant"].startswith("different_") and v["qid"] not in seen:
+            seen[v["qid"]] = v
+    return list(seen.values())
+
+
+def _phase(
+    bench: Bench,
+    items: Sequence[dict],
+    k: int,
+    memorize: str | None,
+    label: str,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    progress(f"{label}: {len(items)} queries")
+    recs = [remindrag_query(bench, it, k, memorize) for it in items]
+    for r in recs:
+        r["phase"] = label
+    touched = sum(kb.engine.store.touched_edges() for kb in bench.unique_kbs())
+    return {"phase": label, "summary": summarize(recs), "touched_edges": touched, "records": recs}
+
+
+def run_learning_curve(
+    ds: Dataset,
+    setting: str,
+    llm_spec: str,
+    embedder: CachedEmbedder,
+    turns: int = 3,
+    feedback: str = "filter",
+    k: int = 10,
+    alternating_rounds: int = 6,
+    progress: Callable[[str], None] = lambda s: None,
+) -> dict[str, Any]:
+    """Same × ``turns`` memorization turns, then the variants (read-only) on that memory; then,
+    on a fresh graph, the alternating Origin / Different protocol."""
+    if feedback not in ("filter", "gold"):
+        raise ValueError("feedback must be 'filter' or 'gold'")
+    kinds = [v for v in VARIANT_KINDS if any(x["variant"] == v for x in ds.variants)]
+    bench = Bench(ds, setting, llm_spec, embedder, progress)
+    phases = []
+    for kind in kinds:  # the variants on a fresh memory: the reference for "after"
+        items = [v for v in ds.variants if v["variant"] == kind]
+        phases.append(_phase(bench, items, k, None, f"{kind} (no memory)", progress))
+    for t in range(turns + 1):
+        phases.append(
+            _phase(
+                bench, ds.questions, k, feedback if t < turns else None, f"same, turn {t}", progress
+            )
+        )
+    for kind in kinds:
+        items = [v for v in ds.variants if v["variant"] == kind]
+        phases.append(_phase(bench, items, k, None, f"{kind} (after {turns} turns)", progress))
+    alternating = []
+    different = _different_variant(ds)
+    if different and alternating_rounds:
+        bench2 = Bench(ds, setting, llm_spec, embedder, progress)
+        keep = {v["qid"] for v in different}
+        origin = [q for q in ds.questions if q["qid"] in keep]
+        for r in range(alternating_rounds):
+            items, name = (origin, "origin") if r % 2 == 0 else (different, "different")
+            alternating.append(_phase(bench2, items, k, feedback, f"round {r} {name}", progress))
+    return {
+        "kind": "learning_curve",
+        "dataset": ds.name,
+        "setting": setting,
+        "llm": llm_spec,
+        "feedback": feedback,
+        "turns": turns,
+        "questions": len(ds.questions),
+        "k": k,
+        "phases": phases,
+        "alternating": alternating,
+        "indexing": indexing_summary(bench),
+    }

@@ -1,0 +1,229 @@
+"""Scale test: synthetic graphs from 1 K to 1 M edges in the embedded store, measuring seed
+search, memory replay and memorize latency, RAM and the size of a saved store.
+
+The generator keeps the proportions of the real pooled HotpotQA graph (per chunk: one anchor,
+~7 entity mentions drawn from a Zipf-like popularity, ~15 relations among the chunk's entities,
+one context edge to the next chunk of its document; ≈ 25 edges per chunk), with random unit
+embeddings and ~3 KB of text per chunk. Each size runs in a fresh subprocess so the RSS it
+reports is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import RetrievalConfig
+from ..memorize import split_edges
+from ..memory import unit
+from ..stores import InMemoryGraphStore
+from ..traversal import Walk, find_seeds, replay
+from ..types import Chunk, Edge, Node
+from .metrics import percentile
+
+EDGES_PER_CHUNK = 25
+ENTITIES_PER_CHUNK = 7
+CHUNKS_PER_DOC = 10
+
+
+def synthetic_graph(n_edges: int, dim: int = 384, seed: int = 0) -> InMemoryGraphStore:
+    """A store with about ``n_edges`` edges (see module docstring)."""
+    rng = np.random.default_rng(seed)
+    n_chunks = max(2, round(n_edges / (EDGES_PER_CHUNK - 2.5)))  # minus duplicate relations
+    n_entities = max(4, n_chunks * ENTITIES_PER_CHUNK // 2)  # entities recur across chunks
+    words = [f"w{i}" for i in range(5000)]
+    chunks, nodes, edges = [], [], []
+    ent_ids = [f"e-{i:010x}" for i in range(n_entities)]
+    nodes += [Node(e, "entity", f"entity {i}") for i, e in enumerate(ent_ids)]
+    popularity = 1.0 / np.arange(1, n_entities + 1) ** 0.8
+    popularity /= popularity.sum()
+    for i in range(n_chunks):
+        cid, aid, doc = f"c-{i:010x}", f"a-{i:010x}", f"doc{i // CHUNKS_PER_DOC}"
+        text = f"chunk {i} " + " ".join(rng.choice(words, 500))
+        chunks.append(Chunk(cid, doc, i % CHUNKS_PER_DOC, text, 0, len(text)))
+        nodes += [Node(aid, "anchor", f"title {i}", doc, cid), Node(cid, "chunk", cid, doc, cid)]
+        edges.append(Edge(f"k-{i:010x}", aid, cid, "contains", f"title {i}"))
+        ents = np.unique(rng.choice(n_entities, ENTITIES_PER_CHUNK, p=popularity))
+        edges += [
+            Edge(f"m-{i:08x}{j:02x}", ent_ids[e], aid, "mention", "is mentioned in")
+            for j, e in enumerate(ents)
+        ]
+        for j in range(EDGES_PER_CHUNK - 2 - len(ents)):
+            a, b = rng.choice(ents, 2)
+            if a != b:
+                edges.append(
+                    Edge(
+                        f"r-{i:08x}{j:02x}",
+                        ent_ids[a],
+                        ent_ids[b],
+                        "relation",
+                        f"entity {a} relates to entity {b} in chunk {i}.",
+                    )
+                )
+        if i % CHUNKS_PER_DOC:
+            edges.append(
+                Edge(
+                    f"x-{i:010x}", f"a-{i - 1:010x}", aid, "context", "continues in the next chunk"
+                )
+            )
+    emb = rng.standard_normal((len(nodes), dim)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    store = InMemoryGraphStore()
+    store.add_graph(
+        documents=[
+            (f"doc{d}", "synthetic", {})
+            for d in range((n_chunks + CHUNKS_PER_DOC - 1) // CHUNKS_PER_DOC)
+        ],
+        chunks=chunks,
+        nodes=nodes,
+        embeddings=emb,
+        edges=edges,
+        entity_aliases={},
+    )
+    return store
+
+
+def _random_walk(walk: Walk, rng: np.random.Generator, hops: int) -> None:
+    """Grow the subgraph like a traversal would: a few forward moves from the first seed."""
+    current = next(iter(walk.parents))
+    for _ in range(hops):
+        options = walk.frontier(current)
+        if not options:
+            return
+        e = options[int(rng.integers(len(options)))]
+        w = e.other(current)
+        walk.add(w, current, e, "traversal")
+        current = w
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def measure_point(
+    n_edges: int, queries: int = 50, dim: int = 384, save: bool = True
+) -> dict[str, Any]:
+    """Build one graph, then: pass 1 = seeds + random walk + memorize (timed); pass 2 = the
+    same queries again, timing seed search and the replay that now fires."""
+    t0 = time.perf_counter()
+    store = synthetic_graph(n_edges, dim)
+    build = time.perf_counter() - t0
+    counts = store.counts()
+    rng = np.random.default_rng(1)
+    cfg = RetrievalConfig()
+    ents = [n for n, _ in store.search(np.ones(dim, np.float32), 10**9, ("entity",))]
+    qs = []
+    for _ in range(queries):  # a query near a random entity
+        base = store.node_embeddings([ents[int(rng.integers(len(ents)))]])[0]
+        qs.append(unit(base + 0.3 * unit(rng.standard_normal(dim).astype(np.float32))))
+    store.search(qs[0], 2, ("entity", "anchor"))  # build the search index once (not timed)
+    memo_ms, seed_ms, replay_ms, replayed = [], [], [], []
+    for q in qs:
+        walk = Walk(store, q, cfg)
+        for s in find_seeds(store, [q], cfg.seeds):
+            walk.add(s, None, None, "seed")
+        _random_walk(walk, rng, 4)
+        t = time.perf_counter()
+        eff, ineff = split_edges(walk.parents, walk.chunk_ids or list(walk.parents)[-1:], [])
+        store.update_memory(eff, ineff, q)
+        memo_ms.append((time.perf_counter() - t) * 1e3)
+    for q in qs:
+        walk = Walk(store, q, cfg)
+        t = time.perf_counter()
+        seeds = find_seeds(store, [q], cfg.seeds)
+        t1 = time.perf_counter()
+        for s in seeds:
+            walk.add(s, None, None, "seed")
+        replay(walk)
+        t2 = time.perf_counter()
+        seed_ms.append((t1 - t) * 1e3)
+        replay_ms.append((t2 - t1) * 1e3)
+        replayed.append(len(walk.replayed_edges))
+    out: dict[str, Any] = {
+        "edges": counts["edges"],
+        "target_edges": n_edges,
+        "nodes": counts["chunks"] + counts["anchors"] + counts["entities"],
+        "build_s": build,
+        "touched_edges": counts["touched_edges"] or store.touched_edges(),
+        "seed_search_ms": _pcts(seed_ms),
+        "replay_ms": _pcts(replay_ms),
+        "memorize_ms": _pcts(memo_ms),
+        "replayed_per_query": float(np.mean(replayed)),
+        "rss_mb": _rss_mb(),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    if save:
+        tmp = Path(tempfile.mkdtemp(prefix="remindrag-scale-"))
+        try:
+            t = time.perf_counter()
+            store.save(tmp)
+            out["save_s"] = time.perf_counter() - t
+            out["disk_mb"] = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _pcts(vals: Sequence[float]) -> dict[str, float]:
+    return {"p50": percentile(vals, 50), "p95": percentile(vals, 95)}
+
+
+def run_scale(
+    sizes: Sequence[int],
+    queries: int = 50,
+    dim: int = 384,
+    save: bool = True,
+    progress: Callable[[str], None] = lambda s: None,
+    timeout: float = 3600.0,
+) -> dict[str, Any]:
+    """Every size in its own subprocess; a size that fails or times out is reported as such."""
+    points = []
+    for n in sizes:
+        progress(f"scale point: {n:,} edges")
+        cmd = [
+            sys.executable,
+            "-m",
+            "remindrag_integrations.bench.scale",
+            str(n),
+            str(queries),
+            str(dim),
+            "1" if save else "0",
+        ]
+        try:
+            proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+            if proc.returncode != 0:
+                raise RuntimeError(
+                    proc.stderr.strip().splitlines()[-1]
+                    if proc.stderr
+                    else f"exit {proc.returncode}"
+                )
+            points.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        except (subprocess.TimeoutExpired, RuntimeError) as exc:
+            points.append({"edges": n, "error": f"{type(exc).__name__}: {exc}"[:200]})
+    from .runner import machine
+
+    return {
+        "kind": "scale",
+        "store": "InMemoryGraphStore",
+        "queries": queries,
+        "dim": dim,
+        "points": points,
+        "machine": machine(),
+    }
+
+
+if __name__ == "__main__":  # one point, JSON on stdout (used by run_scale)
+    n, q, d, sv = (int(x) for x in sys.argv[1:5])
+    print(json.dumps(measure_point(n, q, d, bool(sv))))
