@@ -306,11 +306,10 @@ def remindrag_query(
         rec["f1"] = M.f1_score(reply.text, item["answers"])
         if item.get("gold_option"):
             rec["option_acc"] = float(M.option_letter(reply.text) == item["gold_option"])
-    if memorize:
-        supporting = bench.gold_chunk_ids(item) if memorize == "gold" else None
-        write = engine.memorize(
-            r.trace_id, answer=reply.text if reply else None, supporting=supporting
-        )
+    if memorize == "gold":  # a user's thumbs-up on the gold passages
+        write = engine.feedback(r.trace_id, helpful=True, chunk_ids=bench.gold_chunk_ids(item))
+    elif memorize:
+        write = engine.memorize(r.trace_id, answer=reply.text if reply else None)
         rec["memorized"], rec["memo_skip"] = write.applied, write.skipped_reason
     rec.update(cost_fields(engine.trace(r.trace_id).costs))
     return rec
