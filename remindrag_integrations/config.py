@@ -66,6 +66,7 @@ class RetrievalConfig(_Config):
     fill_to_k: bool = True
     chunk_chars_in_prompt: int = Field(600, ge=50)
     llm_timeout: float | None = Field(120.0, gt=0)
+    feedback_max_depth: int = Field(4, ge=1, le=10)
     # zero-token navigator
     nav_enough_chunks: int = Field(4, ge=1)
     nav_min_similarity: float = Field(0.2, ge=-1.0, le=1.0)

@@ -25,7 +25,7 @@ from . import indexing
 from .config import IndexConfig, RetrievalConfig
 from .embeddings import as_embedder
 from .llms import Decider, Embed, LLMDecider, Step, adrive, as_chat_llm, drive
-from .memorize import filter_step, split_edges
+from .memorize import bridge_paths, filter_step, split_edges
 from .prompts import Prompts, parse_citations, parse_pre_query
 from .protocols import ChatLLM, GraphStore
 from .stores import InMemoryGraphStore, open_store
@@ -363,22 +363,30 @@ class ReMindRAG:
 
     def feedback(self, trace_id: str, helpful: bool,
                  chunk_ids: Sequence[str] | None = None) -> MemoryWrite:
-        """A user's thumbs up (enhance the paths to ``chunk_ids``, default: every returned
-        graph chunk) or thumbs down (penalise every subgraph edge, or the paths to
-        ``chunk_ids``)."""
+        """A user's thumbs up or down on a retrieval.
+
+        Up: enhance the paths to ``chunk_ids`` (default: every chunk the walk read) and
+        penalise the rest of the subgraph. A chunk the walk never reached (a dense-fill
+        result, or one the user found elsewhere) is connected by the shortest graph path of
+        at most ``feedback_max_depth`` hops from the subgraph, so memory learns a way to it.
+        Down: penalise the paths to ``chunk_ids``, or every subgraph edge."""
         trace = self.trace(trace_id)
-        if not trace.subgraph_edges:
-            return self._skip(trace, "nothing was traversed")
         targets = list(chunk_ids) if chunk_ids is not None else trace.chunk_ids
-        effective, ineffective = split_edges(trace.parents, targets, [])
         q = np.asarray(trace.query_embedding, dtype=np.float32)
         if helpful:
+            parents = {**trace.parents, **bridge_paths(
+                self.store, trace.parents, targets, self.retrieval_config.feedback_max_depth)}
+            effective, ineffective = split_edges(parents, targets, [])
             if not effective:
-                return self._skip(trace, "no given chunk is on the subgraph")
+                return self._skip(trace, "no given chunk is reachable from the subgraph")
             self.store.update_memory(effective, ineffective, q)
-            write = MemoryWrite(trace_id, True, effective, ineffective, targets, [])
+            reached = [c for c in targets if c in parents]
+            write = MemoryWrite(trace_id, True, effective, ineffective, reached, [])
         else:
+            effective, _ = split_edges(trace.parents, targets, [])
             bad = effective if chunk_ids is not None else trace.subgraph_edges
+            if not bad:
+                return self._skip(trace, "nothing was traversed")
             self.store.update_memory([], bad, q)
             write = MemoryWrite(trace_id, True, [], bad, [], [])
         with self._lock:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Sequence
 
 from .llms import Ask, Step
 from .prompts import FILTER_PROMPT, parse_filter
@@ -40,6 +41,45 @@ def split_edges(
             effective[e] = None
     ineffective = [e for e in child_of_edge if e not in effective]
     return list(effective), ineffective
+
+
+def bridge_paths(
+    store: GraphStore,
+    subgraph: dict[str, tuple[str | None, str | None]],
+    chunk_ids: Sequence[str],
+    max_depth: int,
+    max_nodes: int = 20_000,
+) -> dict[str, tuple[str | None, str | None]]:
+    """Parent entries that connect chunks outside the subgraph to it: for each chunk the
+    shortest graph path (at most ``max_depth`` hops, chunk nodes never passed through) from
+    any subgraph node to the chunk's anchor, then the anchor's contains edge. Chunks that
+    cannot be reached within the bounds are left out."""
+    targets = {"a-" + c[2:]: c for c in chunk_ids if c not in subgraph}
+    prev: dict[str, tuple[str | None, str | None]] = {
+        n: (None, None) for n in subgraph if not n.startswith("c-")}
+    frontier = deque((n, 0) for n in prev)
+    found: list[str] = []
+    while frontier and len(found) < len(targets) and len(prev) < max_nodes:
+        node, depth = frontier.popleft()
+        if depth >= max_depth:
+            continue
+        for e in store.neighbors(node):
+            w = e.other(node)
+            if w in prev or w.startswith("c-"):
+                continue
+            prev[w] = (node, e.id)
+            if w in targets:
+                found.append(w)
+            frontier.append((w, depth + 1))
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for anchor in found:
+        contains = next(e for e in store.neighbors(anchor) if e.kind == "contains")
+        out[targets[anchor]] = (anchor, contains.id)
+        node = anchor
+        while node not in subgraph:
+            out[node] = prev[node]
+            node = prev[node][0]  # type: ignore[assignment]
+    return out
 
 
 def filter_step(trace: Trace, store: GraphStore, answer: str, chunk_chars: int,

@@ -254,3 +254,25 @@ def test_scripted_llm_records_prompts_and_counts_tokens() -> None:
     assert report.costs.llm_calls["extraction"] == 1 == len(llm.prompts)
     assert report.costs.tokens["extraction"] > 100
     assert report.relations == 1 and report.entities_added == 2
+
+
+def test_thumbs_up_on_a_chunk_the_walk_missed_teaches_a_path(hotpot) -> None:
+    qs, rows = hotpot
+    taught = 0
+    for q in qs:
+        eng = ReMindRAG(embeddings=HashEmbedder())  # zero-token walk
+        eng.insert([Document(p, rows[p]["title"] + "\n" + rows[p]["text"])
+                    for p in q["context_pids"]])
+        r = eng.retrieve(q["question"], k=3, fill_to_k=False, nav_enough_chunks=1)
+        missed = [c.id for c in eng.store._chunks.values()
+                  if c.doc_id in q["gold_pids"] and c.id not in r.trace.chunk_ids]
+        if not missed:
+            continue
+        w = eng.feedback(r.trace_id, helpful=True, chunk_ids=missed)
+        if not w.applied:
+            continue  # not within feedback_max_depth hops of the subgraph
+        taught += 1
+        again = eng.retrieve(q["question"], k=10, fill_to_k=False)
+        assert set(w.supporting_chunks) <= {rc.chunk.id for rc in again.chunks}
+        assert again.trace.replayed_edges
+    assert taught >= 3
