@@ -1,5 +1,65 @@
-"""Graph stores: the embedded default and (extra ``postgres``) PostgreSQL + pgvector."""
+"""Graph stores: the embedded default and (extra ``postgres``) PostgreSQL + pgvector.
+
+``PostgresGraphStore`` is imported lazily, so psycopg is only needed when it is used.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .memory_store import InMemoryGraphStore
 
-__all__ = ["InMemoryGraphStore"]
+if TYPE_CHECKING:
+    from ..protocols import GraphStore
+    from .postgres import PostgresGraphStore
+
+__all__ = ["InMemoryGraphStore", "PostgresGraphStore", "is_postgres_dsn", "open_store"]
+
+_PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_dsn(spec: object) -> bool:
+    """True for a ``postgresql://`` / ``postgres://`` connection URL."""
+    return isinstance(spec, str) and spec.lower().startswith(_PG_SCHEMES)
+
+
+def open_store(spec: Any = None, namespace: str = "default", **kwargs: Any) -> GraphStore:
+    """The store a ``store=`` argument names.
+
+    - ``None``: a fresh :class:`InMemoryGraphStore`;
+    - a ``postgresql://...`` DSN: a :class:`PostgresGraphStore` (extra ``postgres``);
+    - any other string or path: the embedded store saved there (a fresh one if nothing is);
+    - a store object: returned as it is.
+
+    ``namespace`` selects the tenant; ``kwargs`` go to ``PostgresGraphStore``.
+    """
+    if spec is None:
+        return InMemoryGraphStore(namespace=namespace)
+    if is_postgres_dsn(spec):
+        try:
+            from .postgres import PostgresGraphStore
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise ImportError(
+                "the PostgreSQL store needs the 'postgres' extra: "
+                "pip install 'remindrag-integrations[postgres]'"
+            ) from exc
+        return PostgresGraphStore(spec, namespace=namespace, **kwargs)
+    if isinstance(spec, (str, os.PathLike)):
+        if (Path(spec) / "CURRENT").exists():
+            store = InMemoryGraphStore.load(spec)
+            if namespace != "default" and store.namespace != namespace:
+                raise ValueError(f"store at {spec} holds namespace {store.namespace!r}, "
+                                 f"not {namespace!r}")
+            return store
+        return InMemoryGraphStore(namespace=namespace)
+    return spec  # already a store
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresGraphStore":
+        from .postgres import PostgresGraphStore
+
+        return PostgresGraphStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
