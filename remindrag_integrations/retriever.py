@@ -34,6 +34,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from .callbacks import ReMindMemoryCallback, ReMindMemoryEventHandler
 from .config import IndexConfig, RetrievalConfig
 from .engine import ReMindRAG
+from .stores import open_store
 from .llms import LangChainLLM
 from .types import (
     ConfigError,
@@ -202,8 +203,9 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         engine's own inputs) into a new graph. ``llm`` navigates and extracts (``None``:
         zero-token mode); ``embeddings`` defaults to the packaged all-MiniLM-L6-v2. Other
         keyword arguments are :class:`IndexConfig` / :class:`RetrievalConfig` fields (``k``
-        included), or ``store=`` a :class:`~.protocols.GraphStore`."""
-        store = config.pop("store", None)
+        included), ``store=`` a :class:`~.protocols.GraphStore` or a ``postgresql://`` DSN,
+        and ``namespace=`` the tenant whose graph and memory this retriever sees."""
+        store = open_store(config.pop("store", None), namespace=config.pop("namespace", "default"))
         index_cfg, retrieval_cfg = split_config(config)
         engine = ReMindRAG(llm=llm, embeddings=embeddings, store=store,
                            index_config=index_cfg, retrieval_config=retrieval_cfg)

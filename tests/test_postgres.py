@@ -284,3 +284,21 @@ def test_settings_live_with_the_namespace(make_pg_store: Callable[..., PostgresG
     assert b.settings() == {}
     a.drop_namespace()
     assert a.settings() == {}
+
+
+def test_retriever_on_a_dsn_is_isolated_per_namespace(pg_dsn: str) -> None:
+    from remindrag_integrations import ReMindRetriever
+
+    docs = [Document("paris", "Paris is the capital of France. The Seine flows through Paris."),
+            Document("berlin", "Berlin is the capital of Germany.")]
+    a = ReMindRetriever.from_documents(docs, store=pg_dsn, namespace="retriever-a",
+                                       embeddings=HashEmbedder(), k=2)
+    b = ReMindRetriever.from_documents([], store=pg_dsn, namespace="retriever-b",
+                                       embeddings=HashEmbedder(), k=2)
+    try:
+        got = a.invoke("Which river flows through the capital of France?")
+        assert got and got[0].metadata["doc_id"] == "paris"
+        assert b.invoke("Which river flows through the capital of France?") == []
+    finally:
+        a.engine.store.drop_namespace()
+        b.engine.store.drop_namespace()

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..types import ConfigError
 from .memory_store import InMemoryGraphStore
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def open_store(spec: Any = None, namespace: str = "default", **kwargs: Any) -> G
         if (Path(spec) / "CURRENT").exists():
             store = InMemoryGraphStore.load(spec)
             if namespace != "default" and store.namespace != namespace:
-                raise ValueError(f"store at {spec} holds namespace {store.namespace!r}, "
+                raise ConfigError(f"store at {spec} holds namespace {store.namespace!r}, "
                                  f"not {namespace!r}")
             return store
         return InMemoryGraphStore(namespace=namespace)
