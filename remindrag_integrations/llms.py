@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import inspect
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
@@ -164,7 +165,9 @@ class LLMDecider:
         self.timeout = timeout
 
     def resolve(self, ask: Ask, ledger: CostLedger) -> str:
-        fut = _POOL.submit(self.llm.complete, ask.prompt)
+        # the worker runs in a copy of the caller's context, so framework tracing that
+        # lives in context variables (LlamaIndex spans, LangChain configs) nests correctly
+        fut = _POOL.submit(contextvars.copy_context().run, self.llm.complete, ask.prompt)
         try:
             c = fut.result(timeout=self.timeout)
         except concurrent.futures.TimeoutError:
@@ -173,7 +176,7 @@ class LLMDecider:
             raise
         except Exception as exc:  # the provider's own error type
             raise LLMError(f"{ask.stage}: {type(exc).__name__}: {exc}") from exc
-        ledger.record(ask.stage, c.prompt_tokens, c.completion_tokens)
+        _record(ledger, ask.stage, c)
         return c.text
 
     async def aresolve(self, ask: Ask, ledger: CostLedger) -> str:
@@ -185,8 +188,15 @@ class LLMDecider:
             raise
         except Exception as exc:
             raise LLMError(f"{ask.stage}: {type(exc).__name__}: {exc}") from exc
-        ledger.record(ask.stage, c.prompt_tokens, c.completion_tokens)
+        _record(ledger, ask.stage, c)
         return c.text
+
+
+def _record(ledger: CostLedger, stage: str, c: Completion) -> None:
+    if c.cached:  # a cached reply spent nothing
+        ledger.record(stage, 0, 0, calls=0)
+    else:
+        ledger.record(stage, c.prompt_tokens, c.completion_tokens)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ class Completion:
     text: str
     prompt_tokens: int
     completion_tokens: int
+    cached: bool = False  # served from a response cache: no LLM call, no tokens spent
 
 
 @runtime_checkable

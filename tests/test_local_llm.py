@@ -1,0 +1,143 @@
+"""The local GGUF chat model with real packaged tiny models. These prove the plumbing
+(grammar-constrained JSON, usage, chat template or plain prompt, engine and cache), never
+quality."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from remindrag_integrations import ReMindRAG
+from remindrag_integrations.cache import CachedLLM
+from remindrag_integrations.llms import as_chat_llm
+from remindrag_integrations.local_llm import LlamaCppChatModel, close_json, smollm2_path
+from remindrag_integrations.prompts import EXTRACTION_PROMPT
+from remindrag_integrations.testing import HashEmbedder
+
+slow = pytest.mark.slow
+needs_llama = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None, reason="needs the 'local' extra"
+)
+
+DOCS = [
+    ("d1", "Scott Derrickson directed Sinister. Sinister is a 2012 horror film."),
+    ("d2", "Ed Wood was an American filmmaker who directed Plan 9 from Outer Space."),
+]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.text(max_size=5), json_values, max_size=4))
+def test_a_cut_off_json_object_is_closed_into_a_whole_prefix(obj):
+    text = json.dumps(obj, separators=(",", ": "))
+    for end in range(len(text) + 1):
+        closed = json.loads(close_json(text[:end]))
+        assert isinstance(closed, dict)
+    assert json.loads(close_json(text)) == obj
+
+
+def test_a_cut_off_extraction_keeps_its_whole_entries():
+    cut = '{"title": "Demon algorithm", "entities": ["Demon", "Algorithm", "the dem'
+    assert json.loads(close_json(cut)) == {
+        "title": "Demon algorithm",
+        "entities": ["Demon", "Algorithm"],
+    }
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return LlamaCppChatModel(model_path="smollm2", n_ctx=1024, max_tokens=96)
+
+
+@slow
+@needs_llama
+def test_json_prompt_gets_a_json_reply_with_usage(smollm2):
+    prompt = EXTRACTION_PROMPT.format(text="Scott Derrickson directed Sinister.")
+    msg = smollm2.invoke(prompt)
+    assert isinstance(json.loads(msg.content), dict)
+    usage = msg.usage_metadata
+    assert usage["input_tokens"] > 100 and usage["output_tokens"] > 0
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    assert smollm2.has_chat_template
+
+
+@slow
+@needs_llama
+def test_other_prompts_are_free_text(smollm2):
+    msg = smollm2.invoke("Name a colour.", max_tokens=12)
+    assert msg.content.strip() and not msg.content.lstrip().startswith("{")
+
+
+@slow
+@needs_llama
+def test_engine_indexes_through_the_local_model_and_the_cache(smollm2, tmp_path):
+    runs = []
+    for _ in range(2):
+        llm = CachedLLM(as_chat_llm(smollm2), tmp_path, model_id="local:smollm2")
+        engine = ReMindRAG(llm=llm, embeddings=HashEmbedder())
+        runs.append((engine.insert(DOCS), engine.store.counts()))
+    (first, counts1), (second, counts2) = runs
+    assert first.costs.llm_calls["extraction"] == 2 and first.costs.total_tokens > 0
+    assert counts1["entities"] > 0
+    assert second.costs.total_calls == 0 and counts2 == counts1
+
+
+@slow
+@needs_llama
+def test_gemma3_base_model_uses_a_plain_prompt(tmp_path):
+    gemma = LlamaCppChatModel(model_path="gemma3", n_ctx=512, max_tokens=24)
+    assert not gemma.has_chat_template
+    msg = gemma.invoke('Is Paris in France? Reply with JSON only: {"enough": true}')
+    assert isinstance(json.loads(msg.content), dict)
+    assert msg.usage_metadata["input_tokens"] > 0
+
+
+@slow
+@needs_llama
+def test_cli_index_with_local_model_twice_costs_nothing_the_second_time(tmp_path):
+    assert smollm2_path().suffix == ".gguf"
+    (tmp_path / "doc.txt").write_text(DOCS[0][1])
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    outs = []
+    for store in ("s1", "s2"):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "remindrag_integrations.cli",
+                "index",
+                "doc.txt",
+                "--store",
+                store,
+                "--llm",
+                "local:smollm2",
+                "--cache",
+                "cache",
+            ],
+            cwd=tmp_path,
+            env=env,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 0, proc.stderr
+        outs.append(proc.stdout)
+    assert "estimated cost: 1 LLM calls" in outs[0]
+    assert "actual cost: 1 LLM calls" in outs[0]
+    assert "actual cost: 0 LLM calls, 0 tokens (1 replies from the cache)" in outs[1]
