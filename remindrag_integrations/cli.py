@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .demo import add_arguments as demo_arguments
+from .config import IndexConfig
 from .types import Document, ReMindError
 
 CLI_FILE = "cli.json"
@@ -72,36 +73,71 @@ def cached(llm: Any, spec: str, cache_dir: Path | None) -> Any:
     return CachedLLM(chat, cache_dir, model_id=model_id)
 
 
+def _is_dsn(args: argparse.Namespace) -> bool:
+    from .stores import is_postgres_dsn
+
+    return is_postgres_dsn(args.store)
+
+
 def _cache_dir(args: argparse.Namespace) -> Path | None:
     if args.no_cache:
         return None
-    return (
-        Path(args.cache) if args.cache else Path(args.store).resolve().parent / ".remindrag-cache"
-    )
+    if args.cache:
+        return Path(args.cache)
+    base = Path.cwd() if _is_dsn(args) else Path(args.store).resolve().parent
+    return base / ".remindrag-cache"
 
 
-def _settings(store: Path) -> dict[str, Any]:
-    path = store / CLI_FILE
+def _settings(args: argparse.Namespace, engine: Any = None) -> dict[str, Any]:
+    """What the CLI remembers about a store (the embedding model it was built with): in
+    ``cli.json`` of a store directory, or in the namespace's settings on PostgreSQL."""
+    if engine is not None and _is_dsn(args):
+        return dict(engine.store.settings())
+    path = Path(args.store) / CLI_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
     from .engine import ReMindRAG
+    from .stores import InMemoryGraphStore, open_store
 
-    store = Path(args.store)
-    llm = cached(load_llm(args.llm), args.llm, _cache_dir(args))
-    embeddings = getattr(args, "embeddings", None) or _settings(store).get("embeddings")
-    if (store / "engine.json").exists():
-        return ReMindRAG.load(store, llm=llm, embeddings=embeddings)
+    llm = cached(load_llm(getattr(args, "llm", "none")), getattr(args, "llm", "none"),
+                 _cache_dir(args))
+    index_cfg = IndexConfig(on_extraction_error=getattr(args, "on_extraction_error", "raise"))
+    if _is_dsn(args):
+        store = open_store(args.store, namespace=args.namespace)
+        embeddings = getattr(args, "embeddings", None) or store.settings().get("embeddings")
+        if not create and not store.counts()["documents"]:
+            raise CLIError(f"namespace {args.namespace!r} at {args.store} is empty: "
+                           "run 'remindrag index PATH --store DSN' first")
+        return ReMindRAG(llm=llm, embeddings=embeddings, store=store, index_config=index_cfg)
+    root = Path(args.store)
+    embeddings = getattr(args, "embeddings", None) or _settings(args).get("embeddings")
+    if (root / "engine.json").exists():
+        engine = ReMindRAG.load(root, llm=llm, embeddings=embeddings)
+        if engine.store.namespace != args.namespace:
+            raise CLIError(f"the store at {root} holds namespace {engine.store.namespace!r}, "
+                           f"not {args.namespace!r}: use one directory per namespace")
+        engine.index_config = engine.index_config.with_overrides(
+            on_extraction_error=index_cfg.on_extraction_error)
+        return engine
     if not create:
-        raise CLIError(f"no store at {store}: run 'remindrag index PATH --store {store}' first")
-    return ReMindRAG(llm=llm, embeddings=embeddings)
+        raise CLIError(f"no store at {root}: run 'remindrag index PATH --store {root}' first")
+    return ReMindRAG(llm=llm, embeddings=embeddings, index_config=index_cfg,
+                     store=InMemoryGraphStore(namespace=args.namespace))
 
 
-def save_engine(engine: Any, store: Path, embeddings: str | None) -> None:
-    engine.save(store)
+def save_engine(engine: Any, args: argparse.Namespace) -> None:
+    """Persist what a command changed (PostgreSQL writes through; a directory is saved)."""
+    embeddings = getattr(args, "embeddings", None) or _settings(args, engine).get("embeddings")
+    if _is_dsn(args):
+        if embeddings:
+            engine.store.update_settings({"embeddings": embeddings})
+        return
+    engine.save(args.store)
     if embeddings:
-        (store / CLI_FILE).write_text(json.dumps({"embeddings": embeddings}), encoding="utf-8")
+        (Path(args.store) / CLI_FILE).write_text(json.dumps({"embeddings": embeddings}),
+                                                 encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,9 +227,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         + (" (zero-token mode)" if engine.llm is None else "")
     )
     report = engine.insert(docs, progress=progress_bar("indexing"))
-    save_engine(
-        engine, Path(args.store), args.embeddings or _settings(Path(args.store)).get("embeddings")
-    )
+    save_engine(engine, args)
     c = report.costs
     print(
         f"indexed {report.documents} documents, {report.chunks} chunks: "
@@ -241,7 +275,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     answer = engine.answer(args.question)
     retrieval, trace = answer.retrieval, answer.retrieval.trace
     write = None if args.no_memorize else engine.memorize(answer.trace_id, answer.text)
-    engine.save(args.store)
+    save_engine(engine, args)
     result = {
         "answer": answer.text,
         "citations": answer.citations,
@@ -295,8 +329,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def traversal_decisions(trace: Any) -> int:
     """Decisions the navigator (LLM or zero-token) made: each move it chose or that was
     rejected, plus the final 'enough'."""
-    moves = sum(1 for m in trace.moves if m.action in ("forward", "backward", "invalid"))
-    return moves + (trace.stop_reason == "enough")
+    return int(trace.decisions)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -345,7 +378,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _store_args(p: argparse.ArgumentParser, llm: bool = True) -> None:
-    p.add_argument("--store", required=True, help="store directory")
+    p.add_argument("--store", required=True,
+                   help="store directory, or a postgresql:// DSN (extra 'postgres')")
+    p.add_argument("--namespace", default="default",
+                   help="tenant whose graph and memory to use (default: 'default')")
     if llm:
         p.add_argument(
             "--llm",
@@ -376,6 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--embeddings",
         help="sentence-transformers model name or path (default: packaged all-MiniLM-L6-v2)",
+    )
+    p.add_argument(
+        "--on-extraction-error", choices=("raise", "fallback"), default="raise",
+        help="a chunk whose LLM extraction fails twice: stop with nothing written (raise, "
+        "default) or extract it with the rule-based extractor (fallback)",
     )
     p.set_defaults(func=cmd_index)
 

@@ -302,3 +302,34 @@ def test_retriever_on_a_dsn_is_isolated_per_namespace(pg_dsn: str) -> None:
     finally:
         a.engine.store.drop_namespace()
         b.engine.store.drop_namespace()
+
+
+def test_cli_on_a_dsn_with_namespaces(pg_dsn: str, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "seine.txt").write_text(
+        "The Seine flows through Paris. Paris is the capital of France.", encoding="utf-8")
+
+    def cli(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "remindrag_integrations.cli", *args],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    common = ["--store", pg_dsn, "--namespace", "cli-tenant"]
+    try:
+        out = cli("index", str(tmp_path / "docs"), *common, "--no-cache")
+        assert "indexed 1 documents" in out
+        out = cli("ask", "Which river flows through Paris?", *common, "--no-cache")
+        assert "seine" in out.lower()
+        assert "documents: 1" in cli("inspect", *common) or "1 documents" in cli("inspect", *common)
+        other = subprocess.run(
+            [sys.executable, "-m", "remindrag_integrations.cli", "ask", "Which river?",
+             "--store", pg_dsn, "--namespace", "cli-empty", "--no-cache"],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert other.returncode != 0 and "empty" in other.stderr
+    finally:
+        for ns in ("cli-tenant", "cli-empty"):
+            open_store(pg_dsn, namespace=ns).drop_namespace()
