@@ -334,17 +334,38 @@ def traversal_decisions(trace: Any) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     engine = open_engine(args)
-    store = engine.store
-    counts = store.counts()
+    counts = engine.store.counts()
     print("graph: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
-    print(f"memory: {store.touched_edges():,} touched edges")
-    top = store.top_memory(None, args.top)
-    if top:
-        print("strongest remembered edges (memory norm):")
-        for eid, norm in top:
-            e = store.get_edge(eid)
-            u, v = store.get_nodes([e.u, e.v])
-            print(f"  {norm:.3f}  {u.name[:50]} --[{e.kind}]-- {v.name[:50]}")
+    print(f"memory: {engine.store.touched_edges():,} touched edges")
+    rows = engine.inspect_memory(args.top, args.query)
+    if rows:
+        how = f"alignment with {args.query!r}" if args.query else "memory norm"
+        print(f"strongest remembered edges ({how}; cluster = group of similar past queries):")
+        for r in rows:
+            print(f"  {r['score']:.3f}  [{r['cluster']}]  {r['u_name'][:50]} --[{r['kind']}]-- "
+                  f"{r['v_name'][:50]}")
+    return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    engine = open_engine(args)
+    if args.action == "reset":
+        print(f"forgot the memory of {engine.reset_memory():,} edges")
+    elif args.action == "decay":
+        if args.factor is None or not 0.0 <= args.factor <= 1.0:
+            raise CLIError("decay needs --factor F with 0 <= F <= 1")
+        print(f"scaled the memory of {engine.decay_memory(args.factor):,} edges by {args.factor}")
+    elif args.action == "export":
+        if not args.file:
+            raise CLIError("export needs --file PATH")
+        print(f"wrote {engine.export_memory(args.file):,} memory vectors to {args.file}")
+        return 0
+    else:
+        if not args.file:
+            raise CLIError("import needs --file PATH")
+        n = engine.import_memory(args.file, skip_unknown=args.skip_unknown)
+        print(f"loaded {n:,} memory vectors from {args.file}")
+    save_engine(engine, args)
     return 0
 
 
@@ -439,7 +460,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _store_args(p, llm=False)
     p.add_argument("--top", type=int, default=10, help="edges to list (default 10)")
+    p.add_argument("--query", help="rank edges by how well their memory matches this question")
     p.set_defaults(func=cmd_inspect, llm="none")
+
+    p = sub.add_parser(
+        "memory",
+        help="reset, decay, export or import edge memory",
+        description="Administer the edge memory of a store (one namespace).",
+    )
+    p.add_argument("action", choices=("reset", "decay", "export", "import"))
+    _store_args(p, llm=False)
+    p.add_argument("--factor", type=float, help="decay: scale every memory vector by F in [0, 1]")
+    p.add_argument("--file", help="export / import: a JSON file")
+    p.add_argument("--skip-unknown", action="store_true",
+                   help="import: leave out edges the store does not have")
+    p.set_defaults(func=cmd_memory, llm="none")
 
     p = sub.add_parser(
         "trace",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, load_jsonl
 
-COMMANDS = ["index", "ask", "inspect", "trace", "demo", "bench"]
+COMMANDS = ["index", "ask", "inspect", "memory", "trace", "demo", "bench"]
 
 
 def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
@@ -37,7 +37,7 @@ def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
 def test_every_command_has_help(command, tmp_path):
     out = run(*([command] if command else []), "--help", cwd=tmp_path).stdout
     assert out.startswith("usage: remindrag")
-    if command in ("index", "ask", "inspect", "trace"):
+    if command in ("index", "ask", "inspect", "memory", "trace"):
         assert "--store" in out
 
 
@@ -183,3 +183,30 @@ def test_demo_shows_memory_cutting_the_second_round(tmp_path):
     total = re.search(r"^total\s+(\d+)\s+(\d+)$", out, re.MULTILINE)
     assert total and int(total.group(2)) < int(total.group(1)), out
     assert "the memorized paths were replayed" in out
+
+
+def test_memory_admin_commands(corpus, tmp_path):
+    store = tmp_path / "store"
+    run("index", str(corpus / "docs" / "passages.jsonl"), "--store", str(store), cwd=tmp_path)
+    ask("Which demon is associated with Lilu?", store, tmp_path)
+
+    def touched() -> int:
+        info = run("inspect", "--store", str(store), cwd=tmp_path).stdout
+        return int(re.search(r"memory: (\d+) touched edges", info).group(1))
+
+    n = touched()
+    assert n > 0
+    saved = tmp_path / "memory.json"
+    out = run("memory", "export", "--store", str(store), "--file", str(saved), cwd=tmp_path)
+    assert f"wrote {n} memory vectors" in out.stdout
+    run("memory", "decay", "--store", str(store), "--factor", "0.5", cwd=tmp_path)
+    info = run("inspect", "--store", str(store), "--query", "Lilu demon", cwd=tmp_path).stdout
+    assert "alignment with 'Lilu demon'" in info and "[0]" in info
+    run("memory", "reset", "--store", str(store), cwd=tmp_path)
+    assert touched() == 0
+    run("memory", "import", "--store", str(store), "--file", str(saved), cwd=tmp_path)
+    assert touched() == n
+    bad = run("memory", "decay", "--store", str(store), "--factor", "2", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "0 <= F <= 1" in bad.stderr
+    wrong = run("inspect", "--store", str(store), "--namespace", "other", cwd=tmp_path, check=False)
+    assert wrong.returncode == 2 and "namespace" in wrong.stderr
