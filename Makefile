@@ -16,13 +16,18 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_NO_INPUT := 1
 
-.PHONY: demo test clean
+.PHONY: demo test lint clean
 
 demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/remindrag demo
 
-test: $(VENV)/.stamp-test
+test: $(VENV)/.stamp-test lint
 	$(PY) -m pytest -q
+
+lint: $(VENV)/.stamp-test
+	$(PY) -m ruff check remindrag_integrations tests benchmarks
+	$(PY) -m ruff format --check remindrag_integrations tests benchmarks
+	$(PY) -m mypy remindrag_integrations
 
 $(VENV)/.stamp-venv:
 	$(PYTHON) -m venv $(VENV)

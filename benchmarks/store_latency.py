@@ -35,8 +35,9 @@ ROOT = Path(__file__).resolve().parent
 CHUNKS_PER_DOC, MENTIONS, RELATIONS = 10, 3, 2
 
 
-def synthetic_batches(n_edges: int, dim: int, batch_chunks: int = 5000,
-                      seed: int = 0) -> Iterator[dict]:
+def synthetic_batches(
+    n_edges: int, dim: int, batch_chunks: int = 5000, seed: int = 0
+) -> Iterator[dict]:
     """``add_graph`` keyword batches of a corpus-shaped graph with about ``n_edges`` edges."""
     rng = np.random.default_rng(seed)
     n_chunks = max(CHUNKS_PER_DOC, int(n_edges / (1 + 0.9 + MENTIONS + RELATIONS)))
@@ -52,8 +53,9 @@ def synthetic_batches(n_edges: int, dim: int, batch_chunks: int = 5000,
             first = False
         ment = rng.integers(0, n_ent, size=(len(ids), MENTIONS))
         rel = rng.integers(0, n_ent, size=(len(ids), RELATIONS, 2))
-        anchor_emb = mem.unit_rows(ent_emb[ment].mean(axis=1)
-                                   + 0.5 * rng.normal(size=(len(ids), dim)) / np.sqrt(dim))
+        anchor_emb = mem.unit_rows(
+            ent_emb[ment].mean(axis=1) + 0.5 * rng.normal(size=(len(ids), dim)) / np.sqrt(dim)
+        )
         docs: list[tuple[str, str, dict]] = []
         for row, i in enumerate(ids):
             doc, c, a = f"doc{i // CHUNKS_PER_DOC}", f"c-{i:08x}", f"a-{i:08x}"
@@ -67,11 +69,24 @@ def synthetic_batches(n_edges: int, dim: int, batch_chunks: int = 5000,
             for t, j in enumerate(ment[row]):
                 edges.append(Edge(f"m-{i * MENTIONS + t:08x}", f"e-{j:08x}", a, "mention", "m"))
             for t, (j1, j2) in enumerate(rel[row]):
-                edges.append(Edge(f"r-{i * RELATIONS + t:08x}", f"e-{j1:08x}", f"e-{j2:08x}",
-                                  "relation", f"entity {j1} relates to entity {j2}."))
+                edges.append(
+                    Edge(
+                        f"r-{i * RELATIONS + t:08x}",
+                        f"e-{j1:08x}",
+                        f"e-{j2:08x}",
+                        "relation",
+                        f"entity {j1} relates to entity {j2}.",
+                    )
+                )
         rows.append(np.repeat(anchor_emb, 2, axis=0))
-        yield {"documents": docs, "chunks": chunks, "nodes": nodes,
-               "embeddings": np.concatenate(rows), "edges": edges, "entity_aliases": {}}
+        yield {
+            "documents": docs,
+            "chunks": chunks,
+            "nodes": nodes,
+            "embeddings": np.concatenate(rows),
+            "edges": edges,
+            "entity_aliases": {},
+        }
 
 
 def queries(store: InMemoryGraphStore, n: int, dim: int, seed: int = 1) -> list[np.ndarray]:
@@ -80,8 +95,7 @@ def queries(store: InMemoryGraphStore, n: int, dim: int, seed: int = 1) -> list[
     anchors = [nid for nid in store._nodes if nid.startswith("a-")]  # benchmark-only peek
     picks = rng.choice(len(anchors), size=n, replace=False)
     emb = store.node_embeddings([anchors[i] for i in picks])
-    return [mem.unit(e + 0.3 * rng.normal(size=dim).astype(np.float32) / np.sqrt(dim))
-            for e in emb]
+    return [mem.unit(e + 0.3 * rng.normal(size=dim).astype(np.float32) / np.sqrt(dim)) for e in emb]
 
 
 def warm_paths(store: InMemoryGraphStore, q: np.ndarray, budget: int = 16) -> list[str]:
@@ -123,9 +137,14 @@ def measure(store: object, qs: list[np.ndarray], passes: int) -> dict:
     def pct(xs: list[float], k: int) -> float:
         return float(np.percentile(xs, k))
 
-    return {"seed_p50_ms": pct(seed_ms, 50), "seed_p95_ms": pct(seed_ms, 95),
-            "replay_p50_ms": pct(replay_ms, 50), "replay_p95_ms": pct(replay_ms, 95),
-            "replayed_edges_mean": statistics.mean(replayed), "seeds": seeds_all[: len(qs)]}
+    return {
+        "seed_p50_ms": pct(seed_ms, 50),
+        "seed_p95_ms": pct(seed_ms, 95),
+        "replay_p50_ms": pct(replay_ms, 50),
+        "replay_p95_ms": pct(replay_ms, 95),
+        "replayed_edges_mean": statistics.mean(replayed),
+        "seeds": seeds_all[: len(qs)],
+    }
 
 
 def pg_dsn(arg: str | None) -> str:
@@ -137,8 +156,9 @@ def pg_dsn(arg: str | None) -> str:
     return str(pg_server_dsn())
 
 
-def run_size(n_edges: int, dim: int, dsn: str, n_queries: int, passes: int,
-             ef_search: list[int]) -> list[dict]:
+def run_size(
+    n_edges: int, dim: int, dsn: str, n_queries: int, passes: int, ef_search: list[int]
+) -> list[dict]:
     from remindrag_integrations.stores.postgres import PostgresGraphStore
 
     ref = InMemoryGraphStore()
@@ -159,8 +179,10 @@ def run_size(n_edges: int, dim: int, dsn: str, n_queries: int, passes: int,
             store.update_memory(path, [], q)
             store.update_memory(path, [], q)
     runs: list[tuple[str, object, int | None]] = [("memory", ref, None)]
-    runs += [("postgres", PostgresGraphStore(dsn, namespace=f"bench-{n_edges}", ef_search=ef),
-              ef) for ef in ef_search]
+    runs += [
+        ("postgres", PostgresGraphStore(dsn, namespace=f"bench-{n_edges}", ef_search=ef), ef)
+        for ef in ef_search
+    ]
     exact: list[list[str]] = []
     rows = []
     for name, store, ef in runs:
@@ -168,14 +190,26 @@ def run_size(n_edges: int, dim: int, dsn: str, n_queries: int, passes: int,
         seeds = res.pop("seeds")
         exact = exact or seeds
         recall = np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(seeds, exact)])
-        sim = np.mean([float((ref.node_embeddings(a) @ q).sum() / (ref.node_embeddings(b) @ q).sum())
-                       for a, b, q in zip(seeds, exact, qs)])
-        rows.append({"store": name, "edges": counts["edges"],
-                     "nodes": counts["chunks"] + counts["anchors"] + counts["entities"],
-                     "touched_edges": ref.touched_edges(), "dim": dim, "ef_search": ef,
-                     "load_s": round(load[name], 2), "seed_recall_vs_exact": round(float(recall), 3),
-                     "seed_sim_vs_exact": round(float(sim), 4),
-                     **{k: round(v, 3) for k, v in res.items()}})
+        sim = np.mean(
+            [
+                float((ref.node_embeddings(a) @ q).sum() / (ref.node_embeddings(b) @ q).sum())
+                for a, b, q in zip(seeds, exact, qs)
+            ]
+        )
+        rows.append(
+            {
+                "store": name,
+                "edges": counts["edges"],
+                "nodes": counts["chunks"] + counts["anchors"] + counts["entities"],
+                "touched_edges": ref.touched_edges(),
+                "dim": dim,
+                "ef_search": ef,
+                "load_s": round(load[name], 2),
+                "seed_recall_vs_exact": round(float(recall), 3),
+                "seed_sim_vs_exact": round(float(sim), 4),
+                **{k: round(v, 3) for k, v in res.items()},
+            }
+        )
     pg.drop_namespace()
     pg.close()
     return rows
@@ -187,16 +221,32 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--ef-search", type=int, nargs="+", default=[100],
-                    help="HNSW ef_search values to measure PostgreSQL with")
+    ap.add_argument(
+        "--ef-search",
+        type=int,
+        nargs="+",
+        default=[100],
+        help="HNSW ef_search values to measure PostgreSQL with",
+    )
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server)")
     ap.add_argument("--out", default=str(ROOT / "results" / "store_latency.json"))
     args = ap.parse_args()
     dsn = pg_dsn(args.dsn)
     rows = []
-    header = ("store", "ef_search", "edges", "nodes", "load_s", "seed_p50_ms", "seed_p95_ms",
-              "replay_p50_ms", "replay_p95_ms", "replayed_edges_mean", "seed_recall_vs_exact",
-              "seed_sim_vs_exact")
+    header = (
+        "store",
+        "ef_search",
+        "edges",
+        "nodes",
+        "load_s",
+        "seed_p50_ms",
+        "seed_p95_ms",
+        "replay_p50_ms",
+        "replay_p95_ms",
+        "replayed_edges_mean",
+        "seed_recall_vs_exact",
+        "seed_sim_vs_exact",
+    )
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for n in args.edges:
@@ -204,12 +254,19 @@ def main() -> None:
             rows.append(row)
             print("| " + " | ".join(str(row[h]) for h in header) + " |", flush=True)
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps({
-                "benchmark": "store_latency", "machine": platform.platform(),
-                "cpus": __import__("os").cpu_count(), "rows": rows,
-                "notes": "synthetic corpus-shaped graph; latency per query, after a warm-up "
-                         "pass; PostgreSQL on 127.0.0.1 (embedded server unless --dsn)",
-            }, indent=2))
+            Path(args.out).write_text(
+                json.dumps(
+                    {
+                        "benchmark": "store_latency",
+                        "machine": platform.platform(),
+                        "cpus": __import__("os").cpu_count(),
+                        "rows": rows,
+                        "notes": "synthetic corpus-shaped graph; latency per query, after a warm-up "
+                        "pass; PostgreSQL on 127.0.0.1 (embedded server unless --dsn)",
+                    },
+                    indent=2,
+                )
+            )
 
 
 if __name__ == "__main__":

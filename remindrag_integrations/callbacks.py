@@ -131,22 +131,52 @@ class ReMindMemoryCallback(BaseCallbackHandler):
             is_root = self._parent.pop(run_id, None) is None
             return is_root, self._pending.pop(run_id, []) if is_root else []
 
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID,
-                       parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._start(run_id, parent_run_id)
 
-    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID,
-                      parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+    def on_tool_start(
+        self,
+        serialized: Any,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._start(run_id, parent_run_id)
 
-    def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID,
-                           parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+    def on_retriever_start(
+        self,
+        serialized: Any,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._start(run_id, parent_run_id)
 
-    def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID,
-                         parent_run_id: UUID | None = None, **kwargs: Any) -> None:
-        ids = [t for t in _trace_ids([getattr(d, "metadata", None) for d in documents])
-               if self._writer.owns(t)]
+    def on_retriever_end(
+        self,
+        documents: Sequence[Any],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        ids = [
+            t
+            for t in _trace_ids([getattr(d, "metadata", None) for d in documents])
+            if self._writer.owns(t)
+        ]
         with self._lock:
             root = self._root(run_id)
             if root != run_id:  # a bare retriever call has no answer to learn from
@@ -154,14 +184,16 @@ class ReMindMemoryCallback(BaseCallbackHandler):
                 pending.extend(t for t in ids if t not in pending)
         self._end(run_id)
 
-    def on_chain_end(self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
-                     **kwargs: Any) -> None:
+    def on_chain_end(
+        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         is_root, trace_ids = self._end(run_id)
         if is_root and trace_ids and outputs is not None:  # None: a stream left unfinished
             self._writer.write(trace_ids, answer_text(outputs))
 
-    def on_tool_end(self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
-                    **kwargs: Any) -> None:
+    def on_tool_end(
+        self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         self._end(run_id)
 
     def _error(self, run_id: UUID) -> None:
@@ -191,18 +223,30 @@ class _SpanTree(BaseSpanHandler[SimpleSpan]):
     def class_name(cls) -> str:
         return "ReMindSpanTree"
 
-    def new_span(self, id_: str, bound_args: Any, instance: Any = None,
-                 parent_span_id: str | None = None, tags: Any = None, **kwargs: Any
-                 ) -> SimpleSpan:
+    def new_span(
+        self,
+        id_: str,
+        bound_args: Any,
+        instance: Any = None,
+        parent_span_id: str | None = None,
+        tags: Any = None,
+        **kwargs: Any,
+    ) -> SimpleSpan:
         return SimpleSpan(id_=id_, parent_id=parent_span_id)
 
-    def prepare_to_exit_span(self, id_: str, bound_args: Any, instance: Any = None,
-                             result: Any = None, **kwargs: Any) -> SimpleSpan | None:
+    def prepare_to_exit_span(
+        self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any
+    ) -> SimpleSpan | None:
         return self._close(id_, errored=False)
 
-    def prepare_to_drop_span(self, id_: str, bound_args: Any, instance: Any = None,
-                             err: BaseException | None = None, **kwargs: Any
-                             ) -> SimpleSpan | None:
+    def prepare_to_drop_span(
+        self,
+        id_: str,
+        bound_args: Any,
+        instance: Any = None,
+        err: BaseException | None = None,
+        **kwargs: Any,
+    ) -> SimpleSpan | None:
         return self._close(id_, errored=True)
 
     def _close(self, id_: str, errored: bool) -> SimpleSpan | None:
@@ -242,8 +286,9 @@ class ReMindMemoryEventHandler(BaseEventHandler):
             kwargs["retriever"] = retriever
         super().__init__(**kwargs)
         self._writer = _MemoryWriter(self.retriever)
-        self._spans = _SpanTree(open_spans={}, completed_spans=[], dropped_spans=[],
-                                current_span_ids={})
+        self._spans = _SpanTree(
+            open_spans={}, completed_spans=[], dropped_spans=[], current_span_ids={}
+        )
         self._spans._on_close = self._span_closed
 
     @classmethod
@@ -300,8 +345,11 @@ class ReMindMemoryEventHandler(BaseEventHandler):
 
     def _claim(self, span_id: str | None, outermost: bool = False) -> list[str]:
         with self._lock:
-            mine = [t for t, above in self._pending.items()
-                    if (above[-1] == span_id if outermost else span_id in above)]
+            mine = [
+                t
+                for t, above in self._pending.items()
+                if (above[-1] == span_id if outermost else span_id in above)
+            ]
             for t in mine:
                 del self._pending[t]
         return mine
@@ -323,16 +371,16 @@ class ReMindMemoryEventHandler(BaseEventHandler):
         else:
             self._writer.write(trace_ids, str(response))
 
-    def _after_stream(self, gen: Iterator[str], trace_ids: list[str]
-                      ) -> Generator[str, None, None]:
+    def _after_stream(self, gen: Iterator[str], trace_ids: list[str]) -> Generator[str, None, None]:
         parts: list[str] = []
         for token in gen:
             parts.append(token)
             yield token
         self._writer.write(trace_ids, "".join(parts))
 
-    async def _after_async_stream(self, gen: AsyncIterator[str], trace_ids: list[str]
-                                  ) -> AsyncGenerator[str, None]:
+    async def _after_async_stream(
+        self, gen: AsyncIterator[str], trace_ids: list[str]
+    ) -> AsyncGenerator[str, None]:
         parts: list[str] = []
         async for token in gen:
             parts.append(token)

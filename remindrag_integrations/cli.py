@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .demo import add_arguments as demo_arguments
 from .config import IndexConfig
+from .demo import add_arguments as demo_arguments
 from .types import Document, ReMindError
 
 CLI_FILE = "cli.json"
@@ -101,30 +101,40 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
     from .engine import ReMindRAG
     from .stores import InMemoryGraphStore, open_store
 
-    llm = cached(load_llm(getattr(args, "llm", "none")), getattr(args, "llm", "none"),
-                 _cache_dir(args))
+    llm = cached(
+        load_llm(getattr(args, "llm", "none")), getattr(args, "llm", "none"), _cache_dir(args)
+    )
     index_cfg = IndexConfig(on_extraction_error=getattr(args, "on_extraction_error", "raise"))
     if _is_dsn(args):
-        store = open_store(args.store, namespace=args.namespace)
+        store: Any = open_store(args.store, namespace=args.namespace)  # PostgresGraphStore
         embeddings = getattr(args, "embeddings", None) or store.settings().get("embeddings")
         if not create and not store.counts()["documents"]:
-            raise CLIError(f"namespace {args.namespace!r} at {args.store} is empty: "
-                           "run 'remindrag index PATH --store DSN' first")
+            raise CLIError(
+                f"namespace {args.namespace!r} at {args.store} is empty: "
+                "run 'remindrag index PATH --store DSN' first"
+            )
         return ReMindRAG(llm=llm, embeddings=embeddings, store=store, index_config=index_cfg)
     root = Path(args.store)
     embeddings = getattr(args, "embeddings", None) or _settings(args).get("embeddings")
     if (root / "engine.json").exists():
         engine = ReMindRAG.load(root, llm=llm, embeddings=embeddings)
         if engine.store.namespace != args.namespace:
-            raise CLIError(f"the store at {root} holds namespace {engine.store.namespace!r}, "
-                           f"not {args.namespace!r}: use one directory per namespace")
+            raise CLIError(
+                f"the store at {root} holds namespace {engine.store.namespace!r}, "
+                f"not {args.namespace!r}: use one directory per namespace"
+            )
         engine.index_config = engine.index_config.with_overrides(
-            on_extraction_error=index_cfg.on_extraction_error)
+            on_extraction_error=index_cfg.on_extraction_error
+        )
         return engine
     if not create:
         raise CLIError(f"no store at {root}: run 'remindrag index PATH --store {root}' first")
-    return ReMindRAG(llm=llm, embeddings=embeddings, index_config=index_cfg,
-                     store=InMemoryGraphStore(namespace=args.namespace))
+    return ReMindRAG(
+        llm=llm,
+        embeddings=embeddings,
+        index_config=index_cfg,
+        store=InMemoryGraphStore(namespace=args.namespace),
+    )
 
 
 def save_engine(engine: Any, args: argparse.Namespace) -> None:
@@ -136,8 +146,9 @@ def save_engine(engine: Any, args: argparse.Namespace) -> None:
         return
     engine.save(args.store)
     if embeddings:
-        (Path(args.store) / CLI_FILE).write_text(json.dumps({"embeddings": embeddings}),
-                                                 encoding="utf-8")
+        (Path(args.store) / CLI_FILE).write_text(
+            json.dumps({"embeddings": embeddings}), encoding="utf-8"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,8 +353,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         how = f"alignment with {args.query!r}" if args.query else "memory norm"
         print(f"strongest remembered edges ({how}; cluster = group of similar past queries):")
         for r in rows:
-            print(f"  {r['score']:.3f}  [{r['cluster']}]  {r['u_name'][:50]} --[{r['kind']}]-- "
-                  f"{r['v_name'][:50]}")
+            print(
+                f"  {r['score']:.3f}  [{r['cluster']}]  {r['u_name'][:50]} --[{r['kind']}]-- "
+                f"{r['v_name'][:50]}"
+            )
     return 0
 
 
@@ -399,10 +412,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _store_args(p: argparse.ArgumentParser, llm: bool = True) -> None:
-    p.add_argument("--store", required=True,
-                   help="store directory, or a postgresql:// DSN (extra 'postgres')")
-    p.add_argument("--namespace", default="default",
-                   help="tenant whose graph and memory to use (default: 'default')")
+    p.add_argument(
+        "--store", required=True, help="store directory, or a postgresql:// DSN (extra 'postgres')"
+    )
+    p.add_argument(
+        "--namespace",
+        default="default",
+        help="tenant whose graph and memory to use (default: 'default')",
+    )
     if llm:
         p.add_argument(
             "--llm",
@@ -435,7 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="sentence-transformers model name or path (default: packaged all-MiniLM-L6-v2)",
     )
     p.add_argument(
-        "--on-extraction-error", choices=("raise", "fallback"), default="raise",
+        "--on-extraction-error",
+        choices=("raise", "fallback"),
+        default="raise",
         help="a chunk whose LLM extraction fails twice: stop with nothing written (raise, "
         "default) or extract it with the rule-based extractor (fallback)",
     )
@@ -472,8 +491,11 @@ def build_parser() -> argparse.ArgumentParser:
     _store_args(p, llm=False)
     p.add_argument("--factor", type=float, help="decay: scale every memory vector by F in [0, 1]")
     p.add_argument("--file", help="export / import: a JSON file")
-    p.add_argument("--skip-unknown", action="store_true",
-                   help="import: leave out edges the store does not have")
+    p.add_argument(
+        "--skip-unknown",
+        action="store_true",
+        help="import: leave out edges the store does not have",
+    )
     p.set_defaults(func=cmd_memory, llm="none")
 
     p = sub.add_parser(

@@ -34,8 +34,9 @@ def packaged_model_path() -> Path:
 class SentenceTransformerEmbedder:
     """A sentence-transformers model by name or path, loaded on first use (CPU by default)."""
 
-    def __init__(self, model: str | Path = DEFAULT_MODEL, device: str = "cpu",
-                 batch_size: int = 64) -> None:
+    def __init__(
+        self, model: str | Path = DEFAULT_MODEL, device: str = "cpu", batch_size: int = 64
+    ) -> None:
         self.model_name = str(model)
         self.device = device
         self.batch_size = batch_size
@@ -48,22 +49,30 @@ class SentenceTransformerEmbedder:
                 from sentence_transformers import SentenceTransformer
 
                 _quiet_transformers()
-                path = (packaged_model_path() if self.model_name == DEFAULT_MODEL
-                        else self.model_name)
+                path = (
+                    packaged_model_path() if self.model_name == DEFAULT_MODEL else self.model_name
+                )
                 self._model = SentenceTransformer(str(path), device=self.device)
             return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vecs = self._load().encode(list(texts), batch_size=self.batch_size,
-                                   normalize_embeddings=True, show_progress_bar=False)
+        vecs = self._load().encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
         return np.asarray(vecs, dtype=np.float32)
 
     @property
     def dimension(self) -> int:
         model = self._load()
-        get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        get = (
+            getattr(model, "get_embedding_dimension", None)
+            or model.get_sentence_embedding_dimension
+        )
         return int(get())
 
 
@@ -90,8 +99,7 @@ class LlamaIndexEmbedder:
         self.embed_model = embed_model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(self.embed_model.get_text_embedding_batch(list(texts)),
-                          dtype=np.float32)
+        return np.asarray(self.embed_model.get_text_embedding_batch(list(texts)), dtype=np.float32)
 
 
 def as_embedder(obj: Any) -> Embedder:
@@ -109,8 +117,9 @@ def as_embedder(obj: Any) -> Embedder:
     raise ConfigError(f"cannot use {type(obj).__name__} as an embedder")
 
 
-def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64,
-                  dim: int | None = None) -> np.ndarray:
+def embed_checked(
+    embedder: Embedder, texts: Sequence[str], batch_size: int = 64, dim: int | None = None
+) -> np.ndarray:
     """Embed in batches and unit-normalise; raises :class:`EmbeddingError` on a bad shape,
     a non-finite value or a dimension that differs from ``dim``."""
     rows = []

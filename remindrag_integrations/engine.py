@@ -40,8 +40,8 @@ from .types import (
     LLMOutputError,
     MemoryStats,
     MemoryWrite,
-    RetrievedChunk,
     Retrieval,
+    RetrievedChunk,
     StoreCorruptError,
     Trace,
     UnknownTraceError,
@@ -104,27 +104,43 @@ class ReMindRAG:
         chunks = [c for d in fresh for c in indexing.make_chunks(d, self.index_config)]
         return fresh, chunks, len(docs) - len(fresh)
 
-    def _commit(self, fresh: list[Document], chunks: list, extractions: list,
-                skipped: int, ledger: CostLedger) -> IndexReport:
+    def _commit(
+        self,
+        fresh: list[Document],
+        chunks: list,
+        extractions: list,
+        skipped: int,
+        ledger: CostLedger,
+    ) -> IndexReport:
         changed = [d.id for d in fresh if self.store.document_hash(d.id) is not None]
         if changed:  # an update: the old version goes first (its memory with it)
             self.store.delete_documents(changed)
-        batch = indexing.build_graph(chunks, [x for x, _ in extractions], self.store,
-                                     self.embedder, self.index_config)
+        batch = indexing.build_graph(
+            chunks, [x for x, _ in extractions], self.store, self.embedder, self.index_config
+        )
         self.store.add_graph(
             documents=[(d.id, indexing.content_hash(d), d.metadata) for d in fresh],
-            chunks=batch.chunks, nodes=batch.nodes, embeddings=batch.embeddings,
-            edges=batch.edges, entity_aliases=batch.aliases,
+            chunks=batch.chunks,
+            nodes=batch.nodes,
+            embeddings=batch.embeddings,
+            edges=batch.edges,
+            entity_aliases=batch.aliases,
         )
         return IndexReport(
-            documents=len(fresh), skipped_documents=skipped, chunks=len(chunks),
-            entities_added=batch.entities_added, entities_merged=batch.entities_merged,
-            relations=batch.relations, source_tokens=indexing.source_tokens(chunks),
-            costs=ledger, fallback_chunks=sum(1 for _, fb in extractions if fb),
+            documents=len(fresh),
+            skipped_documents=skipped,
+            chunks=len(chunks),
+            entities_added=batch.entities_added,
+            entities_merged=batch.entities_merged,
+            relations=batch.relations,
+            source_tokens=indexing.source_tokens(chunks),
+            costs=ledger,
+            fallback_chunks=sum(1 for _, fb in extractions if fb),
         )
 
-    def insert(self, documents: Iterable[Any], *, progress: ProgressFn | None = None
-               ) -> IndexReport:
+    def insert(
+        self, documents: Iterable[Any], *, progress: ProgressFn | None = None
+    ) -> IndexReport:
         """Index documents (``Document``, str, or ``(id, text[, metadata])``). Unchanged
         documents are skipped; changed ones replace their old version. Extraction runs up to
         ``index_config.max_concurrency`` calls at once. Nothing is written unless every chunk
@@ -135,7 +151,11 @@ class ReMindRAG:
 
         def extract(chunk: Any) -> Any:
             sub = CostLedger()
-            out = self._run(indexing.extraction_step(chunk, self.index_config, self.prompts.extraction), decider, sub)
+            out = self._run(
+                indexing.extraction_step(chunk, self.index_config, self.prompts.extraction),
+                decider,
+                sub,
+            )
             with lock:
                 ledger.merge(sub)
                 done[0] += 1
@@ -147,8 +167,9 @@ class ReMindRAG:
             extractions = list(pool.map(extract, chunks))
         return self._commit(fresh, chunks, extractions, skipped, ledger)
 
-    async def ainsert(self, documents: Iterable[Any], *, progress: ProgressFn | None = None
-                      ) -> IndexReport:
+    async def ainsert(
+        self, documents: Iterable[Any], *, progress: ProgressFn | None = None
+    ) -> IndexReport:
         fresh, chunks, skipped = self._plan(documents)
         ledger, decider = CostLedger(), self._decider(None)
         sem = asyncio.Semaphore(self.index_config.max_concurrency)
@@ -156,16 +177,20 @@ class ReMindRAG:
 
         async def extract(chunk: Any) -> Any:
             async with sem:
-                out = await self._arun(indexing.extraction_step(chunk, self.index_config, self.prompts.extraction),
-                                       decider, ledger)
+                out = await self._arun(
+                    indexing.extraction_step(chunk, self.index_config, self.prompts.extraction),
+                    decider,
+                    ledger,
+                )
             done[0] += 1
             if progress:
                 progress(done[0], len(chunks))
             return out
 
         extractions = await asyncio.gather(*(extract(c) for c in chunks))
-        return await asyncio.to_thread(self._commit, fresh, chunks, list(extractions), skipped,
-                                       ledger)
+        return await asyncio.to_thread(
+            self._commit, fresh, chunks, list(extractions), skipped, ledger
+        )
 
     def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
         """Remove documents with their chunks, anchors, orphaned entities and edge memory."""
@@ -183,8 +208,9 @@ class ReMindRAG:
             return [query]  # when in doubt, retrieve with the question itself
         return (subs or [query]) if need else []
 
-    def _retrieve_step(self, query: str, cfg: RetrievalConfig, structured: bool,
-                       ledger: CostLedger) -> Step:
+    def _retrieve_step(
+        self, query: str, cfg: RetrievalConfig, structured: bool, ledger: CostLedger
+    ) -> Step:
         """``ledger`` is the one the driver records into; the trace keeps it."""
         if not isinstance(query, str) or not query.strip():
             raise ValueError("the query must be a non-empty string")
@@ -205,24 +231,35 @@ class ReMindRAG:
             yield from traverse(walk, query, structured)
         t3 = time.perf_counter()
         trace = Trace(
-            trace_id=uuid.uuid4().hex, query=query,
+            trace_id=uuid.uuid4().hex,
+            query=query,
             query_embedding=[float(x) for x in vecs[0]],
             seeds=[n for n, (p, _) in walk.parents.items() if p is None],
-            replayed_edges=walk.replayed_edges, moves=walk.moves, parents=walk.parents,
-            chunk_ids=walk.chunk_ids, costs=ledger, stop_reason=walk.stop_reason,
-            subquestions=list(subqs), decisions=walk.asks,
+            replayed_edges=walk.replayed_edges,
+            moves=walk.moves,
+            parents=walk.parents,
+            chunk_ids=walk.chunk_ids,
+            costs=ledger,
+            stop_reason=walk.stop_reason,
+            subquestions=list(subqs),
+            decisions=walk.asks,
         )
         chunks = self._rank(walk, cfg, vecs[0]) if walk.parents else []
-        trace.timings_ms = {"seed_search": (t1 - t0) * 1e3, "replay": (t2 - t1) * 1e3,
-                            "bookkeeping": (time.perf_counter() - t3) * 1e3}
+        trace.timings_ms = {
+            "seed_search": (t1 - t0) * 1e3,
+            "replay": (t2 - t1) * 1e3,
+            "bookkeeping": (time.perf_counter() - t3) * 1e3,
+        }
         self._remember(trace)
         return Retrieval(query=query, chunks=chunks, triples=path_triples(walk), trace=trace)
 
     def _rank(self, walk: Walk, cfg: RetrievalConfig, q: np.ndarray) -> list[RetrievedChunk]:
         ids = walk.chunk_ids
         scored = sorted(zip(ids, walk.sims(ids)), key=lambda t: -t[1])
-        out = [RetrievedChunk(self.store.get_chunk(c), s, walk.sources[c])  # type: ignore[arg-type]
-               for c, s in scored]
+        out = [
+            RetrievedChunk(self.store.get_chunk(c), s, walk.sources[c])  # type: ignore[arg-type]
+            for c, s in scored
+        ]
         if cfg.fill_to_k and len(out) < cfg.k:
             have = set(ids)
             for anchor, sim in self.store.search(q, cfg.k + len(have), ("anchor",)):
@@ -255,8 +292,9 @@ class ReMindRAG:
         return await self._arun(step, decider, ledger)
 
     # --- answer --------------------------------------------------------------------------
-    def _answer_step(self, query: str, cfg: RetrievalConfig, use_llm: bool, structured: bool,
-                     ledger: CostLedger) -> Step:
+    def _answer_step(
+        self, query: str, cfg: RetrievalConfig, use_llm: bool, structured: bool, ledger: CostLedger
+    ) -> Step:
         retrieval = yield from self._retrieve_step(query, cfg, structured, ledger)
         known = {rc.chunk.id for rc in retrieval.chunks}
         if not retrieval.chunks:
@@ -274,8 +312,11 @@ class ReMindRAG:
 
     def _extractive(self, query: str, retrieval: Retrieval) -> Step:
         """Zero-token answer: the retrieved sentence closest to the question, cited."""
-        sents = [(rc.chunk.id, rc.chunk.text[s:e]) for rc in retrieval.chunks
-                 for s, e in split_sentences(rc.chunk.text)]
+        sents = [
+            (rc.chunk.id, rc.chunk.text[s:e])
+            for rc in retrieval.chunks
+            for s, e in split_sentences(rc.chunk.text)
+        ]
         vecs = yield Embed((query, *(" ".join(t.split()) for _, t in sents)))
         best = int(np.argmax(vecs[1:] @ vecs[0]))
         cid, text = sents[best]
@@ -308,8 +349,13 @@ class ReMindRAG:
             raise UnknownTraceError(f"unknown trace id {trace_id!r}")
         return Trace.from_dict(data)
 
-    def _memorize_step(self, trace_id: str, answer: str | None,
-                       supporting: Sequence[str] | None, ledger: CostLedger) -> Step:
+    def _memorize_step(
+        self,
+        trace_id: str,
+        answer: str | None,
+        supporting: Sequence[str] | None,
+        ledger: CostLedger,
+    ) -> Step:
         trace = self.trace(trace_id)
         if trace.memorized:
             return self._skip(trace, "already memorized")
@@ -320,18 +366,34 @@ class ReMindRAG:
             edges = [s for s in supporting if not s.startswith("c-")]
         else:
             q = np.asarray(trace.query_embedding, dtype=np.float32)
-            scores = dict(zip(trace.chunk_ids,
-                              (float(x) for x in self.store.node_embeddings(trace.chunk_ids) @ q)))
+            scores = dict(
+                zip(
+                    trace.chunk_ids,
+                    (float(x) for x in self.store.node_embeddings(trace.chunk_ids) @ q),
+                )
+            )
             chunks, edges = yield from filter_step(
-                trace, self.store, answer or "", self.retrieval_config.chunk_chars_in_prompt,
-                scores, self.prompts.filter)
+                trace,
+                self.store,
+                answer or "",
+                self.retrieval_config.chunk_chars_in_prompt,
+                scores,
+                self.prompts.filter,
+            )
         effective, ineffective = split_edges(trace.parents, chunks, edges)
         if not effective:
             return self._skip(trace, "no supporting chunk or edge on the subgraph")
-        self.store.update_memory(effective, ineffective,
-                                 np.asarray(trace.query_embedding, dtype=np.float32))
-        write = MemoryWrite(trace.trace_id, True, effective, ineffective,
-                            [c for c in chunks if c in trace.parents], edges)
+        self.store.update_memory(
+            effective, ineffective, np.asarray(trace.query_embedding, dtype=np.float32)
+        )
+        write = MemoryWrite(
+            trace.trace_id,
+            True,
+            effective,
+            ineffective,
+            [c for c in chunks if c in trace.parents],
+            edges,
+        )
         trace.memorized, trace.memory_result = True, write.to_dict()
         trace.costs.merge(ledger)
         self.store.save_trace(trace.to_dict())
@@ -344,25 +406,36 @@ class ReMindRAG:
             self._writes_skipped += 1
         return MemoryWrite(trace.trace_id, False, [], [], [], [], reason)
 
-    def memorize(self, trace_id: str, answer: str | None = None,
-                 supporting: Sequence[str] | None = None, *, llm: Any = None) -> MemoryWrite:
+    def memorize(
+        self,
+        trace_id: str,
+        answer: str | None = None,
+        supporting: Sequence[str] | None = None,
+        *,
+        llm: Any = None,
+    ) -> MemoryWrite:
         """Write the experience of one retrieval into edge memory (SPEC §3). ``supporting``
         (chunk or edge ids, e.g. citations or user feedback) skips the LLM filter call."""
         ledger = CostLedger()
         decider = self._decider(as_chat_llm(llm))
-        return self._run(self._memorize_step(trace_id, answer, supporting, ledger), decider,
-                         ledger)
+        return self._run(self._memorize_step(trace_id, answer, supporting, ledger), decider, ledger)
 
-    async def amemorize(self, trace_id: str, answer: str | None = None,
-                        supporting: Sequence[str] | None = None, *, llm: Any = None
-                        ) -> MemoryWrite:
+    async def amemorize(
+        self,
+        trace_id: str,
+        answer: str | None = None,
+        supporting: Sequence[str] | None = None,
+        *,
+        llm: Any = None,
+    ) -> MemoryWrite:
         ledger = CostLedger()
         decider = self._decider(as_chat_llm(llm))
         step = self._memorize_step(trace_id, answer, supporting, ledger)
         return await self._arun(step, decider, ledger)
 
-    def feedback(self, trace_id: str, helpful: bool,
-                 chunk_ids: Sequence[str] | None = None) -> MemoryWrite:
+    def feedback(
+        self, trace_id: str, helpful: bool, chunk_ids: Sequence[str] | None = None
+    ) -> MemoryWrite:
         """A user's thumbs up or down on a retrieval.
 
         Up: enhance the paths to ``chunk_ids`` (default: every chunk the walk read) and
@@ -374,8 +447,12 @@ class ReMindRAG:
         targets = list(chunk_ids) if chunk_ids is not None else trace.chunk_ids
         q = np.asarray(trace.query_embedding, dtype=np.float32)
         if helpful:
-            parents = {**trace.parents, **bridge_paths(
-                self.store, trace.parents, targets, self.retrieval_config.feedback_max_depth)}
+            parents = {
+                **trace.parents,
+                **bridge_paths(
+                    self.store, trace.parents, targets, self.retrieval_config.feedback_max_depth
+                ),
+            }
             effective, ineffective = split_edges(parents, targets, [])
             if not effective:
                 return self._skip(trace, "no given chunk is reachable from the subgraph")
@@ -394,14 +471,14 @@ class ReMindRAG:
         return write
 
     def memory_stats(self) -> MemoryStats:
-        return MemoryStats(self.store.touched_edges(), self._writes_applied,
-                           self._writes_skipped)
+        return MemoryStats(self.store.touched_edges(), self._writes_applied, self._writes_skipped)
 
     # --- memory admin ----------------------------------------------------------------------
     MEMORY_FORMAT = "remindrag-memory/1"
 
-    def inspect_memory(self, k: int = 10, query: str | None = None, *,
-                       cluster_threshold: float | None = 0.8) -> list[dict[str, Any]]:
+    def inspect_memory(
+        self, k: int = 10, query: str | None = None, *, cluster_threshold: float | None = 0.8
+    ) -> list[dict[str, Any]]:
         """The ``k`` edges with the strongest memory (by norm, or by alignment with ``query``),
         each with its text, endpoint names, score and norm. Edges whose memory points the same
         way (cosine >= ``cluster_threshold``) share a ``cluster`` number: one per group of
@@ -412,14 +489,24 @@ class ReMindRAG:
         top = self.store.top_memory(q, k)
         vecs = self.store.memory([e for e, _ in top])
         edges = [self.store.get_edge(e) for e, _ in top]
-        names = {n.id: n.name for n in self.store.get_nodes(
-            list(dict.fromkeys(x for e in edges for x in (e.u, e.v))))}
+        names = {
+            n.id: n.name
+            for n in self.store.get_nodes(list(dict.fromkeys(x for e in edges for x in (e.u, e.v))))
+        }
         leaders: list[np.ndarray] = []
         rows = []
         for (eid, score), v, e in zip(top, vecs, edges):
-            row = {"edge_id": eid, "kind": e.kind, "text": e.text, "u": e.u, "v": e.v,
-                   "u_name": names[e.u], "v_name": names[e.v], "score": score,
-                   "norm": float(np.linalg.norm(v))}
+            row = {
+                "edge_id": eid,
+                "kind": e.kind,
+                "text": e.text,
+                "u": e.u,
+                "v": e.v,
+                "u_name": names[e.u],
+                "v_name": names[e.v],
+                "score": score,
+                "norm": float(np.linalg.norm(v)),
+            }
             if cluster_threshold is not None:
                 row["cluster"] = self._leader_cluster(leaders, v, cluster_threshold)
             rows.append(row)
@@ -436,8 +523,12 @@ class ReMindRAG:
     def export_memory(self, path: str | os.PathLike[str]) -> int:
         """Write the memory vectors to a JSON file; returns how many were written."""
         vectors = self.store.export_memory()
-        doc = {"format": self.MEMORY_FORMAT, "namespace": self.store.namespace,
-               "dim": self.store.dim, "vectors": vectors}
+        doc = {
+            "format": self.MEMORY_FORMAT,
+            "namespace": self.store.namespace,
+            "dim": self.store.dim,
+            "vectors": vectors,
+        }
         tmp = Path(f"{path}.tmp")
         tmp.write_text(json.dumps(doc), encoding="utf-8")
         os.replace(tmp, path)
@@ -484,16 +575,24 @@ class ReMindRAG:
             root.mkdir(parents=True, exist_ok=True)
         else:
             root = Path(save(directory))
-        cfg = {"index": self.index_config.model_dump(),
-               "retrieval": self.retrieval_config.model_dump()}
+        cfg = {
+            "index": self.index_config.model_dump(),
+            "retrieval": self.retrieval_config.model_dump(),
+        }
         tmp = root / ".engine.json.tmp"
         tmp.write_text(json.dumps(cfg), encoding="utf-8")
         os.replace(tmp, root / "engine.json")
         return root
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str], *, llm: Any = None,
-             embeddings: Any = None, store: GraphStore | str | None = None) -> ReMindRAG:
+    def load(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        llm: Any = None,
+        embeddings: Any = None,
+        store: GraphStore | str | None = None,
+    ) -> ReMindRAG:
         """Load what :meth:`save` wrote. Raises :class:`StoreCorruptError` on damage."""
         root = Path(directory)
         try:
@@ -502,9 +601,13 @@ class ReMindRAG:
             retrieval_cfg = RetrievalConfig.build(**cfg["retrieval"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise StoreCorruptError(f"no readable engine config at {root}: {exc}") from exc
-        return cls(llm=llm, embeddings=embeddings,
-                   store=store if store is not None else InMemoryGraphStore.load(root),
-                   index_config=index_cfg, retrieval_config=retrieval_cfg)
+        return cls(
+            llm=llm,
+            embeddings=embeddings,
+            store=store if store is not None else InMemoryGraphStore.load(root),
+            index_config=index_cfg,
+            retrieval_config=retrieval_cfg,
+        )
 
 
 def _ask(stage: str, prompt: str, context: dict) -> Step:

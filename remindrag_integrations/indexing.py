@@ -113,9 +113,15 @@ def extraction_step(chunk: Chunk, cfg: IndexConfig, template: str = EXTRACTION_P
     context = {"text": chunk.text, "max_entities": cfg.max_entities_per_chunk}
     problem = ""
     for attempt in range(2):
-        ask_prompt = prompt if attempt == 0 else (
-            prompt + f"\nYour previous reply could not be used ({problem}). Reply with the JSON "
-            "object only.\n")
+        ask_prompt = (
+            prompt
+            if attempt == 0
+            else (
+                prompt
+                + f"\nYour previous reply could not be used ({problem}). Reply with the JSON "
+                "object only.\n"
+            )
+        )
         try:
             reply = yield Ask("extraction", ask_prompt, context)
             return parse_extraction(reply or "", cfg.max_entities_per_chunk), False
@@ -132,7 +138,7 @@ def extraction_step(chunk: Chunk, cfg: IndexConfig, template: str = EXTRACTION_P
 class GraphBatch:
     chunks: list[Chunk]
     nodes: list[Node] = field(default_factory=list)
-    embeddings: np.ndarray | None = None
+    embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     edges: list[Edge] = field(default_factory=list)
     aliases: dict[str, list[str]] = field(default_factory=dict)
     entities_added: int = 0
@@ -155,8 +161,10 @@ def build_graph(
     for c, x, vec in zip(chunks, extractions, chunk_vecs):
         a_id = anchor_id(c.id)
         title = x.title or first_sentence(c.text)
-        batch.nodes += [Node(a_id, "anchor", title, c.doc_id, c.id),
-                        Node(c.id, "chunk", c.id, c.doc_id, c.id)]
+        batch.nodes += [
+            Node(a_id, "anchor", title, c.doc_id, c.id),
+            Node(c.id, "chunk", c.id, c.doc_id, c.id),
+        ]
         rows += [vec, vec]
         batch.edges.append(Edge("k-" + c.id[2:], a_id, c.id, "contains", title))
         for name in x.entities:
@@ -210,8 +218,7 @@ def _resolve_entities(
     new_nodes: list[Node] = []
     accepted = np.zeros_like(vecs)  # rows of the entities this batch adds, in order
     for (key, name), vec in zip(pending, vecs):
-        target = _synonym(vec, store, new_nodes, accepted[: len(new_nodes)],
-                          cfg.synonym_threshold)
+        target = _synonym(vec, store, new_nodes, accepted[: len(new_nodes)], cfg.synonym_threshold)
         if target is None:
             accepted[len(new_nodes)] = vec
             new_nodes.append(Node(entity_id(name), "entity", name))
@@ -229,8 +236,13 @@ def _resolve_entities(
     return resolve, new_nodes, accepted[: len(new_nodes)]
 
 
-def _synonym(vec: np.ndarray, store: GraphStore, new_nodes: list[Node],
-             new_vecs: np.ndarray, threshold: float) -> str | None:
+def _synonym(
+    vec: np.ndarray,
+    store: GraphStore,
+    new_nodes: list[Node],
+    new_vecs: np.ndarray,
+    threshold: float,
+) -> str | None:
     best_id, best = None, threshold
     for nid, sim in store.search(vec, 1, ("entity",)):
         if sim >= best:

@@ -22,8 +22,9 @@ from .types import ConfigError, CostLedger, LLMError, LLMTimeoutError
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="remindrag-llm")
 
 
-def _counted(prompt: str, text: str, prompt_tokens: int | None = None,
-             completion_tokens: int | None = None) -> Completion:
+def _counted(
+    prompt: str, text: str, prompt_tokens: int | None = None, completion_tokens: int | None = None
+) -> Completion:
     return Completion(
         text=text,
         prompt_tokens=prompt_tokens if prompt_tokens else count_tokens(prompt),
@@ -85,8 +86,7 @@ class LangChainLLM:
         if isinstance(content, list):  # content blocks
             content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
         usage = getattr(msg, "usage_metadata", None) or {}
-        return _counted(prompt, str(content), usage.get("input_tokens"),
-                        usage.get("output_tokens"))
+        return _counted(prompt, str(content), usage.get("input_tokens"), usage.get("output_tokens"))
 
     def complete(self, prompt: str) -> Completion:
         return self._completion(prompt, self.model.invoke(self._messages(prompt), self._config()))
@@ -209,8 +209,9 @@ class Embed:
 Step = Generator[Ask | Embed, Any, Any]
 
 
-def drive(step: Step, decider: Decider, ledger: CostLedger, embedder: Embedder,
-          dim: int | None = None) -> Any:
+def drive(
+    step: Step, decider: Decider, ledger: CostLedger, embedder: Embedder, dim: int | None = None
+) -> Any:
     """Run a step to completion, answering its requests synchronously. An LLM failure is
     thrown into the step, which decides whether to degrade or re-raise."""
     reply: Any = None
@@ -229,8 +230,9 @@ def drive(step: Step, decider: Decider, ledger: CostLedger, embedder: Embedder,
             reply, error = None, exc
 
 
-async def adrive(step: Step, decider: Decider, ledger: CostLedger, embedder: Embedder,
-                 dim: int | None = None) -> Any:
+async def adrive(
+    step: Step, decider: Decider, ledger: CostLedger, embedder: Embedder, dim: int | None = None
+) -> Any:
     """:func:`drive` for the event loop: LLM asks are awaited and embeddings computed in a
     worker thread, so nothing blocks the loop."""
     reply: Any = None

@@ -56,7 +56,8 @@ def bridge_paths(
     cannot be reached within the bounds are left out."""
     targets = {"a-" + c[2:]: c for c in chunk_ids if c not in subgraph}
     prev: dict[str, tuple[str | None, str | None]] = {
-        n: (None, None) for n in subgraph if not n.startswith("c-")}
+        n: (None, None) for n in subgraph if not n.startswith("c-")
+    }
     frontier = deque((n, 0) for n in prev)
     found: list[str] = []
     while frontier and len(found) < len(targets) and len(prev) < max_nodes:
@@ -82,33 +83,55 @@ def bridge_paths(
     return out
 
 
-def filter_step(trace: Trace, store: GraphStore, answer: str, chunk_chars: int,
-                chunk_scores: dict[str, float], template: str = FILTER_PROMPT) -> Step:
+def filter_step(
+    trace: Trace,
+    store: GraphStore,
+    answer: str,
+    chunk_chars: int,
+    chunk_scores: dict[str, float],
+    template: str = FILTER_PROMPT,
+) -> Step:
     """Ask which chunks and edges supported the answer; returns (chunk ids, edge ids) that are
     in the subgraph. An unusable reply is re-asked once, then treated as 'no support'."""
-    chunks = "\n".join(
-        f"[{cid}] {' '.join(store.get_chunk(cid).text.split())[:chunk_chars]}"
-        for cid in trace.chunk_ids) or "(none)"
+    chunks = (
+        "\n".join(
+            f"[{cid}] {' '.join(store.get_chunk(cid).text.split())[:chunk_chars]}"
+            for cid in trace.chunk_ids
+        )
+        or "(none)"
+    )
     lines = []
     for node, (parent, eid) in trace.parents.items():
         if eid is None:
             continue
         e = store.get_edge(eid)
-        lines.append(f"- {eid} | {store.get_node(parent).name} | {e.text} | "  # type: ignore[arg-type]
-                     f"{store.get_node(node).name}")
-    prompt = template.format(query=trace.query, answer=answer or "(not given)",
-                                  chunks=chunks, edges="\n".join(lines) or "(none)")
+        lines.append(
+            f"- {eid} | {store.get_node(parent).name} | {e.text} | "  # type: ignore[arg-type]
+            f"{store.get_node(node).name}"
+        )
+    prompt = template.format(
+        query=trace.query,
+        answer=answer or "(not given)",
+        chunks=chunks,
+        edges="\n".join(lines) or "(none)",
+    )
     context = {"chunk_scores": chunk_scores, "answer": answer}
     problem = ""
     for attempt in range(2):
-        text = prompt if attempt == 0 else prompt + f"\nYour previous reply was unusable " \
+        text = (
+            prompt
+            if attempt == 0
+            else prompt + f"\nYour previous reply was unusable "
             f"({problem}). Reply with the JSON object only.\n"
+        )
         try:
             reply = yield Ask("memorize", text, context)
             chunk_ids, edge_ids = parse_filter(reply or "")
             subgraph_edges = set(trace.subgraph_edges)
-            return ([c for c in chunk_ids if c in trace.parents],
-                    [e for e in edge_ids if e in subgraph_edges])
+            return (
+                [c for c in chunk_ids if c in trace.parents],
+                [e for e in edge_ids if e in subgraph_edges],
+            )
         except LLMOutputError as exc:
             problem = str(exc)
         except LLMError:

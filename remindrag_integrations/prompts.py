@@ -113,8 +113,9 @@ class Prompts:
             try:
                 template.format(**{f: "" for f in fields})
             except (KeyError, IndexError, ValueError) as exc:
-                raise ConfigError(f"prompt {name!r} must use only the placeholders "
-                                  f"{sorted(fields)}: {exc}") from exc
+                raise ConfigError(
+                    f"prompt {name!r} must use only the placeholders {sorted(fields)}: {exc}"
+                ) from exc
             missing = [f for f in fields if "{" + f + "}" not in template]
             if missing:
                 raise ConfigError(f"prompt {name!r} lacks placeholder(s) {missing}")

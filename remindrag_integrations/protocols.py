@@ -6,7 +6,7 @@ Adapters for LangChain / LlamaIndex objects live in ``llms.py`` and ``embeddings
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -76,7 +76,7 @@ class GraphStore(Protocol):
         nodes: Sequence[Node],
         embeddings: np.ndarray,
         edges: Sequence[Edge],
-        entity_aliases: dict[str, Sequence[str]],
+        entity_aliases: Mapping[str, Sequence[str]],
     ) -> None:
         """Add documents ``(id, content hash, metadata)``, chunks, nodes (row i of
         ``embeddings`` belongs to ``nodes[i]``) and edges in one step. Nodes and edges whose id

@@ -34,8 +34,8 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from .callbacks import ReMindMemoryCallback, ReMindMemoryEventHandler
 from .config import IndexConfig, RetrievalConfig
 from .engine import ReMindRAG
-from .stores import open_store
 from .llms import LangChainLLM
+from .stores import open_store
 from .types import (
     ConfigError,
     Document,
@@ -48,8 +48,18 @@ from .types import (
 )
 
 # metadata keys that describe the walk, not the source: hidden from the LLM and the embedder
-TRAVERSAL_KEYS = ("chunk_id", "chunk_index", "start", "end", "score", "trace_id", "source",
-                  "_path", "_path_edges", "_replayed")
+TRAVERSAL_KEYS = (
+    "chunk_id",
+    "chunk_index",
+    "start",
+    "end",
+    "score",
+    "trace_id",
+    "source",
+    "_path",
+    "_path_edges",
+    "_replayed",
+)
 _RETRIEVER_FILE = "retriever.json"
 
 
@@ -79,8 +89,9 @@ def chunk_metadata(rc: RetrievedChunk, trace: Trace) -> dict[str, Any]:
     }
 
 
-def path_to(parents: dict[str, tuple[str | None, str | None]], node: str
-            ) -> tuple[list[str], list[str]]:
+def path_to(
+    parents: dict[str, tuple[str | None, str | None]], node: str
+) -> tuple[list[str], list[str]]:
     """Nodes and edges from the seed to ``node`` in a trace's subgraph (empty if absent)."""
     nodes: list[str] = []
     edges: list[str] = []
@@ -96,8 +107,9 @@ def path_to(parents: dict[str, tuple[str | None, str | None]], node: str
 
 
 def to_langchain_document(rc: RetrievedChunk, trace: Trace) -> LCDocument:
-    return LCDocument(id=rc.chunk.id, page_content=rc.chunk.text,
-                      metadata=chunk_metadata(rc, trace))
+    return LCDocument(
+        id=rc.chunk.id, page_content=rc.chunk.text, metadata=chunk_metadata(rc, trace)
+    )
 
 
 def to_llamaindex_node(rc: RetrievedChunk, trace: Trace) -> NodeWithScore:
@@ -129,8 +141,9 @@ def as_engine_document(item: Any) -> Any:
     if isinstance(item, LCDocument):
         meta = _jsonable(item.metadata)
         doc_id = item.id or meta.get("doc_id") or meta.get("id")
-        return Document(str(doc_id) if doc_id else _content_id(item.page_content),
-                        item.page_content, meta)
+        return Document(
+            str(doc_id) if doc_id else _content_id(item.page_content), item.page_content, meta
+        )
     if isinstance(item, BaseNode):
         meta = _jsonable(item.metadata)
         if item.ref_doc_id and item.ref_doc_id != item.node_id:
@@ -154,8 +167,10 @@ def split_config(config: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
     unknown = set(config) - set(index_keys) - set(retrieval_keys)
     if unknown:
         raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
-    return (IndexConfig.build(**{k: v for k, v in config.items() if k in index_keys}),
-            RetrievalConfig.build(**{k: v for k, v in config.items() if k in retrieval_keys}))
+    return (
+        IndexConfig.build(**{k: v for k, v in config.items() if k in index_keys}),
+        RetrievalConfig.build(**{k: v for k, v in config.items() if k in retrieval_keys}),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,8 +201,9 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     _last_trace_id: str | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
-        LIBaseRetriever.__init__(self, callback_manager=self.callback_manager,
-                                 object_map=self.object_map)
+        LIBaseRetriever.__init__(
+            self, callback_manager=self.callback_manager, object_map=self.object_map
+        )
 
     def get_prompts(self, config: Any = None) -> dict[str, Any]:  # type: ignore[override]
         """The one name both bases define. LlamaIndex calls it on its prompt sub-modules
@@ -197,8 +213,14 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
 
     # --- construction --------------------------------------------------------------------
     @classmethod
-    def from_documents(cls, documents: Iterable[Any] = (), *, llm: Any = None,
-                       embeddings: Any = None, **config: Any) -> ReMindRetriever:
+    def from_documents(
+        cls,
+        documents: Iterable[Any] = (),
+        *,
+        llm: Any = None,
+        embeddings: Any = None,
+        **config: Any,
+    ) -> ReMindRetriever:
         """Index LangChain ``Document`` s, LlamaIndex ``Document`` / ``TextNode`` s (or the
         engine's own inputs) into a new graph. ``llm`` navigates and extracts (``None``:
         zero-token mode); ``embeddings`` defaults to the packaged all-MiniLM-L6-v2. Other
@@ -207,8 +229,13 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         and ``namespace=`` the tenant whose graph and memory this retriever sees."""
         store = open_store(config.pop("store", None), namespace=config.pop("namespace", "default"))
         index_cfg, retrieval_cfg = split_config(config)
-        engine = ReMindRAG(llm=llm, embeddings=embeddings, store=store,
-                           index_config=index_cfg, retrieval_config=retrieval_cfg)
+        engine = ReMindRAG(
+            llm=llm,
+            embeddings=embeddings,
+            store=store,
+            index_config=index_cfg,
+            retrieval_config=retrieval_cfg,
+        )
         retriever = cls(engine=engine)
         docs = list(documents)
         if docs:
@@ -216,8 +243,14 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return retriever
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str], metadatas: Sequence[dict] | None = None, *,
-                   ids: Sequence[str] | None = None, **kwargs: Any) -> ReMindRetriever:
+    def from_texts(
+        cls,
+        texts: Iterable[str],
+        metadatas: Sequence[dict] | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> ReMindRetriever:
         """Like :meth:`from_documents`, from plain texts (ids default to a content hash)."""
         texts = list(texts)
         if metadatas is not None and len(metadatas) != len(texts):
@@ -225,8 +258,11 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         if ids is not None and len(ids) != len(texts):
             raise ValueError("ids must have one entry per text")
         docs = [
-            Document(ids[i] if ids is not None else _content_id(t), t,
-                     _jsonable(metadatas[i] if metadatas is not None else {}))
+            Document(
+                ids[i] if ids is not None else _content_id(t),
+                t,
+                _jsonable(metadatas[i] if metadatas is not None else {}),
+            )
             for i, t in enumerate(texts)
         ]
         return cls.from_documents(docs, **kwargs)
@@ -248,8 +284,9 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return root
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, llm: Any = None, embeddings: Any = None,
-             **kwargs: Any) -> ReMindRetriever:
+    def load(
+        cls, path: str | os.PathLike[str], *, llm: Any = None, embeddings: Any = None, **kwargs: Any
+    ) -> ReMindRetriever:
         """Load what :meth:`save` wrote. Pass the same kind of ``embeddings`` it was built
         with; ``llm`` is injected again (it is never persisted)."""
         engine = ReMindRAG.load(path, llm=llm, embeddings=embeddings)
@@ -283,17 +320,22 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     async def asearch(self, query: str, **overrides: Any) -> Retrieval:
         return self._retrieved(await self.engine.aretrieve(query, **self._overrides(overrides)))
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                **kwargs: Any) -> list[LCDocument]:
-        r = self._retrieved(self.engine.retrieve(query, llm=self._child_llm(run_manager),
-                                                 **self._overrides(kwargs)))
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[LCDocument]:
+        r = self._retrieved(
+            self.engine.retrieve(query, llm=self._child_llm(run_manager), **self._overrides(kwargs))
+        )
         return [to_langchain_document(rc, r.trace) for rc in r.chunks]
 
-    async def _aget_relevant_documents(self, query: str, *,
-                                       run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       **kwargs: Any) -> list[LCDocument]:
-        r = self._retrieved(await self.engine.aretrieve(
-            query, llm=self._child_llm(run_manager), **self._overrides(kwargs)))
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[LCDocument]:
+        r = self._retrieved(
+            await self.engine.aretrieve(
+                query, llm=self._child_llm(run_manager), **self._overrides(kwargs)
+            )
+        )
         return [to_langchain_document(rc, r.trace) for rc in r.chunks]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -319,19 +361,28 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             raise ValueError("no trace id given and this retriever has not retrieved yet")
         return tid
 
-    def memorize(self, trace_id: str | None = None, answer: str | None = None,
-                 supporting: Sequence[str] | None = None) -> MemoryWrite:
+    def memorize(
+        self,
+        trace_id: str | None = None,
+        answer: str | None = None,
+        supporting: Sequence[str] | None = None,
+    ) -> MemoryWrite:
         """Write one retrieval's experience into edge memory (default: the last one).
         ``supporting`` chunk / edge ids skip the LLM filter; otherwise the filter reads
         ``answer``."""
         return self.engine.memorize(self._trace_id(trace_id), answer, supporting)
 
-    async def amemorize(self, trace_id: str | None = None, answer: str | None = None,
-                        supporting: Sequence[str] | None = None) -> MemoryWrite:
+    async def amemorize(
+        self,
+        trace_id: str | None = None,
+        answer: str | None = None,
+        supporting: Sequence[str] | None = None,
+    ) -> MemoryWrite:
         return await self.engine.amemorize(self._trace_id(trace_id), answer, supporting)
 
-    def feedback(self, trace_id: str | None, helpful: bool,
-                 chunk_ids: Sequence[str] | None = None) -> MemoryWrite:
+    def feedback(
+        self, trace_id: str | None, helpful: bool, chunk_ids: Sequence[str] | None = None
+    ) -> MemoryWrite:
         """A user's thumbs up / down on a retrieval feeds the same edge memory."""
         return self.engine.feedback(self._trace_id(trace_id), helpful, chunk_ids)
 

@@ -104,8 +104,12 @@ class OracleLLM(ScriptedLLM):
     - filter: the gold chunks among the collected ones; answer: cites the gold chunks.
     """
 
-    def __init__(self, store: GraphStore | None = None,
-                 gold: dict[str, Iterable[str]] | None = None, max_depth: int = 6) -> None:
+    def __init__(
+        self,
+        store: GraphStore | None = None,
+        gold: dict[str, Iterable[str]] | None = None,
+        max_depth: int = 6,
+    ) -> None:
         super().__init__(self._reply)
         self.store = store
         self.gold = {q: set(v) for q, v in (gold or {}).items()}
@@ -115,17 +119,21 @@ class OracleLLM(ScriptedLLM):
         stage = prompt_stage(prompt)
         if stage == "extraction":
             x = rule_based_extraction(_section(prompt, "Text:\n", "\0"))
-            return json.dumps({"title": x.title, "entities": x.entities,
-                               "triples": [list(t) for t in x.triples]})
+            return json.dumps(
+                {"title": x.title, "entities": x.entities, "triples": [list(t) for t in x.triples]}
+            )
         if stage == "pre_query":
-            return json.dumps({"need_retrieval": True,
-                               "subquestions": [_section(prompt, "Question: ", "\n")]})
+            return json.dumps(
+                {"need_retrieval": True, "subquestions": [_section(prompt, "Question: ", "\n")]}
+            )
         gold = self.gold.get(question_of(prompt), set())
         if stage == "traversal":
             return json.dumps(self._move(prompt, gold))
         if stage == "memorize":
             chunks = [c for c in _ids(_section(prompt, "Chunks:", "Edges"), "c-") if c in gold]
-            return f"The useful evidence:\n```json\n{json.dumps({'chunks': chunks, 'edges': []})}\n```"
+            return (
+                f"The useful evidence:\n```json\n{json.dumps({'chunks': chunks, 'edges': []})}\n```"
+            )
         if stage == "answer":
             cited = [c for c in _ids(_section(prompt, "Context:", "Relations:"), "c-") if c in gold]
             return "Based on the context " + " ".join(f"[{c}]" for c in cited) + "."
@@ -156,8 +164,9 @@ class OracleLLM(ScriptedLLM):
             return {"enough": False, "action": "forward", "node": step}
         return {"enough": False, "action": "backward", "node": start}
 
-    def _path(self, start: str, targets: set[str], in_sub: set[str],
-              first_hops: set[str] | None = None) -> list[str] | None:
+    def _path(
+        self, start: str, targets: set[str], in_sub: set[str], first_hops: set[str] | None = None
+    ) -> list[str] | None:
         """Shortest path (excluding ``start``) through nodes outside the subgraph; its first
         step, when ``first_hops`` is given, is one of them."""
         assert self.store is not None
@@ -234,7 +243,10 @@ def contract_graph(doc_ids: Sequence[str] = ("d1", "d2"), dim: int = 32, salt: s
         for j in (1, 2):
             cid, aid, text = f"c-{i + 1}{j}00", f"a-{i + 1}{j}00", f"{d} part {j} {salt}"
             chunks.append(Chunk(cid, d, j - 1, text, 0, len(text), {"part": j}))
-            nodes += [Node(cid, "chunk", cid, d, cid), Node(aid, "anchor", f"Title {d} {j}", d, cid)]
+            nodes += [
+                Node(cid, "chunk", cid, d, cid),
+                Node(aid, "anchor", f"Title {d} {j}", d, cid),
+            ]
             texts += [text, text]
             edges.append(Edge(f"k-{i + 1}{j}00", aid, cid, "contains", f"Title {d} {j}"))
         edges.append(Edge(f"x-{i + 1}000", f"a-{i + 1}100", f"a-{i + 1}200", "context", "next"))
@@ -245,16 +257,36 @@ def contract_graph(doc_ids: Sequence[str] = ("d1", "d2"), dim: int = 32, salt: s
     for i in range(n):
         edges.append(Edge(f"m-{i + 1}100", f"e-{i + 1}001", f"a-{i + 1}100", "mention", "mentions"))
         edges.append(Edge(f"m-{i + 1}200", f"e-{i + 1}002", f"a-{i + 1}200", "mention", "mentions"))
-        edges.append(Edge(f"r-{i + 1}000", f"e-{i + 1}001", f"e-{i + 1}002", "relation",
-                          f"Person{i + 1} lives in City{i + 1}."))
+        edges.append(
+            Edge(
+                f"r-{i + 1}000",
+                f"e-{i + 1}001",
+                f"e-{i + 1}002",
+                "relation",
+                f"Person{i + 1} lives in City{i + 1}.",
+            )
+        )
         if i + 1 < n:
             edges.append(Edge(f"m-{i + 2}300", f"e-{i + 1}002", f"a-{i + 2}100", "mention", "m"))
-            edges.append(Edge(f"r-{i + 1}900", f"e-{i + 1}002", f"e-{i + 2}001", "relation",
-                              f"City{i + 1} is near Person{i + 2}."))
+            edges.append(
+                Edge(
+                    f"r-{i + 1}900",
+                    f"e-{i + 1}002",
+                    f"e-{i + 2}001",
+                    "relation",
+                    f"City{i + 1} is near Person{i + 2}.",
+                )
+            )
     vecs = emb.embed(texts)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    return {"documents": docs, "chunks": chunks, "nodes": nodes, "embeddings": vecs,
-            "edges": edges, "entity_aliases": {}}
+    return {
+        "documents": docs,
+        "chunks": chunks,
+        "nodes": nodes,
+        "embeddings": vecs,
+        "edges": edges,
+        "entity_aliases": {},
+    }
 
 
 def _raises(exc: type[BaseException], fn: Callable[[], object]) -> None:
@@ -288,8 +320,14 @@ class StoreContract:
 
     def test_empty_store(self, make_store: Callable[..., GraphStore]) -> None:
         store = make_store("contract")
-        assert store.counts() == {"documents": 0, "chunks": 0, "anchors": 0, "entities": 0,
-                                  "edges": 0, "touched_edges": 0}
+        assert store.counts() == {
+            "documents": 0,
+            "chunks": 0,
+            "anchors": 0,
+            "entities": 0,
+            "edges": 0,
+            "touched_edges": 0,
+        }
         assert store.document_ids() == [] and store.document_hash("d1") is None
         assert store.search(np.ones(self.dim, dtype=np.float32), 3, ("entity",)) == []
         assert store.touched_edges() == 0 and store.top_memory(None, 5) == []
@@ -299,8 +337,14 @@ class StoreContract:
         g = contract_graph(dim=self.dim)
         store = self._filled(make_store)
         assert store.dim == self.dim
-        assert store.counts() == {"documents": 2, "chunks": 4, "anchors": 4, "entities": 4,
-                                  "edges": len(g["edges"]), "touched_edges": 0}
+        assert store.counts() == {
+            "documents": 2,
+            "chunks": 4,
+            "anchors": 4,
+            "entities": 4,
+            "edges": len(g["edges"]),
+            "touched_edges": 0,
+        }
         assert sorted(store.document_ids()) == ["d1", "d2"]
         assert store.document_hash("d2") == "hash-d2"
         ids = [n.id for n in g["nodes"]]
@@ -327,18 +371,38 @@ class StoreContract:
         from .types import Edge, EmbeddingError, Node, UnknownNodeError
 
         store = self._filled(make_store)
-        for call in (lambda: store.get_node("e-ffff"), lambda: store.get_chunk("c-ffff"),
-                     lambda: store.get_edge("r-ffff"), lambda: store.neighbors("e-ffff"),
-                     lambda: store.node_embeddings(["e-1001", "e-ffff"]),
-                     lambda: store.get_nodes(["e-1001", "e-ffff"])):
+        for call in (
+            lambda: store.get_node("e-ffff"),
+            lambda: store.get_chunk("c-ffff"),
+            lambda: store.get_edge("r-ffff"),
+            lambda: store.neighbors("e-ffff"),
+            lambda: store.node_embeddings(["e-1001", "e-ffff"]),
+            lambda: store.get_nodes(["e-1001", "e-ffff"]),
+        ):
             _raises(UnknownNodeError, call)
         bad_edge = Edge("r-ffff", "e-1001", "e-ffff", "relation", "x")
-        _raises(UnknownNodeError, lambda: store.add_graph(
-            documents=[], chunks=[], nodes=[], embeddings=np.zeros((0, self.dim)),
-            edges=[bad_edge], entity_aliases={}))
-        _raises(EmbeddingError, lambda: store.add_graph(
-            documents=[], chunks=[], nodes=[Node("e-eeee", "entity", "X")],
-            embeddings=np.ones((1, self.dim + 1)), edges=[], entity_aliases={}))
+        _raises(
+            UnknownNodeError,
+            lambda: store.add_graph(
+                documents=[],
+                chunks=[],
+                nodes=[],
+                embeddings=np.zeros((0, self.dim)),
+                edges=[bad_edge],
+                entity_aliases={},
+            ),
+        )
+        _raises(
+            EmbeddingError,
+            lambda: store.add_graph(
+                documents=[],
+                chunks=[],
+                nodes=[Node("e-eeee", "entity", "X")],
+                embeddings=np.ones((1, self.dim + 1)),
+                edges=[],
+                entity_aliases={},
+            ),
+        )
         assert store.counts()["edges"] == len(contract_graph(dim=self.dim)["edges"])
 
     def test_neighbors_are_sorted_and_undirected(
@@ -371,8 +435,12 @@ class StoreContract:
         store = self._filled(make_store)
         rng = np.random.default_rng(7)
         expected: dict[str, np.ndarray] = {}
-        plan = [(["r-1000", "m-1100"], ["k-1100"]), (["r-1000"], ["m-1100", "x-1000"]),
-                (["x-1000"], ["r-1000"]), ([], ["r-1000", "m-2100"])]
+        plan = [
+            (["r-1000", "m-1100"], ["k-1100"]),
+            (["r-1000"], ["m-1100", "x-1000"]),
+            (["x-1000"], ["r-1000"]),
+            ([], ["r-1000", "m-2100"]),
+        ]
         for enhance, penalise in plan:
             q = rng.normal(size=self.dim).astype(np.float32)
             res = store.update_memory(enhance, penalise, q)
@@ -446,10 +514,20 @@ class StoreContract:
         assert store.find_entity_by_name("person1") is None
         assert np.array_equal(store.memory(["r-1900", "r-2000", "m-2100"]), kept)
         assert store.touched_edges() == 3
-        assert store.counts() == {"documents": 1, "chunks": 2, "anchors": 2, "entities": 3,
-                                  "edges": 8, "touched_edges": 3}
-        assert store.delete_documents(["d1"]) == {"documents": 0, "chunks": 0, "nodes": 0,
-                                                  "edges": 0}
+        assert store.counts() == {
+            "documents": 1,
+            "chunks": 2,
+            "anchors": 2,
+            "entities": 3,
+            "edges": 8,
+            "touched_edges": 3,
+        }
+        assert store.delete_documents(["d1"]) == {
+            "documents": 0,
+            "chunks": 0,
+            "nodes": 0,
+            "edges": 0,
+        }
 
     def test_update_is_delete_then_insert(self, make_store: Callable[..., GraphStore]) -> None:
         store = self._filled(make_store)

@@ -68,8 +68,10 @@ def chunk_text(text: str, max_tokens: int, overlap_tokens: int = 0) -> list[Text
 def _split_long(text: str, start: int, end: int, max_tokens: int) -> list[tuple[int, int, int]]:
     """Cut one over-long sentence into runs of at most ``max_tokens`` tokens."""
     toks = [(m.start() + start, m.end() + start) for m in _WORD_RE.finditer(text[start:end])]
-    return [(toks[i][0], toks[min(i + max_tokens, len(toks)) - 1][1],
-             min(max_tokens, len(toks) - i)) for i in range(0, len(toks), max_tokens)]
+    return [
+        (toks[i][0], toks[min(i + max_tokens, len(toks)) - 1][1], min(max_tokens, len(toks) - i))
+        for i in range(0, len(toks), max_tokens)
+    ]
 
 
 def first_sentence(text: str, max_chars: int = 120) -> str:

@@ -67,8 +67,16 @@ class Walk:
             self.parents[node.chunk_id] = (node_id, contains.id)
             self.sources.setdefault(node.chunk_id, source)
             if source == "traversal":
-                self.moves.append(Move(len(self.moves), "read", node.chunk_id, node_id,
-                                       contains.id, "anchor entered: chunk read"))
+                self.moves.append(
+                    Move(
+                        len(self.moves),
+                        "read",
+                        node.chunk_id,
+                        node_id,
+                        contains.id,
+                        "anchor entered: chunk read",
+                    )
+                )
 
     @property
     def chunk_ids(self) -> list[str]:
@@ -123,21 +131,34 @@ def _describe(store: GraphStore, node: Node) -> str:
     return f"{node.id} ({node.kind}): {node.name}"
 
 
-def _render(walk: Walk, query: str, current: str, options: list[tuple[Edge, str, float]],
-            feedback: str) -> str:
+def _render(
+    walk: Walk, query: str, current: str, options: list[tuple[Edge, str, float]], feedback: str
+) -> str:
     store, cfg = walk.store, walk.cfg
-    chunks = "\n".join(
-        f"[{cid}] {' '.join(store.get_chunk(cid).text.split())[: cfg.chunk_chars_in_prompt]}"
-        for cid in walk.chunk_ids) or "(none yet)"
+    chunks = (
+        "\n".join(
+            f"[{cid}] {' '.join(store.get_chunk(cid).text.split())[: cfg.chunk_chars_in_prompt]}"
+            for cid in walk.chunk_ids
+        )
+        or "(none yet)"
+    )
     triples = "\n".join(f"- {t.relation}" for t in path_triples(walk)) or "(none yet)"
     sub_nodes = [n for n in walk.parents if store.get_node(n).kind != "chunk"]
     subgraph = "\n".join(f"- {_describe(store, store.get_node(n))}" for n in sub_nodes)
-    neighbours = "\n".join(
-        f"- {w} ({store.get_node(w).kind}: {store.get_node(w).name}) | {e.text} | {s:.2f}"
-        for e, w, s in options) or "(no unexplored neighbours: move backward or stop)"
+    neighbours = (
+        "\n".join(
+            f"- {w} ({store.get_node(w).kind}: {store.get_node(w).name}) | {e.text} | {s:.2f}"
+            for e, w, s in options
+        )
+        or "(no unexplored neighbours: move backward or stop)"
+    )
     return walk.template.format(
-        query=query, chunks=chunks, triples=triples, subgraph=subgraph,
-        current=_describe(store, store.get_node(current)), neighbours=neighbours,
+        query=query,
+        chunks=chunks,
+        triples=triples,
+        subgraph=subgraph,
+        current=_describe(store, store.get_node(current)),
+        neighbours=neighbours,
         feedback=f"\nNote: {feedback}\n" if feedback else "",
     )
 
@@ -145,14 +166,19 @@ def _render(walk: Walk, query: str, current: str, options: list[tuple[Edge, str,
 def _options(walk: Walk, current: str) -> list[tuple[Edge, str, float]]:
     """Forward options from ``current``: (edge, neighbour, replay score), best first, one edge
     per neighbour; chunk nodes are never options (entering their anchor reads them)."""
-    edges = [e for e in walk.frontier(current)
-             if walk.store.get_node(e.other(current)).kind != "chunk"]
+    edges = [
+        e for e in walk.frontier(current) if walk.store.get_node(e.other(current)).kind != "chunk"
+    ]
     if not edges:
         return []
     others = [e.other(current) for e in edges]
-    scores = mem.replay_scores(walk.q_hat, walk.store.node_embeddings([current])[0],
-                               walk.store.node_embeddings(others),
-                               walk.store.memory([e.id for e in edges]), walk.cfg.alpha)
+    scores = mem.replay_scores(
+        walk.q_hat,
+        walk.store.node_embeddings([current])[0],
+        walk.store.node_embeddings(others),
+        walk.store.memory([e.id for e in edges]),
+        walk.cfg.alpha,
+    )
     best: dict[str, tuple[Edge, str, float]] = {}
     for e, w, s in zip(edges, others, scores):
         if w not in best or s > best[w][2]:
@@ -170,8 +196,11 @@ def _value(walk: Walk, node: str) -> float:
     own = walk.sims([node])[0]
     if not node.startswith("e-"):
         return own
-    anchors = [w for e in walk.neighbors(node)[:_LOOKAHEAD]
-               if (w := e.other(node)).startswith("a-") and w not in walk.parents]
+    anchors = [
+        w
+        for e in walk.neighbors(node)[:_LOOKAHEAD]
+        if (w := e.other(node)).startswith("a-") and w not in walk.parents
+    ]
     return max([own, *walk.sims(anchors)])
 
 
@@ -195,22 +224,27 @@ def _context(walk: Walk, current: str, options: list[tuple[Edge, str, float]]) -
     }
 
 
-def _apply(walk: Walk, choice: MoveChoice, current: str,
-           options: list[tuple[Edge, str, float]]) -> str:
+def _apply(
+    walk: Walk, choice: MoveChoice, current: str, options: list[tuple[Edge, str, float]]
+) -> str:
     """Apply a parsed move; returns the new current node or raises LLMOutputError."""
     node = choice.node or ""
     if choice.action == "forward":
         legal = {w: e for e, w, _ in options}
         if node not in legal:
-            raise LLMOutputError(f"{node} is not an unexplored neighbour of {current}; "
-                                 "pick a forward id from the neighbour list")
+            raise LLMOutputError(
+                f"{node} is not an unexplored neighbour of {current}; "
+                "pick a forward id from the neighbour list"
+            )
         walk.add(node, current, legal[node], "traversal")
         walk.hops += 1
         walk.moves.append(Move(len(walk.moves), "forward", node, current, legal[node].id))
         return node
     if node not in walk.parents or walk.store.get_node(node).kind == "chunk":
-        raise LLMOutputError(f"{node} is not a node of the subgraph; a backward move must "
-                             "name one of the listed subgraph nodes")
+        raise LLMOutputError(
+            f"{node} is not a node of the subgraph; a backward move must "
+            "name one of the listed subgraph nodes"
+        )
     walk.moves.append(Move(len(walk.moves), "backward", node, current))
     return node
 

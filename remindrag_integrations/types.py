@@ -195,7 +195,9 @@ class CostLedger:
         for k, v in (data or {}).items():
             self.stages.setdefault(k, StageCost()).add(v)
 
-    def record(self, stage: str, prompt_tokens: int, completion_tokens: int, calls: int = 1) -> None:
+    def record(
+        self, stage: str, prompt_tokens: int, completion_tokens: int, calls: int = 1
+    ) -> None:
         self.stages.setdefault(stage, StageCost()).add(
             StageCost(calls, prompt_tokens, completion_tokens)
         )

@@ -23,10 +23,55 @@ from .types import CostLedger
 _CAP = r"[A-Z0-9][\w'’.&-]*"
 _ENTITY_RE = re.compile(rf"{_CAP}(?:\s+(?:(?:of|the|de|du|la|le|von|van|der|and|&)\s+)*{_CAP})*")
 _STOP = {
-    "a", "an", "the", "in", "on", "at", "it", "its", "he", "she", "they", "his", "her", "their",
-    "this", "that", "these", "those", "there", "when", "while", "after", "before", "during",
-    "however", "but", "and", "or", "as", "by", "for", "from", "with", "of", "to", "is", "was",
-    "we", "i", "you", "if", "then", "also", "both", "since", "although", "though", "one", "two",
+    "a",
+    "an",
+    "the",
+    "in",
+    "on",
+    "at",
+    "it",
+    "its",
+    "he",
+    "she",
+    "they",
+    "his",
+    "her",
+    "their",
+    "this",
+    "that",
+    "these",
+    "those",
+    "there",
+    "when",
+    "while",
+    "after",
+    "before",
+    "during",
+    "however",
+    "but",
+    "and",
+    "or",
+    "as",
+    "by",
+    "for",
+    "from",
+    "with",
+    "of",
+    "to",
+    "is",
+    "was",
+    "we",
+    "i",
+    "you",
+    "if",
+    "then",
+    "also",
+    "both",
+    "since",
+    "although",
+    "though",
+    "one",
+    "two",
 }
 
 
@@ -92,8 +137,9 @@ class ZeroTokenDecider:
         ctx = ask.context
         if ask.stage == "extraction":
             x = rule_based_extraction(ctx["text"], ctx.get("max_entities", 40))
-            return json.dumps({"title": x.title, "entities": x.entities,
-                               "triples": [list(t) for t in x.triples]})
+            return json.dumps(
+                {"title": x.title, "entities": x.entities, "triples": [list(t) for t in x.triples]}
+            )
         if ask.stage == "traversal":
             return json.dumps(navigate(ctx))
         if ask.stage == "memorize":

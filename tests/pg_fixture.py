@@ -65,8 +65,14 @@ def start_embedded_postgres() -> str:
     data, port = root / "data", _free_port()
 
     def pg(*args: str) -> None:
-        subprocess.run([str(bin_dir / args[0]), *args[1:]], check=True, capture_output=True,
-                       timeout=120, cwd=root, **run_as)
+        subprocess.run(
+            [str(bin_dir / args[0]), *args[1:]],
+            check=True,
+            capture_output=True,
+            timeout=120,
+            cwd=root,
+            **run_as,
+        )
 
     try:
         try:
@@ -74,12 +80,36 @@ def start_embedded_postgres() -> str:
         except (OSError, subprocess.CalledProcessError):  # the user cannot reach the venv
             shutil.copytree(bin_dir.parent, root / "pginstall", symlinks=True)
             bin_dir = root / "pginstall" / "bin"
-        pg("initdb", "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-           "--no-sync", "--no-instructions")
-        opts = (f"-p {port} -c listen_addresses=127.0.0.1 -k {root} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100")
-        pg("pg_ctl", "-D", str(data), "-o", opts, "-l", str(root / "server.log"), "-w",
-           "-t", "60", "start")
+        pg(
+            "initdb",
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        )
+        opts = (
+            f"-p {port} -c listen_addresses=127.0.0.1 -k {root} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
+        )
+        pg(
+            "pg_ctl",
+            "-D",
+            str(data),
+            "-o",
+            opts,
+            "-l",
+            str(root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         log = root / "server.log"
         detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -160,8 +190,9 @@ def concurrency_queries(dim: int, n: int = 5) -> list:
     return [(base + rng.normal(size=dim)).astype(np.float32) for _ in range(n)]
 
 
-def memory_writer(dsn: str, namespace: str, worker: int, calls: int, dim: int,
-                  barrier: object, out: object) -> None:
+def memory_writer(
+    dsn: str, namespace: str, worker: int, calls: int, dim: int, barrier: object, out: object
+) -> None:
     """One process of the concurrency test: ``calls`` memory writes on overlapping edges."""
     import numpy as np
 

@@ -19,8 +19,10 @@ def test_langchain_chat_model_usage_metadata_is_used() -> None:
     from langchain_core.language_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
 
-    msg = AIMessage(content=REPLY, usage_metadata={"input_tokens": 111, "output_tokens": 22,
-                                                   "total_tokens": 133})
+    msg = AIMessage(
+        content=REPLY,
+        usage_metadata={"input_tokens": 111, "output_tokens": 22, "total_tokens": 133},
+    )
     model = GenericFakeChatModel(messages=iter([msg]))
     llm = as_chat_llm(model)
     assert isinstance(llm, LangChainLLM)
@@ -105,8 +107,13 @@ def test_packaged_sentence_transformer_loads_offline() -> None:
     from remindrag_integrations.embeddings import SentenceTransformerEmbedder
 
     emb = SentenceTransformerEmbedder()
-    vecs = emb.embed(["Paris is the capital of France.", "The capital of France is Paris.",
-                      "Bananas are yellow."])
+    vecs = emb.embed(
+        [
+            "Paris is the capital of France.",
+            "The capital of France is Paris.",
+            "Bananas are yellow.",
+        ]
+    )
     assert vecs.shape == (3, 384)
     assert float(vecs[0] @ vecs[1]) > float(vecs[0] @ vecs[2]) + 0.3
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)

@@ -24,13 +24,19 @@ from remindrag_integrations.testing import BrokenLLM, HashEmbedder, OracleLLM, S
 
 
 def build(question: dict, rows: dict, llm=None) -> tuple[ReMindRAG, OracleLLM, set[str]]:
-    docs = [Document(pid, rows[pid]["title"] + "\n" + rows[pid]["text"])
-            for pid in question["context_pids"]]
+    docs = [
+        Document(pid, rows[pid]["title"] + "\n" + rows[pid]["text"])
+        for pid in question["context_pids"]
+    ]
     oracle = OracleLLM()
     eng = ReMindRAG(llm=llm or oracle, embeddings=HashEmbedder())
     eng.insert(docs)
-    gold = {c.id for d in docs if d.id in question["gold_pids"]
-            for c in make_chunks(d, eng.index_config)}
+    gold = {
+        c.id
+        for d in docs
+        if d.id in question["gold_pids"]
+        for c in make_chunks(d, eng.index_config)
+    }
     oracle.store, oracle.gold = eng.store, {question["question"]: gold}
     return eng, oracle, gold
 
@@ -72,8 +78,9 @@ def test_the_walk_reaches_gold_chunks_the_seeds_missed(hotpot) -> None:
     for q in qs:
         eng, _, gold = build(q, rows)
         r = eng.retrieve(q["question"])
-        seeds_only = {c for c, s in r.trace.parents.items() if c.startswith("c-") and
-                      s[0] in r.trace.seeds}
+        seeds_only = {
+            c for c, s in r.trace.parents.items() if c.startswith("c-") and s[0] in r.trace.seeds
+        }
         gains += len((gold & set(r.trace.chunk_ids)) - seeds_only)
         assert r.trace.stop_reason in ("enough", "max_hops", "exhausted")
     assert gains >= 3
@@ -113,23 +120,36 @@ def test_timeouts_are_typed_and_lose_nothing(hotpot) -> None:
     assert r.trace.stop_reason.startswith("llm_error") and "no reply within" in r.trace.stop_reason
     assert r.chunks
     new = [Document("new", "Paris is the capital of France.")]
-    slow_engine = ReMindRAG(llm=slow, embeddings=HashEmbedder(), store=eng.store,
-                            retrieval_config=eng.retrieval_config.with_overrides(llm_timeout=0.05))
+    slow_engine = ReMindRAG(
+        llm=slow,
+        embeddings=HashEmbedder(),
+        store=eng.store,
+        retrieval_config=eng.retrieval_config.with_overrides(llm_timeout=0.05),
+    )
     with pytest.raises(ExtractionError, match="no reply within"):
         slow_engine.insert(new)
     with pytest.raises(ExtractionError, match="new"):
         ReMindRAG(llm=BrokenLLM(), embeddings=HashEmbedder(), store=eng.store).insert(new)
     assert eng.store.counts() == counts
-    fallback = ReMindRAG(llm=BrokenLLM(), embeddings=HashEmbedder(), store=eng.store,
-                         index_config=IndexConfig(on_extraction_error="fallback"))
+    fallback = ReMindRAG(
+        llm=BrokenLLM(),
+        embeddings=HashEmbedder(),
+        store=eng.store,
+        index_config=IndexConfig(on_extraction_error="fallback"),
+    )
     report = fallback.insert(new)
     assert report.fallback_chunks == 1 and report.entities_added >= 1
 
 
 def test_bad_documents_are_rejected_before_anything_is_written() -> None:
     eng = ReMindRAG(embeddings=HashEmbedder(), index_config=IndexConfig(max_document_chars=1000))
-    for bad in ([Document("a", "   ")], [Document("", "text")],
-                [Document("a", "x. " * 600)], [Document("a", "one."), Document("a", "two.")], [42]):
+    for bad in (
+        [Document("a", "   ")],
+        [Document("", "text")],
+        [Document("a", "x. " * 600)],
+        [Document("a", "one."), Document("a", "two.")],
+        [42],
+    ):
         with pytest.raises(InvalidDocumentError):
             eng.insert([Document("ok", "Fine text about Paris."), *bad])
         assert eng.store.counts()["documents"] == 0
@@ -174,8 +194,9 @@ def test_async_llm_does_not_block_the_loop() -> None:
 
     async def main() -> None:
         eng = ReMindRAG(llm=llm, embeddings=HashEmbedder())
-        await asyncio.gather(eng.ainsert([Document(f"d{i}", f"Paris fact {i}.") for i in range(6)]),
-                             ticker())
+        await asyncio.gather(
+            eng.ainsert([Document(f"d{i}", f"Paris fact {i}.") for i in range(6)]), ticker()
+        )
 
     asyncio.run(main())
     assert len(ticks) == 10  # the ticker ran while the LLM calls were pending
@@ -247,8 +268,12 @@ def test_feedback_thumbs_down_penalises(hotpot) -> None:
 
 
 def test_scripted_llm_records_prompts_and_counts_tokens() -> None:
-    llm = ScriptedLLM(lambda p: '{"title": "Paris", "entities": ["Paris", "France"], '
-                                '"triples": [["Paris", "Paris is in France.", "France"]]}')
+    llm = ScriptedLLM(
+        lambda p: (
+            '{"title": "Paris", "entities": ["Paris", "France"], '
+            '"triples": [["Paris", "Paris is in France.", "France"]]}'
+        )
+    )
     eng = ReMindRAG(llm=llm, embeddings=HashEmbedder())
     report = eng.insert([Document("d", "Paris is the capital of France.")])
     assert report.costs.llm_calls["extraction"] == 1 == len(llm.prompts)
@@ -261,11 +286,15 @@ def test_thumbs_up_on_a_chunk_the_walk_missed_teaches_a_path(hotpot) -> None:
     taught = 0
     for q in qs:
         eng = ReMindRAG(embeddings=HashEmbedder())  # zero-token walk
-        eng.insert([Document(p, rows[p]["title"] + "\n" + rows[p]["text"])
-                    for p in q["context_pids"]])
+        eng.insert(
+            [Document(p, rows[p]["title"] + "\n" + rows[p]["text"]) for p in q["context_pids"]]
+        )
         r = eng.retrieve(q["question"], k=3, fill_to_k=False, nav_enough_chunks=1)
-        missed = [c.id for c in eng.store._chunks.values()
-                  if c.doc_id in q["gold_pids"] and c.id not in r.trace.chunk_ids]
+        missed = [
+            c.id
+            for c in eng.store._chunks.values()
+            if c.doc_id in q["gold_pids"] and c.id not in r.trace.chunk_ids
+        ]
         if not missed:
             continue
         w = eng.feedback(r.trace_id, helpful=True, chunk_ids=missed)

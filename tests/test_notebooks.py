@@ -17,7 +17,10 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 def test_the_three_notebooks_exist_with_outputs_stripped() -> None:
     assert [p.name for p in NOTEBOOKS] == [
-        "01_quickstart.ipynb", "02_langchain.ipynb", "03_llamaindex.ipynb"]
+        "01_quickstart.ipynb",
+        "02_langchain.ipynb",
+        "03_llamaindex.ipynb",
+    ]
     for path in NOTEBOOKS:
         book = nbformat.read(path, as_version=4)
         for cell in book.cells:
@@ -28,17 +31,24 @@ def test_the_three_notebooks_exist_with_outputs_stripped() -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path: Path) -> None:
     book = nbformat.read(path, as_version=4)
-    NotebookClient(book, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    errors = [o for c in book.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]
+    NotebookClient(
+        book, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    errors = [
+        o
+        for c in book.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    ]
     assert not errors
 
 
 def readme_blocks(section: str) -> list[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     body = text.split(f"<!-- section: {section} -->", 1)[1].split(
-        f"<!-- /section: {section} -->", 1)[0]
+        f"<!-- /section: {section} -->", 1
+    )[0]
     return re.findall(r"```python\n(.*?)```", body, re.DOTALL)
 
 

@@ -39,8 +39,10 @@ OTHER_TENANT = [
 def _journal(dsn: str, ns: str) -> list[tuple[str, str, np.ndarray]]:
     store = PostgresGraphStore(dsn, namespace=ns)
     with store._cursor() as cur:
-        cur.execute("SELECT edge_id, op, query FROM rr_memory_journal WHERE namespace = %s "
-                    "ORDER BY seq", (ns,))
+        cur.execute(
+            "SELECT edge_id, op, query FROM rr_memory_journal WHERE namespace = %s ORDER BY seq",
+            (ns,),
+        )
         rows = cur.fetchall()
     store.close()
     return rows
@@ -54,9 +56,10 @@ def test_concurrent_memory_writes_lose_no_update(
     workers, calls = 4, 100
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=memory_writer,
-                         args=(pg_dsn, "concurrency", w, calls, DIM, barrier, out))
-             for w in range(workers)]
+    procs = [
+        ctx.Process(target=memory_writer, args=(pg_dsn, "concurrency", w, calls, DIM, barrier, out))
+        for w in range(workers)
+    ]
     for p in procs:
         p.start()
     plans = dict(out.get(timeout=120) for _ in procs)
@@ -76,8 +79,7 @@ def test_concurrent_memory_writes_lose_no_update(
         expected[eid] = (mem.enhance if op == "e" else mem.penalise)(expected[eid], q)
         if op == "e" or writes[eid]:
             writes[eid] += 1  # the row exists from the first enhance on; each write counts
-    assert np.array_equal(store.memory(list(HOT_EDGES)), np.stack(
-        [expected[e] for e in HOT_EDGES]))
+    assert np.array_equal(store.memory(list(HOT_EDGES)), np.stack([expected[e] for e in HOT_EDGES]))
     assert store.memory_writes(list(HOT_EDGES)) == {e: n for e, n in writes.items() if n}
     assert store.touched_edges() == len([e for e in HOT_EDGES if writes[e]])
 
@@ -143,20 +145,32 @@ def test_delete_keeps_untouched_memory_and_drops_the_rest(
     assert store.touched_edges() == store.counts()["edges"]
     assert not any(orphans(pg_dsn).values()), orphans(pg_dsn)
     with psycopg.connect(pg_dsn) as conn:
-        for table in ("rr_chunks", "rr_nodes", "rr_edges", "rr_edge_memory",
-                      "rr_memory_journal", "rr_entity_names"):
-            col = "edge_id" if table in ("rr_edge_memory", "rr_memory_journal") else (
-                "node_id" if table == "rr_entity_names" else "id")
-            n = conn.execute(f"SELECT count(*) FROM {table} WHERE namespace = 'delete' "
-                             f"AND {col} ~ '^[a-z]-1'").fetchone()[0]
+        for table in (
+            "rr_chunks",
+            "rr_nodes",
+            "rr_edges",
+            "rr_edge_memory",
+            "rr_memory_journal",
+            "rr_entity_names",
+        ):
+            col = (
+                "edge_id"
+                if table in ("rr_edge_memory", "rr_memory_journal")
+                else ("node_id" if table == "rr_entity_names" else "id")
+            )
+            n = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE namespace = 'delete' AND {col} ~ '^[a-z]-1'"
+            ).fetchone()[0]
             # left of d1: entity e-1002 (still mentioned in d2) and its edge r-1900 to d2
             assert n == (0 if table == "rr_chunks" else 1), table
 
 
 def _tenant_rows(dsn: str, ns: str) -> dict[str, list]:
     with psycopg.connect(dsn) as conn:
-        return {t: conn.execute(f"SELECT * FROM {t} WHERE namespace = %s ORDER BY 2",
-                                (ns,)).fetchall() for t in TABLES}
+        return {
+            t: conn.execute(f"SELECT * FROM {t} WHERE namespace = %s ORDER BY 2", (ns,)).fetchall()
+            for t in TABLES
+        }
 
 
 def test_a_tenant_never_sees_or_changes_another_tenants_data(
@@ -204,8 +218,7 @@ def test_memory_admin_through_the_engine(
     eng = _engine(make_pg_store("admin"))
     eng.insert([Document(i, t) for i, t in TEXTS])
     r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
-    eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks
-                                         if c.source == "traversal"])
+    eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks if c.source == "traversal"])
     top = eng.inspect_memory(5)
     assert top and all(row["norm"] > 0 and row["text"] for row in top)
     assert {row["cluster"] for row in top} == {0}  # one query: one cluster
@@ -233,20 +246,25 @@ def test_lookups_are_served_by_indexes(
     store = make_pg_store("plans")
     store.add_graph(**contract_graph(dim=DIM))
     q = np.ones(DIM, dtype=np.float32)
-    search = (f"SELECT id FROM rr_nodes WHERE namespace = %s AND dim = {DIM} "
-              f"AND kind = ANY(%s) ORDER BY (embedding::vector({DIM})) <=> %s::vector({DIM}) "
-              "LIMIT 2")
+    search = (
+        f"SELECT id FROM rr_nodes WHERE namespace = %s AND dim = {DIM} "
+        f"AND kind = ANY(%s) ORDER BY (embedding::vector({DIM})) <=> %s::vector({DIM}) "
+        "LIMIT 2"
+    )
     assert f"rr_nodes_hnsw_{DIM}" in _plan(pg_dsn, search, ("plans", ["entity"], q))
     nbrs = _plan(pg_dsn, _NEIGHBORS, {"ns": "plans", "n": "e-1001"})
     assert "Index Cond: ((namespace = 'plans'::text) AND (u = 'e-1001'::text))" in nbrs
     assert "Index Cond: ((namespace = 'plans'::text) AND (v = 'e-1001'::text))" in nbrs
-    memory = _plan(pg_dsn, "SELECT vec FROM rr_edge_memory WHERE namespace = %s "
-                   "AND edge_id = ANY(%s)", ("plans", ["r-1000"]))
+    memory = _plan(
+        pg_dsn,
+        "SELECT vec FROM rr_edge_memory WHERE namespace = %s AND edge_id = ANY(%s)",
+        ("plans", ["r-1000"]),
+    )
     assert "rr_edge_memory_pkey" in memory
 
 
 def test_reset_all_namespaces_and_list_them(
-    make_pg_store: Callable[..., PostgresGraphStore]
+    make_pg_store: Callable[..., PostgresGraphStore],
 ) -> None:
     a, b = make_pg_store("reset-a"), make_pg_store("reset-b")
     q = np.ones(DIM, dtype=np.float32)
@@ -289,12 +307,16 @@ def test_settings_live_with_the_namespace(make_pg_store: Callable[..., PostgresG
 def test_retriever_on_a_dsn_is_isolated_per_namespace(pg_dsn: str) -> None:
     from remindrag_integrations import ReMindRetriever
 
-    docs = [Document("paris", "Paris is the capital of France. The Seine flows through Paris."),
-            Document("berlin", "Berlin is the capital of Germany.")]
-    a = ReMindRetriever.from_documents(docs, store=pg_dsn, namespace="retriever-a",
-                                       embeddings=HashEmbedder(), k=2)
-    b = ReMindRetriever.from_documents([], store=pg_dsn, namespace="retriever-b",
-                                       embeddings=HashEmbedder(), k=2)
+    docs = [
+        Document("paris", "Paris is the capital of France. The Seine flows through Paris."),
+        Document("berlin", "Berlin is the capital of Germany."),
+    ]
+    a = ReMindRetriever.from_documents(
+        docs, store=pg_dsn, namespace="retriever-a", embeddings=HashEmbedder(), k=2
+    )
+    b = ReMindRetriever.from_documents(
+        [], store=pg_dsn, namespace="retriever-b", embeddings=HashEmbedder(), k=2
+    )
     try:
         got = a.invoke("Which river flows through the capital of France?")
         assert got and got[0].metadata["doc_id"] == "paris"
@@ -310,11 +332,17 @@ def test_cli_on_a_dsn_with_namespaces(pg_dsn: str, tmp_path) -> None:
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "seine.txt").write_text(
-        "The Seine flows through Paris. Paris is the capital of France.", encoding="utf-8")
+        "The Seine flows through Paris. Paris is the capital of France.", encoding="utf-8"
+    )
 
     def cli(*args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "remindrag_integrations.cli", *args],
-                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        proc = subprocess.run(
+            [sys.executable, "-m", "remindrag_integrations.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc.stdout
 
@@ -326,9 +354,23 @@ def test_cli_on_a_dsn_with_namespaces(pg_dsn: str, tmp_path) -> None:
         assert "seine" in out.lower()
         assert "documents: 1" in cli("inspect", *common) or "1 documents" in cli("inspect", *common)
         other = subprocess.run(
-            [sys.executable, "-m", "remindrag_integrations.cli", "ask", "Which river?",
-             "--store", pg_dsn, "--namespace", "cli-empty", "--no-cache"],
-            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+            [
+                sys.executable,
+                "-m",
+                "remindrag_integrations.cli",
+                "ask",
+                "Which river?",
+                "--store",
+                pg_dsn,
+                "--namespace",
+                "cli-empty",
+                "--no-cache",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
         assert other.returncode != 0 and "empty" in other.stderr
     finally:
         for ns in ("cli-tenant", "cli-empty"):

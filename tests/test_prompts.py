@@ -33,33 +33,42 @@ def test_enough_as_string() -> None:
     assert parse_move('{"enough": "yes"}').enough is True
 
 
-@pytest.mark.parametrize("reply", [
-    "",
-    "   ",
-    "no json here",
-    '{"enough": false, "action": "jump", "node": "e-0123456789"}',
-    '{"enough": false, "action": "forward", "node": "Scott Derrickson"}',
-    '{"enough": false, "action": "forward", "node": "e-0123\\"}; DROP"}',
-    '["forward", "e-0123456789"]',
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        "   ",
+        "no json here",
+        '{"enough": false, "action": "jump", "node": "e-0123456789"}',
+        '{"enough": false, "action": "forward", "node": "Scott Derrickson"}',
+        '{"enough": false, "action": "forward", "node": "e-0123\\"}; DROP"}',
+        '["forward", "e-0123456789"]',
+    ],
+)
 def test_bad_moves_raise_typed_error(reply: str) -> None:
     with pytest.raises(LLMOutputError):
         parse_move(reply)
 
 
 def test_extraction_golden() -> None:
-    reply = json.dumps({
-        "title": "Scott Derrickson, director",
-        "entities": ["Scott Derrickson", "  Sinister ", "scott derrickson", 7],
-        "triples": [["Scott Derrickson", "Scott Derrickson directed Sinister.", "Sinister"],
-                    ["bad"], {"subject": "Sinister", "sentence": "Sinister is a 2012 film.",
-                              "object": "2012"}],
-    })
+    reply = json.dumps(
+        {
+            "title": "Scott Derrickson, director",
+            "entities": ["Scott Derrickson", "  Sinister ", "scott derrickson", 7],
+            "triples": [
+                ["Scott Derrickson", "Scott Derrickson directed Sinister.", "Sinister"],
+                ["bad"],
+                {"subject": "Sinister", "sentence": "Sinister is a 2012 film.", "object": "2012"},
+            ],
+        }
+    )
     x = parse_extraction(reply)
     assert x.title == "Scott Derrickson, director"
     assert x.entities == ["Scott Derrickson", "Sinister", "7", "2012"]
-    assert x.triples == [("Scott Derrickson", "Scott Derrickson directed Sinister.", "Sinister"),
-                         ("Sinister", "Sinister is a 2012 film.", "2012")]
+    assert x.triples == [
+        ("Scott Derrickson", "Scott Derrickson directed Sinister.", "Sinister"),
+        ("Sinister", "Sinister is a 2012 film.", "2012"),
+    ]
 
 
 def test_extraction_rejects_non_list_triples() -> None:
@@ -68,19 +77,27 @@ def test_extraction_rejects_non_list_triples() -> None:
 
 
 def test_filter_drops_ids_of_the_wrong_syntax() -> None:
-    chunks, edges = parse_filter('{"chunks": ["c-0123456789", "chunk:1", "1"], '
-                                 '"edges": ["r-abcdef0123", "Scott -> Sinister"]}')
+    chunks, edges = parse_filter(
+        '{"chunks": ["c-0123456789", "chunk:1", "1"], '
+        '"edges": ["r-abcdef0123", "Scott -> Sinister"]}'
+    )
     assert chunks == ["c-0123456789"] and edges == ["r-abcdef0123"]
 
 
 def test_pre_query() -> None:
     assert parse_pre_query('{"need_retrieval": "no", "subquestions": []}', 1) == (False, [])
-    assert parse_pre_query('{"need_retrieval": true, "subquestions": ["a", "b"]}', 1) == (True, ["a"])
+    assert parse_pre_query('{"need_retrieval": true, "subquestions": ["a", "b"]}', 1) == (
+        True,
+        ["a"],
+    )
 
 
 def test_citations_only_known_ids_in_order() -> None:
     text = "Yes [c-bbbbbbbbbb] and [c-aaaaaaaaaa], also [c-ffffffffff] and c-bbbbbbbbbb."
-    assert parse_citations(text, {"c-aaaaaaaaaa", "c-bbbbbbbbbb"}) == ["c-bbbbbbbbbb", "c-aaaaaaaaaa"]
+    assert parse_citations(text, {"c-aaaaaaaaaa", "c-bbbbbbbbbb"}) == [
+        "c-bbbbbbbbbb",
+        "c-aaaaaaaaaa",
+    ]
 
 
 def test_extract_json_type_mismatch() -> None:
@@ -91,13 +108,33 @@ def test_extract_json_type_mismatch() -> None:
 
 garbage = st.one_of(
     st.text(max_size=300),
-    st.builds(lambda d: json.dumps(d), st.dictionaries(
-        st.sampled_from(["enough", "action", "node", "chunks", "edges", "title", "entities",
-                         "triples", "need_retrieval", "subquestions"]),
-        st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=5), c, max_size=3),
-                     max_leaves=10),
-        max_size=6)),
+    st.builds(
+        lambda d: json.dumps(d),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "enough",
+                    "action",
+                    "node",
+                    "chunks",
+                    "edges",
+                    "title",
+                    "entities",
+                    "triples",
+                    "need_retrieval",
+                    "subquestions",
+                ]
+            ),
+            st.recursive(
+                st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                lambda c: (
+                    st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=5), c, max_size=3)
+                ),
+                max_leaves=10,
+            ),
+            max_size=6,
+        ),
+    ),
     st.builds(lambda a, b: f"{a}```json\n{b}\n```", st.text(max_size=50), st.text(max_size=80)),
 )
 

@@ -42,14 +42,19 @@ def lc_docs(hotpot: Any, n: int = N_QUESTIONS) -> tuple[list[dict], list[LCDocum
     questions, rows = hotpot
     qs = questions[:n]
     pids = list(dict.fromkeys(p for q in qs for p in (*q["gold_pids"], *q["context_pids"])))
-    docs = [LCDocument(id=p, page_content=text_of(rows[p]), metadata={"title": rows[p]["title"]})
-            for p in pids]
+    docs = [
+        LCDocument(id=p, page_content=text_of(rows[p]), metadata={"title": rows[p]["title"]})
+        for p in pids
+    ]
     return qs, docs
 
 
 def gold_chunks(q: dict, rows: dict) -> set[str]:
-    return {c.id for p in q["gold_pids"]
-            for c in make_chunks(EngineDocument(p, text_of(rows[p])), IndexConfig())}
+    return {
+        c.id
+        for p in q["gold_pids"]
+        for c in make_chunks(EngineDocument(p, text_of(rows[p])), IndexConfig())
+    }
 
 
 def oracle_retriever(hotpot: Any, **kwargs: Any) -> tuple[ReMindRetriever, list[dict]]:
@@ -69,8 +74,12 @@ PROMPT = ChatPromptTemplate.from_template("Context:\n{context}\n\nQuestion: {que
 
 
 def rag_chain(retriever: ReMindRetriever, llm: Any) -> Any:
-    return ({"context": retriever | format_docs, "question": RunnablePassthrough()}
-            | PROMPT | llm | StrOutputParser())
+    return (
+        {"context": retriever | format_docs, "question": RunnablePassthrough()}
+        | PROMPT
+        | llm
+        | StrOutputParser()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +118,9 @@ def test_documents_carry_ids_provenance_and_traversal_facts(hotpot: Any) -> None
 
 def test_document_ids_fall_back_to_metadata_then_content_hash() -> None:
     docs = [
-        LCDocument(page_content="Ada Lovelace wrote the first program.", metadata={"doc_id": "ada"}),
+        LCDocument(
+            page_content="Ada Lovelace wrote the first program.", metadata={"doc_id": "ada"}
+        ),
         LCDocument(page_content="Alan Turing proposed the Turing test.", metadata={"id": "turing"}),
         LCDocument(page_content="Grace Hopper built the first compiler."),
     ]
@@ -123,8 +134,12 @@ def test_document_ids_fall_back_to_metadata_then_content_hash() -> None:
 def test_from_texts_with_metadatas_ids_and_config() -> None:
     r = ReMindRetriever.from_texts(
         ["Paris is the capital of France.", "Berlin is the capital of Germany."],
-        metadatas=[{"lang": "en"}, {"lang": "de"}], ids=["fr", "de"],
-        embeddings=HashEmbedder(), k=1, chunk_tokens=64)
+        metadatas=[{"lang": "en"}, {"lang": "de"}],
+        ids=["fr", "de"],
+        embeddings=HashEmbedder(),
+        k=1,
+        chunk_tokens=64,
+    )
     assert r.engine.index_config.chunk_tokens == 64 and r.engine.retrieval_config.k == 1
     (doc,) = r.invoke("capital of Germany")
     assert doc.metadata["doc_id"] == "de" and doc.metadata["lang"] == "de"
@@ -135,7 +150,9 @@ def test_from_texts_with_metadatas_ids_and_config() -> None:
 def test_add_documents_makes_new_text_retrievable(zero: ReMindRetriever) -> None:
     r = ReMindRetriever(engine=ReMindRAG(embeddings=HashEmbedder(), store=None))
     r.add_documents([LCDocument(id="a", page_content="Kiwis are flightless birds of New Zealand.")])
-    report = r.add_documents([LCDocument(id="b", page_content="Emus are flightless birds of Australia.")])
+    report = r.add_documents(
+        [LCDocument(id="b", page_content="Emus are flightless birds of Australia.")]
+    )
     assert report.documents == 1
     assert r.invoke("Which birds live in Australia?", k=1)[0].metadata["doc_id"] == "b"
 
@@ -185,8 +202,9 @@ class _AsyncOnlyModel(GenericFakeChatModel):
 
 def test_ainvoke_is_a_real_async_path(zero: ReMindRetriever, hotpot: Any) -> None:
     model = _AsyncOnlyModel(messages=iter(['{"enough": true}'] * 10))
-    r = ReMindRetriever(engine=ReMindRAG(llm=model, embeddings=HashEmbedder(),
-                                         store=zero.engine.store))
+    r = ReMindRetriever(
+        engine=ReMindRAG(llm=model, embeddings=HashEmbedder(), store=zero.engine.store)
+    )
     q = hotpot[0][0]["question"]
     docs = asyncio.run(r.ainvoke(q))
     trace = r.trace(docs[0].metadata["trace_id"])
@@ -204,22 +222,28 @@ class _RunTree(BaseCallbackHandler):
     def on_retriever_start(self, serialized: Any, query: str, *, run_id: Any, **kw: Any) -> None:
         self.retriever_runs.append(run_id)
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any,
-                            parent_run_id: Any = None, **kw: Any) -> None:
+    def on_chat_model_start(
+        self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kw: Any
+    ) -> None:
         self.model_parents.append(parent_run_id)
 
 
 def _usage_model(n: int) -> GenericFakeChatModel:
-    msg = AIMessage(content='{"enough": true}', response_metadata={"model_name": "fake-nav"},
-                    usage_metadata={"input_tokens": 100, "output_tokens": 7, "total_tokens": 107})
+    msg = AIMessage(
+        content='{"enough": true}',
+        response_metadata={"model_name": "fake-nav"},
+        usage_metadata={"input_tokens": 100, "output_tokens": 7, "total_tokens": 107},
+    )
     return GenericFakeChatModel(messages=iter([msg] * n))
 
 
 @pytest.mark.parametrize("use_async", [False, True])
 def test_inner_llm_calls_are_children_and_tokens_are_reported(
-        zero: ReMindRetriever, hotpot: Any, use_async: bool) -> None:
-    r = ReMindRetriever(engine=ReMindRAG(llm=_usage_model(10), embeddings=HashEmbedder(),
-                                         store=zero.engine.store))
+    zero: ReMindRetriever, hotpot: Any, use_async: bool
+) -> None:
+    r = ReMindRetriever(
+        engine=ReMindRAG(llm=_usage_model(10), embeddings=HashEmbedder(), store=zero.engine.store)
+    )
     tree, usage = _RunTree(), UsageMetadataCallbackHandler()
     config = {"callbacks": [tree, usage]}
     q = hotpot[0][1]["question"]
@@ -252,10 +276,12 @@ def test_retriever_tool_returns_chunks(zero: ReMindRetriever, hotpot: Any) -> No
 
 def test_retriever_tool_content_and_artifact(zero: ReMindRetriever, hotpot: Any) -> None:
     q = hotpot[0][0]["question"]
-    tool = create_retriever_tool(zero, "remind_search", "Search the knowledge graph.",
-                                 response_format="content_and_artifact")
-    msg = tool.invoke({"name": "remind_search", "args": {"query": q}, "id": "call-1",
-                       "type": "tool_call"})
+    tool = create_retriever_tool(
+        zero, "remind_search", "Search the knowledge graph.", response_format="content_and_artifact"
+    )
+    msg = tool.invoke(
+        {"name": "remind_search", "args": {"query": q}, "id": "call-1", "type": "tool_call"}
+    )
     assert isinstance(msg, ToolMessage)
     assert [d.id for d in msg.artifact] == [d.id for d in zero.invoke(q)]
     assert msg.artifact[0].page_content in msg.content
@@ -281,16 +307,26 @@ def run_agent(model: Any, tools: list[Any], question: str) -> list[Any]:
 def test_agent_calls_the_tool_and_gets_our_chunks(hotpot: Any) -> None:
     r, qs = oracle_retriever(hotpot)
     q = qs[0]
-    tool = create_retriever_tool(r, "remind_search", "Search the knowledge graph.",
-                                 response_format="content_and_artifact")
-    model = GenericFakeChatModel(messages=iter([
-        AIMessage(content="", tool_calls=[{"name": "remind_search", "id": "c1",
-                                           "args": {"query": q["question"]}}]),
-        AIMessage(content="A lilu is a spirit."),
-    ]))
+    tool = create_retriever_tool(
+        r, "remind_search", "Search the knowledge graph.", response_format="content_and_artifact"
+    )
+    model = GenericFakeChatModel(
+        messages=iter(
+            [
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        {"name": "remind_search", "id": "c1", "args": {"query": q["question"]}}
+                    ],
+                ),
+                AIMessage(content="A lilu is a spirit."),
+            ]
+        )
+    )
     cb = ReMindMemoryCallback(r)
     messages = run_agent(model, [tool], q["question"]).invoke(
-        q["question"], config={"callbacks": [cb]})
+        q["question"], config={"callbacks": [cb]}
+    )
     tool_msg = next(m for m in messages if isinstance(m, ToolMessage))
     assert gold_chunks(q, hotpot[1]) <= {d.id for d in tool_msg.artifact}
     assert messages[-1].content == "A lilu is a spirit."

@@ -39,13 +39,17 @@ def li_docs(hotpot: Any) -> tuple[list[dict], list[LIDocument]]:
     questions, rows = hotpot
     qs = questions[:N_QUESTIONS]
     pids = list(dict.fromkeys(p for q in qs for p in (*q["gold_pids"], *q["context_pids"])))
-    return qs, [LIDocument(id_=p, text=text_of(rows[p]), metadata={"title": rows[p]["title"]})
-                for p in pids]
+    return qs, [
+        LIDocument(id_=p, text=text_of(rows[p]), metadata={"title": rows[p]["title"]}) for p in pids
+    ]
 
 
 def gold_chunks(q: dict, rows: dict) -> set[str]:
-    return {c.id for p in q["gold_pids"]
-            for c in make_chunks(EngineDocument(p, text_of(rows[p])), IndexConfig())}
+    return {
+        c.id
+        for p in q["gold_pids"]
+        for c in make_chunks(EngineDocument(p, text_of(rows[p])), IndexConfig())
+    }
 
 
 def oracle_retriever(hotpot: Any) -> tuple[ReMindRetriever, list[dict]]:
@@ -72,11 +76,20 @@ class BrokenLLM(MockLLM):
 def test_from_llamaindex_documents_and_text_nodes() -> None:
     parent = RelatedNodeInfo(node_id="guide")
     r = ReMindRetriever.from_documents(
-        [LIDocument(id_="kiwi", text="Kiwis are flightless birds of New Zealand.",
-                    metadata={"region": "NZ"}),
-         TextNode(id_="emu-1", text="Emus are flightless birds of Australia.",
-                  relationships={NodeRelationship.SOURCE: parent})],
-        embeddings=HashEmbedder())
+        [
+            LIDocument(
+                id_="kiwi",
+                text="Kiwis are flightless birds of New Zealand.",
+                metadata={"region": "NZ"},
+            ),
+            TextNode(
+                id_="emu-1",
+                text="Emus are flightless birds of Australia.",
+                relationships={NodeRelationship.SOURCE: parent},
+            ),
+        ],
+        embeddings=HashEmbedder(),
+    )
     assert set(r.engine.store.document_ids()) == {"kiwi", "emu-1"}
     (emu,) = r.retrieve("Which birds live in Australia?")[:1]
     assert emu.node.ref_doc_id == "emu-1" and emu.node.metadata["ref_doc_id"] == "guide"
@@ -114,8 +127,9 @@ class _AsyncOnly:
 
 
 def test_aretrieve_is_a_real_async_path(zero: ReMindRetriever, hotpot: Any) -> None:
-    r = ReMindRetriever(engine=ReMindRAG(llm=_AsyncOnly(), embeddings=HashEmbedder(),
-                                         store=zero.engine.store))
+    r = ReMindRetriever(
+        engine=ReMindRAG(llm=_AsyncOnly(), embeddings=HashEmbedder(), store=zero.engine.store)
+    )
     q = hotpot[0][0]["question"]
     nodes = asyncio.run(r.aretrieve(q))
     assert r.trace().traversal_calls == 1 and r.trace().stop_reason == "enough"
@@ -152,8 +166,9 @@ def test_retriever_tool_and_query_engine_tool(zero: ReMindRetriever, hotpot: Any
     out = rt.call(q)
     assert all(n.node.node_id.startswith("c-") for n in out.raw_output)
     assert all(n.node.text in out.content for n in out.raw_output)
-    qt = QueryEngineTool.from_defaults(RetrieverQueryEngine.from_args(zero, llm=MockLLM()),
-                                       name="remind_qa", description="Answer.")
+    qt = QueryEngineTool.from_defaults(
+        RetrieverQueryEngine.from_args(zero, llm=MockLLM()), name="remind_qa", description="Answer."
+    )
     answer = qt.call(q)
     top = zero.retrieve(q)[0].node.text
     assert top in answer.content and top in str(answer.raw_output)
@@ -171,8 +186,14 @@ def _tool_calling_llm(tool_name: str, query: str, answer: str) -> MockFunctionCa
     def respond(messages: Any, **kwargs: Any) -> ChatMessage:
         if any(m.role == MessageRole.TOOL for m in messages):
             return ChatMessage(role=MessageRole.ASSISTANT, content=answer)
-        return ChatMessage(role=MessageRole.ASSISTANT, blocks=[ToolCallBlock(
-            tool_call_id="call-1", tool_name=tool_name, tool_kwargs={"input": query})])
+        return ChatMessage(
+            role=MessageRole.ASSISTANT,
+            blocks=[
+                ToolCallBlock(
+                    tool_call_id="call-1", tool_name=tool_name, tool_kwargs={"input": query}
+                )
+            ],
+        )
 
     return MockFunctionCallingLLM(response_generator=respond)
 
@@ -184,16 +205,19 @@ async def _run_agent(agent: FunctionAgent, question: str) -> tuple[Any, list[Too
 
 
 def test_function_agent_calls_the_retriever_tool_and_gets_our_chunks(
-        zero: ReMindRetriever, hotpot: Any) -> None:
+    zero: ReMindRetriever, hotpot: Any
+) -> None:
     q = hotpot[0][0]
     tool = RetrieverTool.from_defaults(zero, name="remind_search", description="Search.")
-    agent = FunctionAgent(tools=[tool], llm=_tool_calling_llm("remind_search", q["question"],
-                                                             "A lilu is a spirit."))
+    agent = FunctionAgent(
+        tools=[tool], llm=_tool_calling_llm("remind_search", q["question"], "A lilu is a spirit.")
+    )
     out, results = asyncio.run(_run_agent(agent, q["question"]))
     (result,) = results
     nodes = result.tool_output.raw_output
-    assert nodes and all(zero.engine.store.get_chunk(n.node.node_id).text == n.node.text
-                         for n in nodes)
+    assert nodes and all(
+        zero.engine.store.get_chunk(n.node.node_id).text == n.node.text for n in nodes
+    )
     assert set(q["gold_pids"]) & {n.node.ref_doc_id for n in nodes}
     assert str(out.response.content) == "A lilu is a spirit."
 
@@ -245,8 +269,9 @@ def test_event_handler_with_async_query_and_agent_tool(hotpot: Any) -> None:
     r, qs = oracle_retriever(hotpot)
     qe = RetrieverQueryEngine.from_args(r, llm=MockLLM(max_tokens=8))
     tool = QueryEngineTool.from_defaults(qe, name="remind_qa", description="Answer.")
-    agent = FunctionAgent(tools=[tool], llm=_tool_calling_llm("remind_qa", qs[1]["question"],
-                                                             "Done."))
+    agent = FunctionAgent(
+        tools=[tool], llm=_tool_calling_llm("remind_qa", qs[1]["question"], "Done.")
+    )
     streaming = RetrieverQueryEngine.from_args(r, llm=MockLLM(max_tokens=8), streaming=True)
 
     async def stream(question: str) -> tuple[int, str]:
@@ -265,7 +290,8 @@ def test_event_handler_with_async_query_and_agent_tool(hotpot: Any) -> None:
 
 
 def test_llamaindex_navigator_calls_nest_under_the_retrieve_span(
-        zero: ReMindRetriever, hotpot: Any) -> None:
+    zero: ReMindRetriever, hotpot: Any
+) -> None:
     from llama_index.core.instrumentation import get_dispatcher
     from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 
@@ -273,8 +299,9 @@ def test_llamaindex_navigator_calls_nest_under_the_retrieve_span(
     root = get_dispatcher()
     root.add_span_handler(spans)
     try:  # MockLLM echoes the prompt: not a legal move, so the walk stops after the re-ask
-        r = ReMindRetriever(engine=ReMindRAG(llm=MockLLM(), embeddings=HashEmbedder(),
-                                             store=zero.engine.store))
+        r = ReMindRetriever(
+            engine=ReMindRAG(llm=MockLLM(), embeddings=HashEmbedder(), store=zero.engine.store)
+        )
         r.retrieve(hotpot[0][0]["question"])
     finally:
         root.span_handlers = [h for h in root.span_handlers if h is not spans]

@@ -25,8 +25,7 @@ def _engine() -> ReMindRAG:
     """A zero-token engine over the HotpotQA sample corpus (built once)."""
     rows = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line]
     engine = ReMindRAG(embeddings=HashEmbedder())
-    engine.insert([(r["pid"], f"{r['title']}\n{r['text']}", {"title": r["title"]})
-                   for r in rows])
+    engine.insert([(r["pid"], f"{r['title']}\n{r['text']}", {"title": r["title"]}) for r in rows])
     return engine
 
 

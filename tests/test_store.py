@@ -84,8 +84,9 @@ def test_missing_store_is_a_typed_error(tmp_path: Path) -> None:
         InMemoryGraphStore.load(tmp_path / "nothing")
 
 
-def test_crash_mid_save_leaves_previous_generation(engine: ReMindRAG, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_mid_save_leaves_previous_generation(
+    engine: ReMindRAG, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = engine.save(tmp_path / "s")
     before = _snapshot(InMemoryGraphStore.load(root))
     engine.insert([Document("d4", "Ethan Hawke is an American actor.")])
@@ -109,9 +110,14 @@ def test_save_twice_keeps_one_generation(engine: ReMindRAG, tmp_path: Path) -> N
 def test_delete_document_removes_orphans_and_keeps_other_memory(engine: ReMindRAG) -> None:
     r = engine.retrieve("Ed Wood filmmaker Conrad Brooks")
     engine.memorize(r.trace_id, supporting=r.trace.chunk_ids)
-    kept = {e: v.copy() for e, v in engine.store._memory.items()
-            if all(engine.store.get_node(n).doc_id != "d1"
-                   for n in (engine.store._edges[e].u, engine.store._edges[e].v))}
+    kept = {
+        e: v.copy()
+        for e, v in engine.store._memory.items()
+        if all(
+            engine.store.get_node(n).doc_id != "d1"
+            for n in (engine.store._edges[e].u, engine.store._edges[e].v)
+        )
+    }
     engine.delete(["d1"])
     s = engine.store
     assert "d1" not in s.document_ids()

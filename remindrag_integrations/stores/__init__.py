@@ -51,8 +51,9 @@ def open_store(spec: Any = None, namespace: str = "default", **kwargs: Any) -> G
         if (Path(spec) / "CURRENT").exists():
             store = InMemoryGraphStore.load(spec)
             if namespace != "default" and store.namespace != namespace:
-                raise ConfigError(f"store at {spec} holds namespace {store.namespace!r}, "
-                                 f"not {namespace!r}")
+                raise ConfigError(
+                    f"store at {spec} holds namespace {store.namespace!r}, not {namespace!r}"
+                )
             return store
         return InMemoryGraphStore(namespace=namespace)
     return spec  # already a store

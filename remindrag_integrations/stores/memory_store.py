@@ -14,7 +14,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,16 @@ from ..types import (
 )
 
 FORMAT_VERSION = 1
-_FILES = ("documents.json", "chunks.json", "nodes.json", "edges.json", "embeddings.npy",
-          "memory_ids.json", "memory.npy", "traces.json")
+_FILES = (
+    "documents.json",
+    "chunks.json",
+    "nodes.json",
+    "edges.json",
+    "embeddings.npy",
+    "memory_ids.json",
+    "memory.npy",
+    "traces.json",
+)
 
 
 class InMemoryGraphStore:
@@ -91,7 +99,7 @@ class InMemoryGraphStore:
         nodes: Sequence[Node],
         embeddings: np.ndarray,
         edges: Sequence[Edge],
-        entity_aliases: dict[str, Sequence[str]],
+        entity_aliases: Mapping[str, Sequence[str]],
     ) -> None:
         embeddings = np.asarray(embeddings, dtype=np.float32)
         if len(nodes) and (embeddings.ndim != 2 or embeddings.shape[0] != len(nodes)):
@@ -141,14 +149,20 @@ class InMemoryGraphStore:
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
         with self._lock:
             doc_set = {d for d in doc_ids if d in self._docs}
-            doomed = {n.id for n in self._nodes.values()
-                      if n.kind in ("chunk", "anchor") and n.doc_id in doc_set}
+            doomed = {
+                n.id
+                for n in self._nodes.values()
+                if n.kind in ("chunk", "anchor") and n.doc_id in doc_set
+            }
             # entities left with no mention edge to a surviving anchor
             for n in list(self._nodes.values()):
                 if n.kind != "entity":
                     continue
-                anchors = [self._edges[e].other(n.id) for e in self._adj[n.id]
-                           if self._edges[e].kind == "mention"]
+                anchors = [
+                    self._edges[e].other(n.id)
+                    for e in self._adj[n.id]
+                    if self._edges[e].kind == "mention"
+                ]
                 if anchors and all(a in doomed for a in anchors):
                     doomed.add(n.id)
             dead_edges = {e for nid in doomed for e in self._adj.get(nid, ())}
@@ -168,8 +182,12 @@ class InMemoryGraphStore:
             for d in doc_set:
                 del self._docs[d]
             self._index.clear()
-            return {"documents": len(doc_set), "chunks": len(chunks),
-                    "nodes": len(doomed), "edges": len(dead_edges)}
+            return {
+                "documents": len(doc_set),
+                "chunks": len(chunks),
+                "nodes": len(doomed),
+                "edges": len(dead_edges),
+            }
 
     # --- reads ----------------------------------------------------------------------------
     def get_node(self, node_id: str) -> Node:
@@ -212,8 +230,11 @@ class InMemoryGraphStore:
         with self._lock:
             if key not in self._index:
                 ids = [n.id for n in self._nodes.values() if n.kind in kinds]
-                mat = (np.stack([self._emb[i] for i in ids]) if ids
-                       else np.zeros((0, self._dim or 1), dtype=np.float32))
+                mat = (
+                    np.stack([self._emb[i] for i in ids])
+                    if ids
+                    else np.zeros((0, self._dim or 1), dtype=np.float32)
+                )
                 self._index[key] = (ids, mat)
             return self._index[key]
 
@@ -256,8 +277,9 @@ class InMemoryGraphStore:
             for eid, v in new.items():
                 if np.any(v) or eid in self._memory:
                     self._memory[eid] = v.astype(np.float32)
-        return MemoryUpdateResult(enhanced=len(set(enhance)),
-                                  penalised=len(set(penalise) - set(enhance)))
+        return MemoryUpdateResult(
+            enhanced=len(set(enhance)), penalised=len(set(penalise) - set(enhance))
+        )
 
     def touched_edges(self) -> int:
         return len(self._memory)
@@ -336,10 +358,16 @@ class InMemoryGraphStore:
                 "traces.json": list(self._traces.values()),
             }
             dim = self._dim or 0
-            emb = (np.stack([self._emb[n] for n in node_ids]) if node_ids
-                   else np.zeros((0, dim), dtype=np.float32))
-            memory = (np.stack([self._memory[e] for e in mem_ids]) if mem_ids
-                      else np.zeros((0, dim), dtype=np.float32))
+            emb = (
+                np.stack([self._emb[n] for n in node_ids])
+                if node_ids
+                else np.zeros((0, dim), dtype=np.float32)
+            )
+            memory = (
+                np.stack([self._memory[e] for e in mem_ids])
+                if mem_ids
+                else np.zeros((0, dim), dtype=np.float32)
+            )
         for name, obj in payload.items():
             (tmp / name).write_text(json.dumps(obj), encoding="utf-8")
         np.save(tmp / "embeddings.npy", emb.astype(np.float32), allow_pickle=False)
@@ -391,9 +419,12 @@ class InMemoryGraphStore:
         store._dim = manifest["dim"]
         store._docs = {k: (v[0], v[1]) for k, v in read("documents.json").items()}
         store.add_graph(
-            documents=[], chunks=[Chunk.from_dict(d) for d in read("chunks.json")],
-            nodes=nodes, embeddings=emb,
-            edges=[Edge.from_dict(d) for d in read("edges.json")], entity_aliases={},
+            documents=[],
+            chunks=[Chunk.from_dict(d) for d in read("chunks.json")],
+            nodes=nodes,
+            embeddings=emb,
+            edges=[Edge.from_dict(d) for d in read("edges.json")],
+            entity_aliases={},
         )
         for n in nodes:
             for a in n.aliases:

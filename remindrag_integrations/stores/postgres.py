@@ -20,7 +20,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Self, TypeVar
 
@@ -89,8 +89,18 @@ CREATE TABLE IF NOT EXISTS rr_settings (
   namespace text NOT NULL, key text NOT NULL, value jsonb NOT NULL, PRIMARY KEY (namespace, key));
 """
 
-TABLES = ("rr_documents", "rr_chunks", "rr_nodes", "rr_entity_names", "rr_edges",
-          "rr_edge_memory", "rr_memory_journal", "rr_traces", "rr_settings", "rr_namespaces")
+TABLES = (
+    "rr_documents",
+    "rr_chunks",
+    "rr_nodes",
+    "rr_entity_names",
+    "rr_edges",
+    "rr_edge_memory",
+    "rr_memory_journal",
+    "rr_traces",
+    "rr_settings",
+    "rr_namespaces",
+)
 
 
 class _Pool:
@@ -135,9 +145,17 @@ class PostgresGraphStore:
     the HNSW candidate list of seed search (higher: better recall, slower).
     """
 
-    def __init__(self, dsn: str, namespace: str = "default", dim: int | None = None, *,
-                 pool_size: int = 4, max_traces: int | None = 10_000,
-                 journal: bool = False, ef_search: int = 100) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        namespace: str = "default",
+        dim: int | None = None,
+        *,
+        pool_size: int = 4,
+        max_traces: int | None = 10_000,
+        journal: bool = False,
+        ef_search: int = 100,
+    ) -> None:
         if not namespace:
             raise ValueError("namespace must be a non-empty string")
         self.dsn, self.namespace = dsn, namespace
@@ -156,11 +174,14 @@ class PostgresGraphStore:
                     if conn.execute("SELECT to_regclass('rr_settings')").fetchone() == (None,):
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                         conn.execute(_SCHEMA)
-                    conn.execute("INSERT INTO rr_namespaces (namespace, dim, schema_version) "
-                                 "VALUES (%s, NULL, %s) ON CONFLICT DO NOTHING",
-                                 (self.namespace, SCHEMA_VERSION))
-                    row = conn.execute("SELECT dim FROM rr_namespaces WHERE namespace = %s",
-                                       (self.namespace,)).fetchone()
+                    conn.execute(
+                        "INSERT INTO rr_namespaces (namespace, dim, schema_version) "
+                        "VALUES (%s, NULL, %s) ON CONFLICT DO NOTHING",
+                        (self.namespace, SCHEMA_VERSION),
+                    )
+                    row = conn.execute(
+                        "SELECT dim FROM rr_namespaces WHERE namespace = %s", (self.namespace,)
+                    ).fetchone()
                     self._dim = row[0] if row else None
                 if dim is not None:  # own transaction: row lock, then the schema lock
                     with conn.transaction():
@@ -170,15 +191,19 @@ class PostgresGraphStore:
 
     def _set_dim(self, cur: psycopg.Cursor, dim: int) -> int:
         """Fix the namespace's dimension (first writer wins) and make sure its index exists."""
-        row = cur.execute("SELECT dim FROM rr_namespaces WHERE namespace = %s FOR UPDATE",
-                          (self.namespace,)).fetchone()
+        row = cur.execute(
+            "SELECT dim FROM rr_namespaces WHERE namespace = %s FOR UPDATE", (self.namespace,)
+        ).fetchone()
         current = row[0] if row else None
         if current is None:
-            cur.execute("UPDATE rr_namespaces SET dim = %s WHERE namespace = %s",
-                        (dim, self.namespace))
+            cur.execute(
+                "UPDATE rr_namespaces SET dim = %s WHERE namespace = %s", (dim, self.namespace)
+            )
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            cur.execute(f"CREATE INDEX IF NOT EXISTS rr_nodes_hnsw_{dim} ON rr_nodes USING hnsw "
-                        f"((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}")
+            cur.execute(
+                f"CREATE INDEX IF NOT EXISTS rr_nodes_hnsw_{dim} ON rr_nodes USING hnsw "
+                f"((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
+            )
             current = dim
         elif current != dim:
             raise EmbeddingError(f"embedding dimension {dim} != store dimension {current}")
@@ -198,8 +223,11 @@ class PostgresGraphStore:
         """Run ``fn`` in one transaction, retrying on deadlock / serialisation failure."""
         for attempt in range(retries):
             try:
-                with (self._pool.connection() as conn, conn.transaction(),
-                      conn.cursor(binary=True) as cur):
+                with (
+                    self._pool.connection() as conn,
+                    conn.transaction(),
+                    conn.cursor(binary=True) as cur,
+                ):
                     return fn(cur)
             except (errors.DeadlockDetected, errors.SerializationFailure):
                 if attempt == retries - 1:
@@ -224,8 +252,9 @@ class PostgresGraphStore:
     def dim(self) -> int | None:
         if self._dim is None:
             with self._cursor() as cur:
-                row = cur.execute("SELECT dim FROM rr_namespaces WHERE namespace = %s",
-                                  (self.namespace,)).fetchone()
+                row = cur.execute(
+                    "SELECT dim FROM rr_namespaces WHERE namespace = %s", (self.namespace,)
+                ).fetchone()
             self._dim = row[0] if row else None
         return self._dim
 
@@ -238,21 +267,25 @@ class PostgresGraphStore:
                      (SELECT count(*) FROM rr_nodes WHERE namespace = %(ns)s AND kind = 'entity'),
                      (SELECT count(*) FROM rr_edges WHERE namespace = %(ns)s),
                      (SELECT count(*) FROM rr_edge_memory WHERE namespace = %(ns)s)""",
-                {"ns": self.namespace})
+                {"ns": self.namespace},
+            )
             row = cur.fetchone() or ()
         keys = ("documents", "chunks", "anchors", "entities", "edges", "touched_edges")
         return dict(zip(keys, (int(x) for x in row)))
 
     def document_hash(self, doc_id: str) -> str | None:
         with self._cursor() as cur:
-            row = cur.execute("SELECT hash FROM rr_documents WHERE namespace = %s AND id = %s",
-                              (self.namespace, doc_id)).fetchone()
+            row = cur.execute(
+                "SELECT hash FROM rr_documents WHERE namespace = %s AND id = %s",
+                (self.namespace, doc_id),
+            ).fetchone()
         return row[0] if row else None
 
     def document_ids(self) -> list[str]:
         with self._cursor() as cur:
-            cur.execute("SELECT id FROM rr_documents WHERE namespace = %s ORDER BY id",
-                        (self.namespace,))
+            cur.execute(
+                "SELECT id FROM rr_documents WHERE namespace = %s ORDER BY id", (self.namespace,)
+            )
             return [r[0] for r in cur]
 
     # --- writes ---------------------------------------------------------------------------------
@@ -264,7 +297,7 @@ class PostgresGraphStore:
         nodes: Sequence[Node],
         embeddings: np.ndarray,
         edges: Sequence[Edge],
-        entity_aliases: dict[str, Sequence[str]],
+        entity_aliases: Mapping[str, Sequence[str]],
     ) -> None:
         embeddings = np.asarray(embeddings, dtype=np.float32)
         if len(nodes) and (embeddings.ndim != 2 or embeddings.shape[0] != len(nodes)):
@@ -278,93 +311,152 @@ class PostgresGraphStore:
                     "INSERT INTO rr_documents (namespace, id, hash, metadata) "
                     "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, id) DO UPDATE "
                     "SET hash = EXCLUDED.hash, metadata = EXCLUDED.metadata",
-                    [(ns, d, h, Jsonb(dict(m))) for d, h, m in documents])
-            _bulk(cur, "rr_chunks",
-                  ("namespace", "id", "doc_id", "idx", "text", "start_char", "end_char", "metadata"),
-                  [(ns, c.id, c.doc_id, c.index, c.text, c.start, c.end, json.dumps(c.metadata))
-                   for c in chunks],
-                  "ON CONFLICT (namespace, id) DO UPDATE SET doc_id = EXCLUDED.doc_id, "
-                  "idx = EXCLUDED.idx, text = EXCLUDED.text, start_char = EXCLUDED.start_char, "
-                  "end_char = EXCLUDED.end_char, metadata = EXCLUDED.metadata")
-            new = _bulk(cur, "rr_nodes",
-                        ("namespace", "id", "kind", "name", "doc_id", "chunk_id", "aliases", "dim",
-                         "embedding"),
-                        [(ns, n.id, n.kind, n.name, n.doc_id, n.chunk_id, list(n.aliases), dim,
-                          row) for n, row in zip(nodes, embeddings)],
-                        "ON CONFLICT (namespace, id) DO NOTHING RETURNING id, kind, name")
+                    [(ns, d, h, Jsonb(dict(m))) for d, h, m in documents],
+                )
+            _bulk(
+                cur,
+                "rr_chunks",
+                ("namespace", "id", "doc_id", "idx", "text", "start_char", "end_char", "metadata"),
+                [
+                    (ns, c.id, c.doc_id, c.index, c.text, c.start, c.end, json.dumps(c.metadata))
+                    for c in chunks
+                ],
+                "ON CONFLICT (namespace, id) DO UPDATE SET doc_id = EXCLUDED.doc_id, "
+                "idx = EXCLUDED.idx, text = EXCLUDED.text, start_char = EXCLUDED.start_char, "
+                "end_char = EXCLUDED.end_char, metadata = EXCLUDED.metadata",
+            )
+            new = _bulk(
+                cur,
+                "rr_nodes",
+                (
+                    "namespace",
+                    "id",
+                    "kind",
+                    "name",
+                    "doc_id",
+                    "chunk_id",
+                    "aliases",
+                    "dim",
+                    "embedding",
+                ),
+                [
+                    (ns, n.id, n.kind, n.name, n.doc_id, n.chunk_id, list(n.aliases), dim, row)
+                    for n, row in zip(nodes, embeddings)
+                ],
+                "ON CONFLICT (namespace, id) DO NOTHING RETURNING id, kind, name",
+            )
             names = [(ns, _norm(name), nid) for nid, kind, name in new if kind == "entity"]
             if names:
                 cur.executemany(
                     "INSERT INTO rr_entity_names (namespace, name, node_id) VALUES (%s, %s, %s) "
                     "ON CONFLICT (namespace, name) DO UPDATE SET node_id = EXCLUDED.node_id",
-                    names)
+                    names,
+                )
             for node_id, aliases in entity_aliases.items():
                 self._add_aliases(cur, node_id, aliases)
             try:
-                _bulk(cur, "rr_edges", ("namespace", "id", "u", "v", "kind", "text"),
-                      [(ns, e.id, e.u, e.v, e.kind, e.text) for e in edges],
-                      "ON CONFLICT (namespace, id) DO NOTHING")
+                _bulk(
+                    cur,
+                    "rr_edges",
+                    ("namespace", "id", "u", "v", "kind", "text"),
+                    [(ns, e.id, e.u, e.v, e.kind, e.text) for e in edges],
+                    "ON CONFLICT (namespace, id) DO NOTHING",
+                )
             except errors.ForeignKeyViolation as exc:
-                raise UnknownNodeError(f"an edge joins unknown node(s): {exc.diag.message_detail}"
-                                       ) from None
+                raise UnknownNodeError(
+                    f"an edge joins unknown node(s): {exc.diag.message_detail}"
+                ) from None
 
         self._tx(write)
 
     def _add_aliases(self, cur: psycopg.Cursor, node_id: str, aliases: Sequence[str]) -> None:
-        row = cur.execute("SELECT name, aliases FROM rr_nodes WHERE namespace = %s AND id = %s "
-                          "FOR UPDATE", (self.namespace, node_id)).fetchone()
+        row = cur.execute(
+            "SELECT name, aliases FROM rr_nodes WHERE namespace = %s AND id = %s FOR UPDATE",
+            (self.namespace, node_id),
+        ).fetchone()
         if row is None:
             raise UnknownNodeError(f"unknown entity {node_id}")
         name, have = row
         new = [a for a in dict.fromkeys(aliases) if a not in have and a != name]
         if new:
-            cur.execute("UPDATE rr_nodes SET aliases = aliases || %s::text[] "
-                        "WHERE namespace = %s AND id = %s", (new, self.namespace, node_id))
+            cur.execute(
+                "UPDATE rr_nodes SET aliases = aliases || %s::text[] "
+                "WHERE namespace = %s AND id = %s",
+                (new, self.namespace, node_id),
+            )
         if aliases:
-            cur.executemany("INSERT INTO rr_entity_names (namespace, name, node_id) "
-                            "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                            [(self.namespace, _norm(a), node_id) for a in aliases])
+            cur.executemany(
+                "INSERT INTO rr_entity_names (namespace, name, node_id) "
+                "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                [(self.namespace, _norm(a), node_id) for a in aliases],
+            )
 
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
         ids, ns = sorted(set(doc_ids)), self.namespace
 
         def delete(cur: psycopg.Cursor) -> dict[str, int]:
-            cur.execute("SELECT id FROM rr_documents WHERE namespace = %s AND id = ANY(%s) "
-                        "ORDER BY id FOR UPDATE", (ns, ids))
+            cur.execute(
+                "SELECT id FROM rr_documents WHERE namespace = %s AND id = ANY(%s) "
+                "ORDER BY id FOR UPDATE",
+                (ns, ids),
+            )
             docs = [r[0] for r in cur]
             if not docs:
                 return {"documents": 0, "chunks": 0, "nodes": 0, "edges": 0}
-            cur.execute("SELECT id FROM rr_nodes WHERE namespace = %s AND doc_id = ANY(%s) "
-                        "AND kind IN ('chunk', 'anchor')", (ns, docs))
+            cur.execute(
+                "SELECT id FROM rr_nodes WHERE namespace = %s AND doc_id = ANY(%s) "
+                "AND kind IN ('chunk', 'anchor')",
+                (ns, docs),
+            )
             doomed = [r[0] for r in cur]
             doomed += [r[0] for r in cur.execute(_ORPHAN_ENTITIES, {"ns": ns, "doomed": doomed})]
-            cur.execute("SELECT count(*) FROM rr_edges WHERE namespace = %(ns)s "
-                        "AND (u = ANY(%(d)s) OR v = ANY(%(d)s))", {"ns": ns, "d": doomed})
+            cur.execute(
+                "SELECT count(*) FROM rr_edges WHERE namespace = %(ns)s "
+                "AND (u = ANY(%(d)s) OR v = ANY(%(d)s))",
+                {"ns": ns, "d": doomed},
+            )
             n_edges = cur.fetchone()[0]  # type: ignore[index]
             # the foreign keys cascade: edges, their memory and journal, entity names
             cur.execute("DELETE FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, doomed))
             n_nodes = cur.rowcount
-            cur.execute("DELETE FROM rr_chunks WHERE namespace = %s AND doc_id = ANY(%s)",
-                        (ns, docs))
+            cur.execute(
+                "DELETE FROM rr_chunks WHERE namespace = %s AND doc_id = ANY(%s)", (ns, docs)
+            )
             n_chunks = cur.rowcount
-            cur.execute("DELETE FROM rr_documents WHERE namespace = %s AND id = ANY(%s)",
-                        (ns, docs))
-            return {"documents": len(docs), "chunks": n_chunks, "nodes": n_nodes,
-                    "edges": int(n_edges)}
+            cur.execute(
+                "DELETE FROM rr_documents WHERE namespace = %s AND id = ANY(%s)", (ns, docs)
+            )
+            return {
+                "documents": len(docs),
+                "chunks": n_chunks,
+                "nodes": n_nodes,
+                "edges": int(n_edges),
+            }
 
         return self._tx(delete)
 
     def drop_namespace(self) -> dict[str, int]:
         """Delete everything this namespace holds (graph, memory, traces); other tenants
         are untouched. Returns rows removed per table."""
+
         def drop(cur: psycopg.Cursor) -> dict[str, int]:
             out = {}
-            for table in ("rr_settings", "rr_traces", "rr_memory_journal", "rr_edge_memory", "rr_edges",
-                          "rr_entity_names", "rr_nodes", "rr_chunks", "rr_documents"):
+            for table in (
+                "rr_settings",
+                "rr_traces",
+                "rr_memory_journal",
+                "rr_edge_memory",
+                "rr_edges",
+                "rr_entity_names",
+                "rr_nodes",
+                "rr_chunks",
+                "rr_documents",
+            ):
                 cur.execute(f"DELETE FROM {table} WHERE namespace = %s", (self.namespace,))
                 out[table] = cur.rowcount
-            cur.execute("UPDATE rr_namespaces SET dim = NULL WHERE namespace = %s",
-                        (self.namespace,))
+            cur.execute(
+                "UPDATE rr_namespaces SET dim = NULL WHERE namespace = %s", (self.namespace,)
+            )
             return out
 
         result = self._tx(drop)
@@ -377,25 +469,31 @@ class PostgresGraphStore:
 
     def get_nodes(self, node_ids: Sequence[str]) -> list[Node]:
         with self._cursor() as cur:
-            cur.execute("SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
-                        "WHERE namespace = %s AND id = ANY(%s)", (self.namespace, list(node_ids)))
+            cur.execute(
+                "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
+                "WHERE namespace = %s AND id = ANY(%s)",
+                (self.namespace, list(node_ids)),
+            )
             found = {r[0]: Node(r[0], r[1], r[2], r[3], r[4], tuple(r[5])) for r in cur}
         return [_get(found, n, "node") for n in node_ids]
 
     def get_chunk(self, chunk_id: str) -> Chunk:
         with self._cursor() as cur:
-            row = cur.execute("SELECT id, doc_id, idx, text, start_char, end_char, metadata "
-                              "FROM rr_chunks WHERE namespace = %s AND id = %s",
-                              (self.namespace, chunk_id)).fetchone()
+            row = cur.execute(
+                "SELECT id, doc_id, idx, text, start_char, end_char, metadata "
+                "FROM rr_chunks WHERE namespace = %s AND id = %s",
+                (self.namespace, chunk_id),
+            ).fetchone()
         if row is None:
             raise UnknownNodeError(f"unknown chunk id {chunk_id!r}")
         return Chunk(*row)
 
     def get_edge(self, edge_id: str) -> Edge:
         with self._cursor() as cur:
-            row = cur.execute("SELECT id, u, v, kind, text FROM rr_edges "
-                              "WHERE namespace = %s AND id = %s",
-                              (self.namespace, edge_id)).fetchone()
+            row = cur.execute(
+                "SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %s AND id = %s",
+                (self.namespace, edge_id),
+            ).fetchone()
         if row is None:
             raise UnknownNodeError(f"unknown edge id {edge_id!r}")
         return Edge(*row)
@@ -404,8 +502,10 @@ class PostgresGraphStore:
         if not node_ids:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
         with self._cursor() as cur:
-            cur.execute("SELECT id, embedding FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)",
-                        (self.namespace, list(dict.fromkeys(node_ids))))
+            cur.execute(
+                "SELECT id, embedding FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)",
+                (self.namespace, list(dict.fromkeys(node_ids))),
+            )
             found = {r[0]: r[1] for r in cur}
         return np.stack([_get(found, n, "node") for n in node_ids]).astype(np.float32)
 
@@ -413,8 +513,14 @@ class PostgresGraphStore:
         with self._cursor() as cur:
             cur.execute(_NEIGHBORS, {"ns": self.namespace, "n": node_id})
             out = [Edge(*r) for r in cur]
-            if not out and cur.execute("SELECT 1 FROM rr_nodes WHERE namespace = %s AND id = %s",
-                                       (self.namespace, node_id)).fetchone() is None:
+            if (
+                not out
+                and cur.execute(
+                    "SELECT 1 FROM rr_nodes WHERE namespace = %s AND id = %s",
+                    (self.namespace, node_id),
+                ).fetchone()
+                is None
+            ):
                 raise UnknownNodeError(f"unknown node id {node_id!r}")
         return out
 
@@ -435,7 +541,8 @@ class PostgresGraphStore:
                 f"SELECT id, 1 - ((embedding::vector({dim})) <=> %(q)s::vector({dim})) "
                 f"FROM rr_nodes WHERE namespace = %(ns)s AND dim = {dim} AND kind = ANY(%(k)s) "
                 f"ORDER BY (embedding::vector({dim})) <=> %(q)s::vector({dim}) LIMIT %(n)s",
-                {"q": q, "ns": self.namespace, "k": list(kinds), "n": k})
+                {"q": q, "ns": self.namespace, "k": list(kinds), "n": k},
+            )
             return [(r[0], float(r[1])) for r in cur]
 
         if 2 * k > self.ef_search:
@@ -447,9 +554,10 @@ class PostgresGraphStore:
 
     def find_entity_by_name(self, normalized_name: str) -> str | None:
         with self._cursor() as cur:
-            row = cur.execute("SELECT node_id FROM rr_entity_names "
-                              "WHERE namespace = %s AND name = %s",
-                              (self.namespace, normalized_name)).fetchone()
+            row = cur.execute(
+                "SELECT node_id FROM rr_entity_names WHERE namespace = %s AND name = %s",
+                (self.namespace, normalized_name),
+            ).fetchone()
         return row[0] if row else None
 
     # --- memory ---------------------------------------------------------------------------------
@@ -458,9 +566,11 @@ class PostgresGraphStore:
         if not edge_ids:
             return out
         with self._cursor() as cur:
-            cur.execute("SELECT edge_id, vec FROM rr_edge_memory "
-                        "WHERE namespace = %s AND edge_id = ANY(%s)",
-                        (self.namespace, list(dict.fromkeys(edge_ids))))
+            cur.execute(
+                "SELECT edge_id, vec FROM rr_edge_memory "
+                "WHERE namespace = %s AND edge_id = ANY(%s)",
+                (self.namespace, list(dict.fromkeys(edge_ids))),
+            )
             found = {r[0]: r[1] for r in cur}
         for i, eid in enumerate(edge_ids):
             if eid in found:
@@ -470,8 +580,9 @@ class PostgresGraphStore:
     def update_memory(
         self, enhance: Sequence[str], penalise: Sequence[str], query: np.ndarray
     ) -> MemoryUpdateResult:
-        result = MemoryUpdateResult(enhanced=len(set(enhance)),
-                                    penalised=len(set(penalise) - set(enhance)))
+        result = MemoryUpdateResult(
+            enhanced=len(set(enhance)), penalised=len(set(penalise) - set(enhance))
+        )
         ids = sorted({*enhance, *penalise})
         if not ids:
             return result
@@ -480,30 +591,41 @@ class PostgresGraphStore:
 
         def write(cur: psycopg.Cursor) -> None:
             self._lock_edges(cur, ids)
-            cur.execute("SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s "
-                        "AND edge_id = ANY(%s) ORDER BY edge_id FOR UPDATE", (ns, ids))
+            cur.execute(
+                "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s "
+                "AND edge_id = ANY(%s) ORDER BY edge_id FOR UPDATE",
+                (ns, ids),
+            )
             current = {r[0]: r[1] for r in cur}
             new = mem.apply_updates(current, enhance, penalise, q_hat, self.dim or len(q_hat))
-            rows = [(ns, e, v.astype(np.float32)) for e, v in sorted(new.items())
-                    if np.any(v) or e in current]
+            rows = [
+                (ns, e, v.astype(np.float32))
+                for e, v in sorted(new.items())
+                if np.any(v) or e in current
+            ]
             cur.executemany(
                 "INSERT INTO rr_edge_memory (namespace, edge_id, vec) VALUES (%s, %s, %s) "
                 "ON CONFLICT (namespace, edge_id) DO UPDATE SET vec = EXCLUDED.vec, "
-                "writes = rr_edge_memory.writes + 1, updated_at = now()", rows)
+                "writes = rr_edge_memory.writes + 1, updated_at = now()",
+                rows,
+            )
             if self.journal:
                 enhanced = set(enhance)
                 cur.executemany(
                     "INSERT INTO rr_memory_journal (namespace, edge_id, op, query) "
                     "VALUES (%s, %s, %s, %s)",
-                    [(ns, e, "e" if e in enhanced else "p", q_hat) for e in sorted(new)])
+                    [(ns, e, "e" if e in enhanced else "p", q_hat) for e in sorted(new)],
+                )
 
         self._tx(write)
         return result
 
     def _lock_edges(self, cur: psycopg.Cursor, ids: list[str]) -> None:
         """Lock the edge rows in id order (no deadlock between writers); unknown ids raise."""
-        cur.execute("SELECT id FROM rr_edges WHERE namespace = %s AND id = ANY(%s) "
-                    "ORDER BY id FOR UPDATE", (self.namespace, ids))
+        cur.execute(
+            "SELECT id FROM rr_edges WHERE namespace = %s AND id = ANY(%s) ORDER BY id FOR UPDATE",
+            (self.namespace, ids),
+        )
         missing = set(ids) - {r[0] for r in cur}
         if missing:
             raise UnknownNodeError(f"unknown edge id {min(missing)!r}")
@@ -511,15 +633,18 @@ class PostgresGraphStore:
     def memory_writes(self, edge_ids: Sequence[str]) -> dict[str, int]:
         """How many memory writes each edge received since its memory row was created."""
         with self._cursor() as cur:
-            cur.execute("SELECT edge_id, writes FROM rr_edge_memory "
-                        "WHERE namespace = %s AND edge_id = ANY(%s)",
-                        (self.namespace, list(edge_ids)))
+            cur.execute(
+                "SELECT edge_id, writes FROM rr_edge_memory "
+                "WHERE namespace = %s AND edge_id = ANY(%s)",
+                (self.namespace, list(edge_ids)),
+            )
             return {r[0]: int(r[1]) for r in cur}
 
     def touched_edges(self) -> int:
         with self._cursor() as cur:
-            row = cur.execute("SELECT count(*) FROM rr_edge_memory WHERE namespace = %s",
-                              (self.namespace,)).fetchone()
+            row = cur.execute(
+                "SELECT count(*) FROM rr_edge_memory WHERE namespace = %s", (self.namespace,)
+            ).fetchone()
         return int(row[0])  # type: ignore[index]
 
     def top_memory(self, query: np.ndarray | None, k: int) -> list[tuple[str, float]]:
@@ -527,13 +652,17 @@ class PostgresGraphStore:
             return []
         with self._cursor() as cur:
             if query is None:
-                cur.execute("SELECT edge_id, vector_norm(vec) AS s FROM rr_edge_memory "
-                            "WHERE namespace = %s ORDER BY s DESC, edge_id LIMIT %s",
-                            (self.namespace, k))
+                cur.execute(
+                    "SELECT edge_id, vector_norm(vec) AS s FROM rr_edge_memory "
+                    "WHERE namespace = %s ORDER BY s DESC, edge_id LIMIT %s",
+                    (self.namespace, k),
+                )
             else:
-                cur.execute("SELECT edge_id, -(vec <#> %(q)s) AS s FROM rr_edge_memory "
-                            "WHERE namespace = %(ns)s ORDER BY s DESC, edge_id LIMIT %(k)s",
-                            {"q": mem.unit(query), "ns": self.namespace, "k": k})
+                cur.execute(
+                    "SELECT edge_id, -(vec <#> %(q)s) AS s FROM rr_edge_memory "
+                    "WHERE namespace = %(ns)s ORDER BY s DESC, edge_id LIMIT %(k)s",
+                    {"q": mem.unit(query), "ns": self.namespace, "k": k},
+                )
             return [(r[0], float(r[1])) for r in cur]
 
     def reset_memory(self, *, all_namespaces: bool = False) -> int:
@@ -556,15 +685,20 @@ class PostgresGraphStore:
         if not 0.0 <= factor <= 1.0:
             raise ValueError("decay factor must be in [0, 1]")
         with self._cursor() as cur:  # one UPDATE: row locks serialise it with update_memory
-            cur.execute("UPDATE rr_edge_memory SET vec = vec * array_fill(%s::real, "
-                        "ARRAY[vector_dims(vec)])::vector, updated_at = now() "
-                        "WHERE namespace = %s", (factor, self.namespace))
+            cur.execute(
+                "UPDATE rr_edge_memory SET vec = vec * array_fill(%s::real, "
+                "ARRAY[vector_dims(vec)])::vector, updated_at = now() "
+                "WHERE namespace = %s",
+                (factor, self.namespace),
+            )
             return cur.rowcount
 
     def export_memory(self) -> dict[str, list[float]]:
         with self._cursor() as cur:
-            cur.execute("SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s "
-                        "ORDER BY edge_id", (self.namespace,))
+            cur.execute(
+                "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s ORDER BY edge_id",
+                (self.namespace,),
+            )
             return {r[0]: r[1].astype(float).tolist() for r in cur}
 
     def import_memory(self, vectors: dict[str, list[float]]) -> int:
@@ -582,7 +716,9 @@ class PostgresGraphStore:
             cur.executemany(
                 "INSERT INTO rr_edge_memory (namespace, edge_id, vec) VALUES (%s, %s, %s) "
                 "ON CONFLICT (namespace, edge_id) DO UPDATE SET vec = EXCLUDED.vec, "
-                "updated_at = now()", rows)
+                "updated_at = now()",
+                rows,
+            )
 
         self._tx(write)
         return len(rows)
@@ -593,21 +729,27 @@ class PostgresGraphStore:
         trim = self.max_traces is not None and self._saved_traces % 100 == 1
 
         def write(cur: psycopg.Cursor) -> None:
-            cur.execute("INSERT INTO rr_traces (namespace, id, data) VALUES (%s, %s, %s) "
-                        "ON CONFLICT (namespace, id) DO UPDATE SET data = EXCLUDED.data",
-                        (self.namespace, trace["trace_id"], Jsonb(trace)))
+            cur.execute(
+                "INSERT INTO rr_traces (namespace, id, data) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, id) DO UPDATE SET data = EXCLUDED.data",
+                (self.namespace, trace["trace_id"], Jsonb(trace)),
+            )
             if trim:  # now and then: keep the newest ``max_traces`` (approximately)
-                cur.execute("DELETE FROM rr_traces WHERE namespace = %(ns)s AND seq <= ("
-                            "SELECT seq FROM rr_traces WHERE namespace = %(ns)s "
-                            "ORDER BY seq DESC OFFSET %(n)s LIMIT 1)",
-                            {"ns": self.namespace, "n": self.max_traces})
+                cur.execute(
+                    "DELETE FROM rr_traces WHERE namespace = %(ns)s AND seq <= ("
+                    "SELECT seq FROM rr_traces WHERE namespace = %(ns)s "
+                    "ORDER BY seq DESC OFFSET %(n)s LIMIT 1)",
+                    {"ns": self.namespace, "n": self.max_traces},
+                )
 
         self._tx(write)
 
     def load_trace(self, trace_id: str) -> dict | None:
         with self._cursor() as cur:
-            row = cur.execute("SELECT data FROM rr_traces WHERE namespace = %s AND id = %s",
-                              (self.namespace, trace_id)).fetchone()
+            row = cur.execute(
+                "SELECT data FROM rr_traces WHERE namespace = %s AND id = %s",
+                (self.namespace, trace_id),
+            ).fetchone()
         return row[0] if row else None
 
     def flush(self) -> None:
@@ -618,17 +760,20 @@ class PostgresGraphStore:
         """JSON settings kept with this namespace (e.g. the embedding model, engine config):
         what a saved directory holds for the embedded store."""
         with self._cursor() as cur:
-            cur.execute("SELECT key, value FROM rr_settings WHERE namespace = %s",
-                        (self.namespace,))
+            cur.execute(
+                "SELECT key, value FROM rr_settings WHERE namespace = %s", (self.namespace,)
+            )
             return {r[0]: r[1] for r in cur}
 
     def update_settings(self, values: dict[str, Any]) -> None:
         """Set (overwrite) settings of this namespace; values must be JSON-serialisable."""
+
         def write(cur: psycopg.Cursor) -> None:
             cur.executemany(
                 "INSERT INTO rr_settings (namespace, key, value) VALUES (%s, %s, %s) "
                 "ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value",
-                [(self.namespace, k, Jsonb(v)) for k, v in values.items()])
+                [(self.namespace, k, Jsonb(v)) for k, v in values.items()],
+            )
 
         if values:
             self._tx(write)
@@ -669,23 +814,28 @@ def _configure(conn: psycopg.Connection, ef_search: int) -> None:
         conn.adapters.register_loader(info.oid, _NumpyVectorLoader)
     # HNSW candidate list (recall vs latency); pgvector >= 0.8: keep scanning the index until
     # k rows pass the namespace / kind filters
-    for setting in (f"SET hnsw.ef_search = {int(ef_search)}",
-                    "SET hnsw.iterative_scan = strict_order"):
+    for setting in (
+        f"SET hnsw.ef_search = {int(ef_search)}",
+        "SET hnsw.iterative_scan = strict_order",
+    ):
         try:
             conn.execute(setting)
         except psycopg.Error:
             pass
 
 
-def _bulk(cur: psycopg.Cursor, table: str, cols: Sequence[str], rows: list[tuple],
-          conflict: str) -> list[tuple]:
+def _bulk(
+    cur: psycopg.Cursor, table: str, cols: Sequence[str], rows: list[tuple], conflict: str
+) -> list[tuple]:
     """COPY ``rows`` into a temporary twin of ``table``, then INSERT ... SELECT ``conflict``."""
     if not rows:
         return []
     stage = f"_stage_{table}"
     collist = ", ".join(cols)
-    cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} "
-                f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+    cur.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {stage} "
+        f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+    )
     with cur.copy(f"COPY {stage} ({collist}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
