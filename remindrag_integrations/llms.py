@@ -230,18 +230,31 @@ def drive(
             reply, error = None, exc
 
 
+@dataclass(frozen=True)
+class _Done:
+    value: Any
+
+
+def _advance(step: Step, reply: Any, error: LLMError | None) -> Ask | Embed | _Done:
+    try:
+        return step.throw(error) if error else step.send(reply)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
 async def adrive(
     step: Step, decider: Decider, ledger: CostLedger, embedder: Embedder, dim: int | None = None
 ) -> Any:
-    """:func:`drive` for the event loop: LLM asks are awaited and embeddings computed in a
-    worker thread, so nothing blocks the loop."""
+    """:func:`drive` for the event loop: LLM asks are awaited, while the step's own work
+    between asks (store reads and writes, e.g. PostgreSQL round trips) and embeddings run in
+    a worker thread, so nothing blocks the loop."""
     reply: Any = None
     error: LLMError | None = None
     while True:
-        try:
-            req = step.throw(error) if error else step.send(reply)
-        except StopIteration as stop:
-            return stop.value
+        # StopIteration cannot cross a Future: the worker hands it back as a value
+        req = await asyncio.to_thread(_advance, step, reply, error)
+        if isinstance(req, _Done):
+            return req.value
         try:
             if isinstance(req, Embed):
                 reply = await asyncio.to_thread(embed_checked, embedder, req.texts, dim=dim)

@@ -4,6 +4,7 @@ the engine's real prompts by reading them. Use them in your own tests, offline.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -56,7 +57,7 @@ class ScriptedLLM:
         return Completion(text, count_tokens(prompt), count_tokens(text))
 
     async def acomplete(self, prompt: str) -> Completion:
-        return self.complete(prompt)
+        return await asyncio.to_thread(self.complete, prompt)
 
 
 def prompt_stage(prompt: str) -> str:

@@ -305,3 +305,30 @@ def test_thumbs_up_on_a_chunk_the_walk_missed_teaches_a_path(hotpot) -> None:
         assert set(w.supporting_chunks) <= {rc.chunk.id for rc in again.chunks}
         assert again.trace.replayed_edges
     assert taught >= 3
+
+
+def test_async_retrieval_keeps_store_round_trips_off_the_loop(hotpot) -> None:
+    from remindrag_integrations.stores import InMemoryGraphStore
+
+    on_loop: list[str] = []
+
+    class RemoteStore(InMemoryGraphStore):
+        """Records neighbour lookups (a database round trip in a real store) made on the
+        event loop's own thread."""
+
+        def neighbors(self, node_id: str):  # type: ignore[no-untyped-def]
+            try:
+                asyncio.get_running_loop()
+                on_loop.append(node_id)
+            except RuntimeError:  # no loop in this thread: a worker thread, as it should be
+                pass
+            return super().neighbors(node_id)
+
+    qs, rows = hotpot
+    eng, oracle, _ = build(qs[0], rows)
+    remote = RemoteStore()
+    remote.__dict__.update(eng.store.__dict__)
+    eng.store = oracle.store = remote
+    r = asyncio.run(eng.aretrieve(qs[0]["question"]))
+    assert r.trace.decisions >= 1 and r.chunks
+    assert on_loop == []
