@@ -36,6 +36,7 @@ from .types import (
     CostLedger,
     Document,
     IndexReport,
+    InvalidQueryError,
     LLMError,
     LLMOutputError,
     MemoryStats,
@@ -213,7 +214,7 @@ class ReMindRAG:
     ) -> Step:
         """``ledger`` is the one the driver records into; the trace keeps it."""
         if not isinstance(query, str) or not query.strip():
-            raise ValueError("the query must be a non-empty string")
+            raise InvalidQueryError(f"the query must be a non-empty string, got {query!r}")
         subqs = yield from self._pre_query(query, cfg)
         vecs = yield Embed((query, *[s for s in subqs if s != query]))
         t0 = time.perf_counter()

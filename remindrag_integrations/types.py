@@ -36,6 +36,10 @@ class InvalidDocumentError(ReMindError, ValueError):
     """A document cannot be indexed (empty text, bad id, wrong type)."""
 
 
+class InvalidQueryError(ReMindError, ValueError):
+    """A query that cannot be retrieved for (not a string, empty or whitespace only)."""
+
+
 class LLMError(ReMindError):
     """The LLM call failed (exception from the provider)."""
 

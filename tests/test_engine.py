@@ -332,3 +332,15 @@ def test_async_retrieval_keeps_store_round_trips_off_the_loop(hotpot) -> None:
     r = asyncio.run(eng.aretrieve(qs[0]["question"]))
     assert r.trace.decisions >= 1 and r.chunks
     assert on_loop == []
+
+
+@pytest.mark.parametrize("query", ["", "   ", None, 42])
+def test_bad_queries_are_typed_errors(query) -> None:
+    from remindrag_integrations import InvalidQueryError
+
+    eng = ReMindRAG(embeddings=HashEmbedder())
+    eng.insert([Document("d", "Paris is the capital of France.")])
+    with pytest.raises(InvalidQueryError):
+        eng.retrieve(query)
+    with pytest.raises(InvalidQueryError):
+        asyncio.run(eng.aretrieve(query))
