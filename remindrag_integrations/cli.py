@@ -301,7 +301,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             for rc in retrieval.chunks
         ],
         "trace_id": trace.trace_id,
-        "decisions": traversal_decisions(trace),
+        "decisions": trace.decisions,
         "replayed_edges": len(trace.replayed_edges),
         "stop_reason": trace.stop_reason,
         "llm_calls": trace.costs.total_calls,
@@ -335,12 +335,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"memory: {status}")
     print(f"trace: {trace.trace_id}")
     return 0
-
-
-def traversal_decisions(trace: Any) -> int:
-    """Decisions the navigator (LLM or zero-token) made: each move it chose or that was
-    rejected, plus the final 'enough'."""
-    return int(trace.decisions)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

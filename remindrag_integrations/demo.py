@@ -46,7 +46,7 @@ class Round:
 
 
 def ask(engine: Any, question: dict[str, Any], show: bool, llm: Any = None) -> tuple[Any, Round]:
-    from .cli import describe_path, traversal_decisions
+    from .cli import describe_path
 
     answer = engine.answer(question["question"], llm=llm)
     retrieval, trace = answer.retrieval, answer.retrieval.trace
@@ -62,7 +62,7 @@ def ask(engine: Any, question: dict[str, Any], show: bool, llm: Any = None) -> t
         print("   path: " + " | ".join(describe_path(engine, trace)))
     costs = trace.costs
     return answer, Round(
-        traversal_decisions(trace),
+        trace.decisions,
         costs.llm_calls["traversal"],
         costs.total_tokens,
         len(trace.replayed_edges),

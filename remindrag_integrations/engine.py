@@ -277,26 +277,32 @@ class ReMindRAG:
                 self._traces.popitem(last=False)
         self.store.save_trace(trace.to_dict())
 
+    def _call(
+        self, llm: Any, overrides: dict[str, Any]
+    ) -> tuple[RetrievalConfig, ChatLLM | None, Decider, CostLedger]:
+        """Per-call setup: the config with overrides, the LLM in charge (None: zero-token),
+        its decider and a fresh cost ledger."""
+        cfg = self.retrieval_config.with_overrides(**overrides)
+        chosen = as_chat_llm(llm) or self.llm
+        return cfg, chosen, self._decider(chosen, cfg), CostLedger()
+
+    def _retrieval(self, query: str, llm: Any, overrides: dict[str, Any]) -> tuple:
+        cfg, chosen, decider, ledger = self._call(llm, overrides)
+        return self._retrieve_step(query, cfg, chosen is None, ledger), decider, ledger
+
     def retrieve(self, query: str, *, llm: Any = None, **overrides: Any) -> Retrieval:
         """Seeds, memory replay, then the LLM-guided walk. ``llm`` overrides the engine's LLM
         for this call; any :class:`RetrievalConfig` field can be overridden too."""
-        cfg = self.retrieval_config.with_overrides(**overrides)
-        decider, ledger = self._decider(as_chat_llm(llm), cfg), CostLedger()
-        structured = isinstance(decider, ZeroTokenDecider)
-        return self._run(self._retrieve_step(query, cfg, structured, ledger), decider, ledger)
+        return self._run(*self._retrieval(query, llm, overrides))
 
     async def aretrieve(self, query: str, *, llm: Any = None, **overrides: Any) -> Retrieval:
-        cfg = self.retrieval_config.with_overrides(**overrides)
-        decider, ledger = self._decider(as_chat_llm(llm), cfg), CostLedger()
-        structured = isinstance(decider, ZeroTokenDecider)
-        step = self._retrieve_step(query, cfg, structured, ledger)
-        return await self._arun(step, decider, ledger)
+        return await self._arun(*self._retrieval(query, llm, overrides))
 
     # --- answer --------------------------------------------------------------------------
     def _answer_step(
-        self, query: str, cfg: RetrievalConfig, use_llm: bool, structured: bool, ledger: CostLedger
+        self, query: str, cfg: RetrievalConfig, use_llm: bool, ledger: CostLedger
     ) -> Step:
-        retrieval = yield from self._retrieve_step(query, cfg, structured, ledger)
+        retrieval = yield from self._retrieve_step(query, cfg, not use_llm, ledger)
         known = {rc.chunk.id for rc in retrieval.chunks}
         if not retrieval.chunks:
             return Answer("I could not find anything relevant.", [], retrieval)
@@ -323,21 +329,17 @@ class ReMindRAG:
         cid, text = sents[best]
         return Answer(f"{' '.join(text.split())} [{cid}]", [cid], retrieval)
 
+    def _answering(self, query: str, llm: Any, overrides: dict[str, Any]) -> tuple:
+        cfg, chosen, decider, ledger = self._call(llm, overrides)
+        return self._answer_step(query, cfg, chosen is not None, ledger), decider, ledger
+
     def answer(self, query: str, *, llm: Any = None, **overrides: Any) -> Answer:
         """Retrieve, then answer from the chunks and triples, citing chunk ids. Without an LLM
         the answer is the most relevant retrieved sentence."""
-        cfg = self.retrieval_config.with_overrides(**overrides)
-        chosen = as_chat_llm(llm) or self.llm
-        decider, ledger = self._decider(chosen, cfg), CostLedger()
-        step = self._answer_step(query, cfg, chosen is not None, chosen is None, ledger)
-        return self._run(step, decider, ledger)
+        return self._run(*self._answering(query, llm, overrides))
 
     async def aanswer(self, query: str, *, llm: Any = None, **overrides: Any) -> Answer:
-        cfg = self.retrieval_config.with_overrides(**overrides)
-        chosen = as_chat_llm(llm) or self.llm
-        decider, ledger = self._decider(chosen, cfg), CostLedger()
-        step = self._answer_step(query, cfg, chosen is not None, chosen is None, ledger)
-        return await self._arun(step, decider, ledger)
+        return await self._arun(*self._answering(query, llm, overrides))
 
     # --- memorize ------------------------------------------------------------------------
     def trace(self, trace_id: str) -> Trace:
@@ -407,6 +409,13 @@ class ReMindRAG:
             self._writes_skipped += 1
         return MemoryWrite(trace.trace_id, False, [], [], [], [], reason)
 
+    def _memorizing(
+        self, trace_id: str, answer: str | None, supporting: Sequence[str] | None, llm: Any
+    ) -> tuple:
+        ledger = CostLedger()
+        step = self._memorize_step(trace_id, answer, supporting, ledger)
+        return step, self._decider(as_chat_llm(llm)), ledger
+
     def memorize(
         self,
         trace_id: str,
@@ -417,9 +426,7 @@ class ReMindRAG:
     ) -> MemoryWrite:
         """Write the experience of one retrieval into edge memory (SPEC §3). ``supporting``
         (chunk or edge ids, e.g. citations or user feedback) skips the LLM filter call."""
-        ledger = CostLedger()
-        decider = self._decider(as_chat_llm(llm))
-        return self._run(self._memorize_step(trace_id, answer, supporting, ledger), decider, ledger)
+        return self._run(*self._memorizing(trace_id, answer, supporting, llm))
 
     async def amemorize(
         self,
@@ -429,10 +436,7 @@ class ReMindRAG:
         *,
         llm: Any = None,
     ) -> MemoryWrite:
-        ledger = CostLedger()
-        decider = self._decider(as_chat_llm(llm))
-        step = self._memorize_step(trace_id, answer, supporting, ledger)
-        return await self._arun(step, decider, ledger)
+        return await self._arun(*self._memorizing(trace_id, answer, supporting, llm))
 
     def feedback(
         self, trace_id: str, helpful: bool, chunk_ids: Sequence[str] | None = None

@@ -36,13 +36,28 @@ class Walk:
     asks: int = 0
     stop_reason: str = ""
     _nbrs: dict[str, list[Edge]] = field(default_factory=dict)
+    _edges: dict[str, Edge] = field(default_factory=dict)
+    _nodes: dict[str, Node] = field(default_factory=dict)
     _sims: dict[str, float] = field(default_factory=dict)
 
-    # --- graph access with per-walk caches -------------------------------------------------
+    # --- graph access with per-walk caches (a remote store pays each lookup once) ----------
     def neighbors(self, node_id: str) -> list[Edge]:
         if node_id not in self._nbrs:
             self._nbrs[node_id] = self.store.neighbors(node_id)
+            self._edges.update((e.id, e) for e in self._nbrs[node_id])
         return self._nbrs[node_id]
+
+    def edge(self, edge_id: str) -> Edge:
+        if edge_id not in self._edges:
+            self._edges[edge_id] = self.store.get_edge(edge_id)
+        return self._edges[edge_id]
+
+    def nodes(self, node_ids: Sequence[str]) -> list[Node]:
+        """The nodes, fetched from the store in one call for those not seen yet."""
+        missing = [n for n in dict.fromkeys(node_ids) if n not in self._nodes]
+        if missing:
+            self._nodes.update((n.id, n) for n in self.store.get_nodes(missing))
+        return [self._nodes[n] for n in node_ids]
 
     def sims(self, node_ids: Sequence[str]) -> list[float]:
         """cos(q̂, node) for each node (embeddings are unit rows)."""
@@ -59,7 +74,7 @@ class Walk:
     # --- growing the subgraph ---------------------------------------------------------------
     def add(self, node_id: str, parent: str | None, edge: Edge | None, source: str) -> None:
         self.parents[node_id] = (parent, edge.id if edge else None)
-        node = self.store.get_node(node_id)
+        (node,) = self.nodes([node_id])
         if node.kind == "chunk":
             self.sources.setdefault(node_id, source)
         elif node.kind == "anchor" and node.chunk_id and node.chunk_id not in self.parents:
@@ -127,7 +142,7 @@ def replay(walk: Walk) -> None:
                 stack.append(w)
 
 
-def _describe(store: GraphStore, node: Node) -> str:
+def _describe(node: Node) -> str:
     return f"{node.id} ({node.kind}): {node.name}"
 
 
@@ -143,12 +158,13 @@ def _render(
         or "(none yet)"
     )
     triples = "\n".join(f"- {t.relation}" for t in path_triples(walk)) or "(none yet)"
-    sub_nodes = [n for n in walk.parents if store.get_node(n).kind != "chunk"]
-    subgraph = "\n".join(f"- {_describe(store, store.get_node(n))}" for n in sub_nodes)
+    sub_nodes = walk.nodes([n for n in walk.parents if not n.startswith("c-")])
+    subgraph = "\n".join(f"- {_describe(n)}" for n in sub_nodes)
+    option_nodes = walk.nodes([w for _, w, _ in options])
     neighbours = (
         "\n".join(
-            f"- {w} ({store.get_node(w).kind}: {store.get_node(w).name}) | {e.text} | {s:.2f}"
-            for e, w, s in options
+            f"- {w} ({n.kind}: {n.name}) | {e.text} | {s:.2f}"
+            for (e, w, s), n in zip(options, option_nodes)
         )
         or "(no unexplored neighbours: move backward or stop)"
     )
@@ -157,7 +173,7 @@ def _render(
         chunks=chunks,
         triples=triples,
         subgraph=subgraph,
-        current=_describe(store, store.get_node(current)),
+        current=_describe(walk.nodes([current])[0]),
         neighbours=neighbours,
         feedback=f"\nNote: {feedback}\n" if feedback else "",
     )
@@ -166,9 +182,7 @@ def _render(
 def _options(walk: Walk, current: str) -> list[tuple[Edge, str, float]]:
     """Forward options from ``current``: (edge, neighbour, replay score), best first, one edge
     per neighbour; chunk nodes are never options (entering their anchor reads them)."""
-    edges = [
-        e for e in walk.frontier(current) if walk.store.get_node(e.other(current)).kind != "chunk"
-    ]
+    edges = [e for e in walk.frontier(current) if not e.other(current).startswith("c-")]
     if not edges:
         return []
     others = [e.other(current) for e in edges]
@@ -240,7 +254,7 @@ def _apply(
         walk.hops += 1
         walk.moves.append(Move(len(walk.moves), "forward", node, current, legal[node].id))
         return node
-    if node not in walk.parents or walk.store.get_node(node).kind == "chunk":
+    if node not in walk.parents or node.startswith("c-"):
         raise LLMOutputError(
             f"{node} is not a node of the subgraph; a backward move must "
             "name one of the listed subgraph nodes"
@@ -293,8 +307,8 @@ def path_triples(walk: Walk) -> list[Triple]:
     for _, eid in walk.parents.values():
         if eid is None:
             continue
-        e = walk.store.get_edge(eid)
+        e = walk.edge(eid)
         if e.kind == "relation":
-            u, v = walk.store.get_nodes([e.u, e.v])
+            u, v = walk.nodes([e.u, e.v])
             out.append(Triple(u.name, e.text, v.name, e.id))
     return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from remindrag_integrations import ReMindRAG
-from remindrag_integrations.cli import traversal_decisions
 from remindrag_integrations.embeddings import SentenceTransformerEmbedder
 
 pytestmark = pytest.mark.slow
@@ -45,8 +44,8 @@ def test_gold_passages_are_retrieved_and_replay_cuts_the_second_traversal(hotpot
         second = engine.retrieve(q["question"])
         assert second.trace.replayed_edges  # the remembered path is replayed
         assert first.trace.costs.total_calls == second.trace.costs.total_calls == 0
-        before.append(traversal_decisions(first.trace))
-        after.append(traversal_decisions(second.trace))
+        before.append(first.trace.decisions)
+        after.append(second.trace.decisions)
         recall1.append(gold_recall(first, q))
         recall2.append(gold_recall(second, q))
     # measured on these 4 questions: gold recall@5 0.875 in both rounds; decisions 13-19 -> 0
