@@ -24,12 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+from remindrag_integrations.core.traversal import Walk, find_seeds, replay
 
-from remindrag_integrations import memory as mem
-from remindrag_integrations.config import RetrievalConfig
+from remindrag_integrations.core.config import RetrievalConfig
+from remindrag_integrations.core.memory import math as mem
+from remindrag_integrations.core.types import Chunk, Edge, Node
 from remindrag_integrations.stores import InMemoryGraphStore
-from remindrag_integrations.traversal import Walk, find_seeds, replay
-from remindrag_integrations.types import Chunk, Edge, Node
 
 ROOT = Path(__file__).resolve().parent
 CHUNKS_PER_DOC, MENTIONS, RELATIONS = 10, 3, 2

@@ -1,13 +1,20 @@
 """ReMindRAG for LangChain and LlamaIndex: a knowledge-graph retriever that memorises the LLM's
-traversals in edge vectors and replays them for similar questions."""
+traversals in edge vectors and replays them for similar questions.
+
+Everything listed in ``__all__`` is importable from here; the framework faces (which import
+LangChain and LlamaIndex) load only when first asked for.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from .config import IndexConfig, RetrievalConfig
-from .engine import ReMindRAG
-from .types import (
+from .core.config import IndexConfig, RetrievalConfig
+from .core.engine import ReMindRAG
+from .core.prompts import Prompts
+from .core.protocols import ChatLLM, Completion, Embedder, GraphStore
+from .core.types import (
     Answer,
     Chunk,
     ConfigError,
@@ -34,27 +41,42 @@ from .types import (
 )
 
 if TYPE_CHECKING:
+    from .adapters.llm import as_chat_llm
+    from .langchain.callbacks import ReMindMemoryCallback
+    from .llama_index.events import ReMindMemoryEventHandler
     from .retriever import ReMindRetriever
 
 __version__ = "0.1.0"
 
+_LAZY = {
+    "ReMindRetriever": ".retriever",
+    "ReMindMemoryCallback": ".langchain.callbacks",
+    "ReMindMemoryEventHandler": ".llama_index.events",
+    "as_chat_llm": ".adapters.llm",
+}
+
 
 def __getattr__(name: str) -> Any:
-    # the framework face imports langchain and llama_index: load it only when asked for
-    if name in ("ReMindRetriever", "ReMindMemoryCallback", "ReMindMemoryEventHandler"):
-        from . import retriever
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-        return getattr(retriever, name)
-    raise AttributeError(name)
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [
     "Answer",
+    "ChatLLM",
     "Chunk",
+    "Completion",
     "ConfigError",
     "Document",
     "EmbeddingError",
+    "Embedder",
     "ExtractionError",
+    "GraphStore",
     "IndexConfig",
     "IndexReport",
     "InvalidDocumentError",
@@ -64,6 +86,7 @@ __all__ = [
     "LLMTimeoutError",
     "MemoryStats",
     "MemoryWrite",
+    "Prompts",
     "ReMindError",
     "ReMindMemoryCallback",
     "ReMindMemoryEventHandler",
@@ -79,4 +102,5 @@ __all__ = [
     "UnknownNodeError",
     "UnknownTraceError",
     "__version__",
+    "as_chat_llm",
 ]

@@ -1,9 +1,8 @@
 """``ReMindRetriever``: one object that is a native LangChain *and* LlamaIndex retriever.
 
-It wraps a :class:`~.engine.ReMindRAG` engine. The conversions between the engine's
-:class:`~.types.RetrievedChunk` and each framework's result type are the small functions
-:func:`to_langchain_document` and :func:`to_llamaindex_node`; everything else is delegation.
-The post-answer memory hooks live in :mod:`.callbacks`.
+It composes the two faces over a :class:`~.core.engine.ReMindRAG` engine: conversions live in
+:mod:`.langchain.convert` and :mod:`.llama_index.convert`, the post-answer memory hooks in
+:mod:`.langchain.callbacks` and :mod:`.llama_index.events`; everything else is delegation.
 """
 
 from __future__ import annotations
@@ -21,144 +20,36 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document as LCDocument
 from langchain_core.retrievers import BaseRetriever as LCBaseRetriever
 from llama_index.core.retrievers import BaseRetriever as LIBaseRetriever
-from llama_index.core.schema import (
-    BaseNode,
-    NodeRelationship,
-    NodeWithScore,
-    QueryBundle,
-    RelatedNodeInfo,
-    TextNode,
-)
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from .callbacks import ReMindMemoryCallback, ReMindMemoryEventHandler
-from .config import IndexConfig, RetrievalConfig
-from .engine import ReMindRAG
-from .llms import LangChainLLM
-from .stores import open_store
-from .types import (
+from .adapters.llm import LangChainLLM
+from .core.config import IndexConfig, RetrievalConfig
+from .core.engine import ReMindRAG
+from .core.types import (
     ConfigError,
     Document,
     IndexReport,
     MemoryStats,
     MemoryWrite,
     Retrieval,
-    RetrievedChunk,
     Trace,
 )
+from .langchain.callbacks import ReMindMemoryCallback
+from .langchain.convert import from_langchain_document, to_langchain_document
+from .llama_index.convert import from_llamaindex_node, to_llamaindex_node
+from .llama_index.events import ReMindMemoryEventHandler
+from .results import content_id, jsonable
+from .stores import open_store
 
-# metadata keys that describe the walk, not the source: hidden from the LLM and the embedder
-TRAVERSAL_KEYS = (
-    "chunk_id",
-    "chunk_index",
-    "start",
-    "end",
-    "score",
-    "trace_id",
-    "source",
-    "_path",
-    "_path_edges",
-    "_replayed",
-)
 _RETRIEVER_FILE = "retriever.json"
-
-
-# ---------------------------------------------------------------------------------------------
-# conversions
-
-
-def chunk_metadata(rc: RetrievedChunk, trace: Trace) -> dict[str, Any]:
-    """The JSON-serialisable metadata of one retrieved chunk: its document's metadata, its
-    provenance, and the traversal facts (``_path`` seed → chunk, ``_replayed``)."""
-    c = rc.chunk
-    nodes, edges = path_to(trace.parents, c.id)
-    replayed = set(trace.replayed_edges)
-    return {
-        **c.metadata,
-        "doc_id": c.doc_id,
-        "chunk_id": c.id,
-        "chunk_index": c.index,
-        "start": c.start,
-        "end": c.end,
-        "score": float(rc.score),
-        "trace_id": trace.trace_id,
-        "source": rc.source,
-        "_path": nodes,
-        "_path_edges": edges,
-        "_replayed": rc.source == "replay" or any(e in replayed for e in edges),
-    }
-
-
-def path_to(
-    parents: dict[str, tuple[str | None, str | None]], node: str
-) -> tuple[list[str], list[str]]:
-    """Nodes and edges from the seed to ``node`` in a trace's subgraph (empty if absent)."""
-    nodes: list[str] = []
-    edges: list[str] = []
-    seen: set[str] = set()
-    cur: str | None = node
-    while cur is not None and cur in parents and cur not in seen:
-        seen.add(cur)
-        nodes.append(cur)
-        cur, edge = parents[cur]
-        if edge is not None:
-            edges.append(edge)
-    return nodes[::-1], edges[::-1]
-
-
-def to_langchain_document(rc: RetrievedChunk, trace: Trace) -> LCDocument:
-    return LCDocument(
-        id=rc.chunk.id, page_content=rc.chunk.text, metadata=chunk_metadata(rc, trace)
-    )
-
-
-def to_llamaindex_node(rc: RetrievedChunk, trace: Trace) -> NodeWithScore:
-    hidden = list(TRAVERSAL_KEYS)
-    node = TextNode(
-        id_=rc.chunk.id,
-        text=rc.chunk.text,
-        metadata=chunk_metadata(rc, trace),
-        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=rc.chunk.doc_id)},
-        start_char_idx=rc.chunk.start,
-        end_char_idx=rc.chunk.end,
-        excluded_llm_metadata_keys=hidden,
-        excluded_embed_metadata_keys=hidden,
-    )
-    return NodeWithScore(node=node, score=float(rc.score))
-
-
-def _jsonable(metadata: Any) -> dict[str, Any]:
-    """Metadata as plain JSON values (the store persists it); odd values become strings."""
-    return json.loads(json.dumps(dict(metadata or {}), default=str))
 
 
 def as_engine_document(item: Any) -> Any:
     """A LangChain ``Document`` or LlamaIndex node as the engine's :class:`Document`; anything
-    else (engine ``Document``, str, ``(id, text[, metadata])``) is passed through.
-
-    Ids: LangChain ``doc.id``, else ``metadata["doc_id"]`` / ``metadata["id"]``, else a content
-    hash; LlamaIndex ``node.node_id`` (its ``ref_doc_id`` is kept in the metadata)."""
-    if isinstance(item, LCDocument):
-        meta = _jsonable(item.metadata)
-        doc_id = item.id or meta.get("doc_id") or meta.get("id")
-        return Document(
-            str(doc_id) if doc_id else _content_id(item.page_content), item.page_content, meta
-        )
-    if isinstance(item, BaseNode):
-        meta = _jsonable(item.metadata)
-        if item.ref_doc_id and item.ref_doc_id != item.node_id:
-            meta.setdefault("ref_doc_id", item.ref_doc_id)
-        text = getattr(item, "text", None)
-        if not isinstance(text, str):
-            text = item.get_content()
-        return Document(item.node_id, text, meta)
-    return item
-
-
-def _content_id(text: str) -> str:
-    from .indexing import _hex
-
-    return "doc-" + _hex(text, n=16)
+    else (engine ``Document``, str, ``(id, text[, metadata])``) is passed through."""
+    found = from_langchain_document(item) or from_llamaindex_node(item)
+    return found if found is not None else item
 
 
 def split_config(config: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
@@ -259,9 +150,9 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             raise ValueError("ids must have one entry per text")
         docs = [
             Document(
-                ids[i] if ids is not None else _content_id(t),
+                ids[i] if ids is not None else content_id(t),
                 t,
-                _jsonable(metadatas[i] if metadatas is not None else {}),
+                jsonable(metadatas[i] if metadatas is not None else {}),
             )
             for i, t in enumerate(texts)
         ]
@@ -405,7 +296,6 @@ __all__ = [
     "ReMindMemoryEventHandler",
     "ReMindRetriever",
     "as_engine_document",
-    "chunk_metadata",
     "to_langchain_document",
     "to_llamaindex_node",
 ]

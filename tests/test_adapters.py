@@ -8,8 +8,13 @@ import numpy as np
 import pytest
 
 from remindrag_integrations import ConfigError, Document, ReMindRAG
-from remindrag_integrations.llms import CallableLLM, LangChainLLM, LlamaIndexLLM, as_chat_llm
-from remindrag_integrations.prompts import EXTRACTION_PROMPT, Prompts
+from remindrag_integrations.adapters.llm import (
+    CallableLLM,
+    LangChainLLM,
+    LlamaIndexLLM,
+    as_chat_llm,
+)
+from remindrag_integrations.core.prompts import EXTRACTION_PROMPT, Prompts
 from remindrag_integrations.testing import HashEmbedder
 
 REPLY = '{"title": "Paris", "entities": ["Paris", "France"], "triples": [["Paris", "Paris is in France.", "France"]]}'
@@ -104,7 +109,7 @@ def test_prompts_are_replaceable_and_checked() -> None:
 
 
 def test_packaged_sentence_transformer_loads_offline() -> None:
-    from remindrag_integrations.embeddings import SentenceTransformerEmbedder
+    from remindrag_integrations.adapters.embeddings import SentenceTransformerEmbedder
 
     emb = SentenceTransformerEmbedder()
     vecs = emb.embed(

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from remindrag_integrations import ReMindRAG
-from remindrag_integrations.cache import CachedLLM, ResponseCache, cache_key
-from remindrag_integrations.protocols import Completion
+from remindrag_integrations.adapters.cache import CachedLLM, ResponseCache, cache_key
+from remindrag_integrations.core.protocols import Completion
 from remindrag_integrations.testing import HashEmbedder, OracleLLM
 
 DOCS = [

@@ -19,7 +19,7 @@ COMMANDS = ["index", "ask", "inspect", "memory", "trace", "demo", "bench"]
 def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "remindrag_integrations.cli", *args],
+        [sys.executable, "-m", "remindrag_integrations.app.cli", *args],
         cwd=cwd,
         env=env,
         check=False,

@@ -18,8 +18,8 @@ from remindrag_integrations import (
     UnknownNodeError,
     UnknownTraceError,
 )
-from remindrag_integrations import memory as mem
-from remindrag_integrations.indexing import make_chunks
+from remindrag_integrations.core.indexing import make_chunks
+from remindrag_integrations.core.memory import math as mem
 from remindrag_integrations.testing import BrokenLLM, HashEmbedder, OracleLLM, ScriptedLLM
 
 

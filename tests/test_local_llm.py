@@ -15,10 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from remindrag_integrations import ReMindRAG
-from remindrag_integrations.cache import CachedLLM
-from remindrag_integrations.llms import as_chat_llm
-from remindrag_integrations.local_llm import LlamaCppChatModel, close_json, smollm2_path
-from remindrag_integrations.prompts import EXTRACTION_PROMPT
+from remindrag_integrations.adapters.cache import CachedLLM
+from remindrag_integrations.adapters.llm import as_chat_llm
+from remindrag_integrations.adapters.local_llm import LlamaCppChatModel, close_json, smollm2_path
+from remindrag_integrations.core.prompts import EXTRACTION_PROMPT
 from remindrag_integrations.testing import HashEmbedder
 
 slow = pytest.mark.slow
@@ -118,7 +118,7 @@ def test_cli_index_with_local_model_twice_costs_nothing_the_second_time(tmp_path
             [
                 sys.executable,
                 "-m",
-                "remindrag_integrations.cli",
+                "remindrag_integrations.app.cli",
                 "index",
                 "doc.txt",
                 "--store",

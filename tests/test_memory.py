@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from remindrag_integrations import memory as mem
+from remindrag_integrations.core.memory import math as mem
 
 DIM = 8
 finite = st.floats(-10, 10, allow_nan=False, allow_infinity=False, width=32)

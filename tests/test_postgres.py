@@ -15,7 +15,7 @@ import pytest
 from pg_fixture import HOT_EDGES, memory_writer, orphans
 
 from remindrag_integrations import Document, ReMindRAG
-from remindrag_integrations import memory as mem
+from remindrag_integrations.core.memory import math as mem
 from remindrag_integrations.stores import InMemoryGraphStore, open_store
 from remindrag_integrations.stores.postgres import _NEIGHBORS, TABLES, PostgresGraphStore
 from remindrag_integrations.testing import HashEmbedder, contract_graph
@@ -281,7 +281,7 @@ def test_reset_all_namespaces_and_list_them(
 def test_dimension_is_pinned_per_namespace(
     pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
 ) -> None:
-    from remindrag_integrations.types import EmbeddingError
+    from remindrag_integrations.core.types import EmbeddingError
 
     make_pg_store("dim-16")
     pinned = PostgresGraphStore(pg_dsn, namespace="dim-16", dim=16)
@@ -337,7 +337,7 @@ def test_cli_on_a_dsn_with_namespaces(pg_dsn: str, tmp_path) -> None:
 
     def cli(*args: str) -> str:
         proc = subprocess.run(
-            [sys.executable, "-m", "remindrag_integrations.cli", *args],
+            [sys.executable, "-m", "remindrag_integrations.app.cli", *args],
             capture_output=True,
             text=True,
             timeout=300,
@@ -357,7 +357,7 @@ def test_cli_on_a_dsn_with_namespaces(pg_dsn: str, tmp_path) -> None:
             [
                 sys.executable,
                 "-m",
-                "remindrag_integrations.cli",
+                "remindrag_integrations.app.cli",
                 "ask",
                 "Which river?",
                 "--store",

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remindrag_integrations.prompts import (
+from remindrag_integrations.core.ids import EDGE_ID_RE, NODE_ID_RE
+from remindrag_integrations.core.prompts import (
     extract_json,
     parse_citations,
     parse_extraction,
@@ -16,7 +17,7 @@ from remindrag_integrations.prompts import (
     parse_move,
     parse_pre_query,
 )
-from remindrag_integrations.types import EDGE_ID_RE, NODE_ID_RE, LLMOutputError
+from remindrag_integrations.core.types import LLMOutputError
 
 
 def test_json_in_fence_with_chatter() -> None:

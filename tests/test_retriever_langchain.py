@@ -28,7 +28,7 @@ from remindrag_integrations import (
     ReMindRetriever,
 )
 from remindrag_integrations import Document as EngineDocument
-from remindrag_integrations.indexing import make_chunks
+from remindrag_integrations.core.indexing import make_chunks
 from remindrag_integrations.testing import HashEmbedder, OracleLLM
 
 N_QUESTIONS = 3

@@ -21,8 +21,8 @@ from llama_index.core.tools import QueryEngineTool, RetrieverTool
 
 from remindrag_integrations import Document as EngineDocument
 from remindrag_integrations import IndexConfig, ReMindMemoryEventHandler, ReMindRAG, ReMindRetriever
-from remindrag_integrations.indexing import make_chunks
-from remindrag_integrations.protocols import Completion
+from remindrag_integrations.core.indexing import make_chunks
+from remindrag_integrations.core.protocols import Completion
 from remindrag_integrations.testing import HashEmbedder, OracleLLM
 
 N_QUESTIONS = 3

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remindrag_integrations import Document, IndexConfig
-from remindrag_integrations.indexing import make_chunks
-from remindrag_integrations.text import chunk_text, count_tokens
+from remindrag_integrations.core.indexing import make_chunks
+from remindrag_integrations.core.text import chunk_text, count_tokens
 
 
 def test_sentences_are_never_split_when_they_fit() -> None:

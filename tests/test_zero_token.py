@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from remindrag_integrations import ReMindRAG
-from remindrag_integrations.embeddings import SentenceTransformerEmbedder
+from remindrag_integrations.adapters.embeddings import SentenceTransformerEmbedder
 
 pytestmark = pytest.mark.slow
 

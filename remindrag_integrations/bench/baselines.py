@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..protocols import GraphStore
-from ..types import Chunk
+from ..core.protocols import GraphStore
+from ..core.types import Chunk
 
 
 class Retriever(Protocol):
@@ -95,7 +95,7 @@ class PPRBaseline:
         self.anchor_rows = np.array([i for i, n in enumerate(ids) if n.startswith("a-")])
 
     def seed_entities(self, query: str, query_vec: np.ndarray) -> list[tuple[str, float]]:
-        from ..zero_token import rule_based_extraction
+        from ..core.extract_rules import rule_based_extraction
 
         names = rule_based_extraction(query).entities if self.embedder is not None else []
         if not names:

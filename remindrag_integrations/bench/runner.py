@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from .. import ReMindRAG
-from ..config import IndexConfig
-from ..indexing import make_chunks
-from ..types import STAGES, Chunk, Retrieval
+from ..core.config import IndexConfig
+from ..core.indexing import make_chunks
+from ..core.types import STAGES, Chunk, Retrieval
 from . import metrics as M
 from .baselines import BM25Baseline, DenseBaseline, PPRBaseline, graph_edges
 from .data import Dataset
@@ -43,31 +43,10 @@ VARIANT_KINDS = (
 
 # --- LLMs and embedders ---------------------------------------------------------------------
 def make_llm(spec: str) -> Any:
-    """``none`` | ``oracle`` | ``local:PATH.gguf`` | ``provider:model`` (LangChain
-    ``init_chat_model``, e.g. ``openai:gpt-4o-mini``, the paper's backbone)."""
-    if spec == "none":
-        return None
-    if spec == "oracle":
-        from ..testing import OracleLLM
+    """The ``--llm`` spec as an LLM (see :func:`~..app.specs.load_llm`)."""
+    from ..app.specs import load_llm
 
-        return OracleLLM()
-    if spec.startswith("local:"):
-        from llama_cpp import Llama
-
-        model = Llama(model_path=spec[len("local:") :], n_ctx=8192, verbose=False)
-
-        def chat(prompt: str) -> str:
-            out: Any = model.create_chat_completion(
-                messages=[{"role": "user", "content": prompt}], temperature=0.0
-            )
-            return str(out["choices"][0]["message"]["content"] or "")
-
-        return chat
-    if ":" in spec:
-        from langchain.chat_models import init_chat_model
-
-        return init_chat_model(spec, temperature=0)
-    raise ValueError(f"unknown --llm {spec!r}: none, oracle, local:PATH.gguf or provider:model")
+    return load_llm(spec)
 
 
 class CachedEmbedder:
@@ -126,7 +105,7 @@ def make_embedder(spec: str, cache_dir: str | os.PathLike[str] | None = None) ->
     with ``cache_dir`` the vectors are kept on disk between runs."""
     if spec == "hash":
         return CachedEmbedder(_UnitHash())
-    from ..embeddings import SentenceTransformerEmbedder
+    from ..adapters.embeddings import SentenceTransformerEmbedder
 
     path = Path(cache_dir) / f"{spec.replace('/', '_')}.npz" if cache_dir else None
     return CachedEmbedder(

@@ -24,12 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from ..config import RetrievalConfig
-from ..memorize import split_edges
-from ..memory import unit
+from ..core.config import RetrievalConfig
+from ..core.memory.filter import Support
+from ..core.memory.math import unit
+from ..core.memory.replay import replay
+from ..core.memory.write import split_edges
+from ..core.pipeline import seed
+from ..core.types import Chunk, Edge, Node
+from ..core.walk import Walk, find_seeds
 from ..stores import InMemoryGraphStore
-from ..traversal import Walk, find_seeds, replay
-from ..types import Chunk, Edge, Node
 from .metrics import percentile
 
 EDGES_PER_CHUNK = 25
@@ -132,11 +135,10 @@ def measure_point(
     memo_ms, seed_ms, replay_ms, replayed = [], [], [], []
     for q in qs:
         walk = Walk(store, q, cfg)
-        for s in find_seeds(store, [q], cfg.seeds):
-            walk.add(s, None, None, "seed")
+        seed(walk, np.asarray([q]))
         _random_walk(walk, rng, 4)
         t = time.perf_counter()
-        eff, ineff = split_edges(walk.parents, walk.chunk_ids or list(walk.parents)[-1:], [])
+        eff, ineff = split_edges(walk.parents, Support(walk.chunk_ids or list(walk.parents)[-1:]))
         store.update_memory(eff, ineff, q)
         memo_ms.append((time.perf_counter() - t) * 1e3)
     for q in qs:

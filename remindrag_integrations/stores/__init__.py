@@ -9,11 +9,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..types import ConfigError
+from ..core.types import ConfigError
 from .memory_store import InMemoryGraphStore
 
 if TYPE_CHECKING:
-    from ..protocols import GraphStore
+    from ..core.protocols import GraphStore
     from .postgres import PostgresGraphStore
 
 __all__ = ["InMemoryGraphStore", "PostgresGraphStore", "is_postgres_dsn", "open_store"]

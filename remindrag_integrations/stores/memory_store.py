@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import memory as mem
-from ..protocols import MemoryUpdateResult
-from ..types import (
+from ..core.memory import math as mem
+from ..core.protocols import MemoryUpdateResult
+from ..core.types import (
     Chunk,
     Edge,
     EmbeddingError,

@@ -34,9 +34,9 @@ from psycopg.pq import Format, TransactionStatus
 from psycopg.types import TypeInfo
 from psycopg.types.json import Jsonb
 
-from .. import memory as mem
-from ..protocols import MemoryUpdateResult
-from ..types import Chunk, Edge, EmbeddingError, Node, NodeKind, StoreError, UnknownNodeError
+from ..core.memory import math as mem
+from ..core.protocols import MemoryUpdateResult
+from ..core.types import Chunk, Edge, EmbeddingError, Node, NodeKind, StoreError, UnknownNodeError
 
 T = TypeVar("T")
 SCHEMA_VERSION = 1

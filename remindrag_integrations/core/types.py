@@ -5,7 +5,6 @@ Everything here is framework-free and JSON-serialisable through ``to_dict`` / ``
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -13,11 +12,6 @@ NodeKind = Literal["chunk", "anchor", "entity"]
 EdgeKind = Literal["relation", "mention", "contains", "context"]
 Stage = Literal["extraction", "pre_query", "traversal", "memorize", "answer"]
 STAGES: tuple[Stage, ...] = ("extraction", "pre_query", "traversal", "memorize", "answer")
-
-# Node ids are made by the library, never copied from user text: a one-letter kind, a dash and
-# hex digits. Prompts show them verbatim and parsers accept nothing else.
-NODE_ID_RE = re.compile(r"^[cae]-[0-9a-f]{4,40}$")
-EDGE_ID_RE = re.compile(r"^[rmkx]-[0-9a-f]{4,40}$")
 
 
 # ---------------------------------------------------------------------------------------------

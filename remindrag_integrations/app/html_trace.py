@@ -11,8 +11,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .protocols import GraphStore
-from .types import Trace
+from ..core.protocols import GraphStore
+from ..core.types import Trace
 
 COL, ROW, PAD, BOX = 290, 44, 30, 180
 KIND_FILL = {"entity": "#fff4c2", "anchor": "#d8ecff", "chunk": "#e8e8e8"}

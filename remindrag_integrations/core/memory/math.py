@@ -83,3 +83,13 @@ def apply_updates(
         if eid not in out:
             out[eid] = penalise(vectors.get(eid, zero), q_hat)
     return out
+
+
+def replay_bound(alpha: float, lam: float) -> float:
+    """The least ``q̂ · v`` with which an edge can pass replay: since cos(e_u, e_w) ≤ 1, the
+    score can exceed λ only if α + (1 − α)·(q̂ · v) > λ. Edges below it are skipped before
+    any node embedding is read. (Kept next to :func:`replay_scores`: change one, change
+    both.)"""
+    if alpha >= 1.0:
+        return math.inf
+    return (lam - alpha) / (1.0 - alpha)

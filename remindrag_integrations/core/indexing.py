@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from .config import IndexConfig
-from .embeddings import embed_checked
-from .llms import Ask, Step
+from .extract_rules import rule_based_extraction
+from .ids import anchor_of, chunk_id, contains_edge_of, edge_id, entity_id, hex_id, norm_name
 from .prompts import EXTRACTION_PROMPT, Extraction, parse_extraction
 from .protocols import Embedder, GraphStore
+from .steps import Ask, Step, embed_checked
 from .text import chunk_text, count_tokens, first_sentence
 from .types import (
     Chunk,
@@ -34,18 +35,6 @@ MENTION_TEXT = "is mentioned in"
 CONTEXT_TEXT = "continues in the next chunk"
 
 
-def _hex(*parts: str, n: int = 10) -> str:
-    return hashlib.sha1("\x00".join(parts).encode("utf-8")).hexdigest()[:n]
-
-
-def norm_name(name: str) -> str:
-    return " ".join(name.lower().split())
-
-
-def entity_id(name: str) -> str:
-    return "e-" + _hex(norm_name(name))
-
-
 def content_hash(doc: Document) -> str:
     return hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
 
@@ -57,7 +46,7 @@ def as_documents(items: Iterable[Any]) -> list[Document]:
         if isinstance(item, Document):
             doc = item
         elif isinstance(item, str):
-            doc = Document(id="doc-" + _hex(item, n=16), text=item)
+            doc = Document(id="doc-" + hex_id(item, n=16), text=item)
         elif isinstance(item, tuple) and len(item) in (2, 3):
             doc = Document(str(item[0]), item[1], dict(item[2]) if len(item) == 3 else {})
         else:
@@ -90,7 +79,7 @@ def make_chunks(doc: Document, cfg: IndexConfig) -> list[Chunk]:
     spans = chunk_text(doc.text, cfg.chunk_tokens, cfg.chunk_overlap)
     return [
         Chunk(
-            id="c-" + _hex(doc.id, str(i), digest),
+            id=chunk_id(doc.id, i, digest),
             doc_id=doc.id,
             index=i,
             text=doc.text[s.start : s.end],
@@ -102,15 +91,14 @@ def make_chunks(doc: Document, cfg: IndexConfig) -> list[Chunk]:
     ]
 
 
-def anchor_id(chunk_id: str) -> str:
-    return "a-" + chunk_id[2:]
-
-
-def extraction_step(chunk: Chunk, cfg: IndexConfig, template: str = EXTRACTION_PROMPT) -> Step:
-    """Ask for one chunk's extraction; one re-ask on an unparseable reply. Returns
-    ``(Extraction, fell_back)``."""
+def extraction_step(
+    chunk: Chunk, cfg: IndexConfig, template: str = EXTRACTION_PROMPT, use_llm: bool = True
+) -> Step:
+    """One chunk's extraction: the LLM is asked (one re-ask on an unparseable reply), or in
+    zero-token mode the rule-based extractor runs. Returns ``(Extraction, fell_back)``."""
+    if not use_llm:
+        return rule_based_extraction(chunk.text, cfg.max_entities_per_chunk), False
     prompt = template.format(text=chunk.text)
-    context = {"text": chunk.text, "max_entities": cfg.max_entities_per_chunk}
     problem = ""
     for attempt in range(2):
         ask_prompt = (
@@ -123,13 +111,11 @@ def extraction_step(chunk: Chunk, cfg: IndexConfig, template: str = EXTRACTION_P
             )
         )
         try:
-            reply = yield Ask("extraction", ask_prompt, context)
+            reply = yield Ask("extraction", ask_prompt, {"text": chunk.text})
             return parse_extraction(reply or "", cfg.max_entities_per_chunk), False
         except (LLMOutputError, LLMError) as exc:
             problem = str(exc)
     if cfg.on_extraction_error == "fallback":
-        from .zero_token import rule_based_extraction
-
         return rule_based_extraction(chunk.text, cfg.max_entities_per_chunk), True
     raise ExtractionError(f"chunk {chunk.id} of document {chunk.doc_id!r}: {problem}")
 
@@ -159,23 +145,27 @@ def build_graph(
     resolve, ent_nodes, ent_vecs = _resolve_entities(extractions, store, embedder, cfg, batch)
     rows: list[np.ndarray] = []
     for c, x, vec in zip(chunks, extractions, chunk_vecs):
-        a_id = anchor_id(c.id)
+        a_id = anchor_of(c.id)
         title = x.title or first_sentence(c.text)
         batch.nodes += [
             Node(a_id, "anchor", title, c.doc_id, c.id),
             Node(c.id, "chunk", c.id, c.doc_id, c.id),
         ]
         rows += [vec, vec]
-        batch.edges.append(Edge("k-" + c.id[2:], a_id, c.id, "contains", title))
+        batch.edges.append(Edge(contains_edge_of(c.id), a_id, c.id, "contains", title))
         for name in x.entities:
             eid = resolve[norm_name(name)]
-            batch.edges.append(Edge("m-" + _hex(eid, a_id), eid, a_id, "mention", MENTION_TEXT))
+            batch.edges.append(
+                Edge(edge_id("mention", eid, a_id), eid, a_id, "mention", MENTION_TEXT)
+            )
         for s, sentence, o in x.triples:
             u, v = resolve[norm_name(s)], resolve[norm_name(o)]
             if u == v:
                 continue
             a, b = sorted((u, v))
-            batch.edges.append(Edge("r-" + _hex(a, b, sentence), u, v, "relation", sentence))
+            batch.edges.append(
+                Edge(edge_id("relation", a, b, sentence), u, v, "relation", sentence)
+            )
             batch.relations += 1
     by_doc: dict[str, list[Chunk]] = {}
     for c in chunks:
@@ -183,8 +173,8 @@ def build_graph(
     for doc_chunks in by_doc.values():
         doc_chunks.sort(key=lambda c: c.index)
         for prev, nxt in zip(doc_chunks, doc_chunks[1:]):
-            a, b = anchor_id(prev.id), anchor_id(nxt.id)
-            batch.edges.append(Edge("x-" + _hex(a, b), a, b, "context", CONTEXT_TEXT))
+            a, b = anchor_of(prev.id), anchor_of(nxt.id)
+            batch.edges.append(Edge(edge_id("context", a, b), a, b, "context", CONTEXT_TEXT))
     batch.nodes += ent_nodes
     rows += list(ent_vecs)
     dim = chunk_vecs.shape[1] if len(chunk_vecs) else (store.dim or 0)

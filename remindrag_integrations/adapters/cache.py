@@ -17,7 +17,7 @@ import threading
 import warnings
 from pathlib import Path
 
-from .protocols import ChatLLM, Completion
+from ..core.protocols import ChatLLM, Completion
 
 FORMAT = 1
 

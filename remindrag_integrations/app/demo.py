@@ -19,7 +19,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from .types import Document
+from ..core.types import Document
 
 
 def load_demo_data() -> tuple[list[Document], list[dict[str, Any]]]:
@@ -46,7 +46,7 @@ class Round:
 
 
 def ask(engine: Any, question: dict[str, Any], show: bool, llm: Any = None) -> tuple[Any, Round]:
-    from .cli import describe_path
+    from .display import describe_path
 
     answer = engine.answer(question["question"], llm=llm)
     retrieval, trace = answer.retrieval, answer.retrieval.trace
@@ -117,8 +117,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import cached, load_llm, progress_bar
-    from .engine import ReMindRAG
+    from ..core.engine import ReMindRAG
+    from .display import progress_bar
+    from .specs import cached, load_llm
 
     docs, questions = load_demo_data()
     questions = questions[: max(1, args.questions)]

@@ -1,0 +1,348 @@
+"""``ReMindRAG``: the framework-free engine, a facade over the pipeline's stages.
+
+Each operation is one sans-IO step (:mod:`.steps`): the sync methods run it with ``drive``,
+the ``a``-prefixed twins with ``adrive``. Where each stage lives: ``ARCHITECTURE.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..adapters.embeddings import as_embedder
+from ..adapters.llm import as_chat_llm
+from ..stores import InMemoryGraphStore, open_store
+from . import answer as answering
+from . import insert as inserting
+from . import persist, pipeline
+from .config import IndexConfig, RetrievalConfig
+from .memory import admin
+from .memory import write as memory_write
+from .memory.filter import Support, llm_filter, similarity_filter
+from .navigate.llm import LLMNavigator
+from .navigate.zero_token import ZeroTokenNavigator
+from .prompts import Prompts
+from .protocols import ChatLLM, GraphStore
+from .steps import (
+    LLMDecider,
+    NoLLM,
+    Runtime,
+    Step,
+    adrive,
+    adrive_many,
+    drive,
+    drive_many,
+    embed_checked,
+)
+from .types import (
+    Answer,
+    CostLedger,
+    IndexReport,
+    MemoryStats,
+    MemoryWrite,
+    Retrieval,
+    Trace,
+    UnknownTraceError,
+)
+
+ProgressFn = Callable[[int, int], None]
+
+
+class ReMindRAG:
+    """ReMindRAG over a graph store.
+
+    ``llm`` is any LangChain chat model, LlamaIndex LLM, ``str -> str`` callable or
+    :class:`~.protocols.ChatLLM`; ``None`` selects zero-token mode. ``embeddings`` is a
+    sentence-transformers name or path, a LangChain / LlamaIndex embedding object or an
+    :class:`~.protocols.Embedder`; ``None`` loads the packaged all-MiniLM-L6-v2.
+    """
+
+    def __init__(
+        self,
+        llm: Any = None,
+        embeddings: Any = None,
+        store: GraphStore | str | None = None,
+        index_config: IndexConfig | None = None,
+        retrieval_config: RetrievalConfig | None = None,
+        max_cached_traces: int = 1000,
+        prompts: Prompts | None = None,
+    ) -> None:
+        self.llm: ChatLLM | None = as_chat_llm(llm)
+        self.embedder = as_embedder(embeddings)
+        self.store: GraphStore = open_store(store)  # None, a saved dir or postgresql:// DSN
+        self.index_config = index_config or IndexConfig()
+        self.retrieval_config = retrieval_config or RetrievalConfig()
+        self.prompts = prompts or Prompts()
+        self._traces: OrderedDict[str, Trace] = OrderedDict()
+        self._max_cached_traces = max_cached_traces
+        self._lock = threading.Lock()
+        self._writing: set[str] = set()  # traces whose memorize is under way
+        self._writes = {"applied": 0, "skipped": 0}
+
+    # --- plumbing ------------------------------------------------------------------------
+    def _setup(self, llm: Any, overrides: dict[str, Any]) -> tuple[RetrievalConfig, Runtime]:
+        """Per-call setup: the config with overrides and the runtime of the LLM in charge
+        (the call's, else the engine's; none: zero-token)."""
+        cfg = self.retrieval_config.with_overrides(**overrides)
+        chosen = as_chat_llm(llm) or self.llm
+        decider = LLMDecider(chosen, cfg.llm_timeout) if chosen is not None else NoLLM()
+        return cfg, Runtime(decider, self.embedder, self.store.dim)
+
+    @staticmethod
+    def _uses_llm(rt: Runtime) -> bool:
+        return isinstance(rt.decider, LLMDecider)
+
+    def _navigator(self, rt: Runtime) -> Any:
+        return LLMNavigator(self.prompts.traversal) if self._uses_llm(rt) else ZeroTokenNavigator()
+
+    # --- insert --------------------------------------------------------------------------
+    def _inserting(self, documents: Iterable[Any]) -> tuple[inserting.Plan, list[Step], Runtime]:
+        p = inserting.plan(self.store, documents, self.index_config)
+        _, rt = self._setup(None, {})
+        steps = p.extraction_steps(self.index_config, self.prompts.extraction, self._uses_llm(rt))
+        return p, steps, rt
+
+    def insert(
+        self, documents: Iterable[Any], *, progress: ProgressFn | None = None
+    ) -> IndexReport:
+        """Index documents (``Document``, str, or ``(id, text[, metadata])``). Unchanged
+        documents are skipped; changed ones replace their old version. Extraction runs up to
+        ``index_config.max_concurrency`` calls at once. Nothing is written unless every chunk
+        was extracted."""
+        p, steps, rt = self._inserting(documents)
+        ledger = CostLedger()
+        found = drive_many(steps, rt, ledger, self.index_config.max_concurrency, progress)
+        return inserting.commit(self.store, self.embedder, self.index_config, p, found, ledger)
+
+    async def ainsert(
+        self, documents: Iterable[Any], *, progress: ProgressFn | None = None
+    ) -> IndexReport:
+        import asyncio
+
+        p, steps, rt = self._inserting(documents)
+        ledger = CostLedger()
+        found = await adrive_many(steps, rt, ledger, self.index_config.max_concurrency, progress)
+        return await asyncio.to_thread(
+            inserting.commit, self.store, self.embedder, self.index_config, p, found, ledger
+        )
+
+    def estimate_insert(self, documents: Iterable[Any]) -> dict[str, int]:
+        """What :meth:`insert` would cost: documents and chunks to (re)index, LLM calls and
+        expected tokens, priced with this engine's extraction prompt."""
+        p = inserting.plan(self.store, documents, self.index_config)
+        return inserting.estimate(p, self.prompts.extraction, self.llm is not None)
+
+    def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
+        """Remove documents with their chunks, anchors, orphaned entities and edge memory."""
+        return self.store.delete_documents(list(doc_ids))
+
+    # --- retrieve and answer ---------------------------------------------------------------
+    def _retrieve_step(
+        self, query: str, cfg: RetrievalConfig, rt: Runtime, ledger: CostLedger
+    ) -> Step:
+        retrieval = yield from pipeline.retrieve(
+            self.store, query, cfg, self._navigator(rt), ledger, self.prompts.pre_query
+        )
+        self._remember(retrieval.trace)
+        return retrieval
+
+    def _answer_step(
+        self, query: str, cfg: RetrievalConfig, rt: Runtime, ledger: CostLedger
+    ) -> Step:
+        retrieval = yield from self._retrieve_step(query, cfg, rt, ledger)
+        return (
+            yield from answering.answer(query, retrieval, self._uses_llm(rt), self.prompts.answer)
+        )
+
+    def _call(self, make: Callable[..., Step], query: str, llm: Any, overrides: dict) -> tuple:
+        cfg, rt = self._setup(llm, overrides)
+        ledger = CostLedger()
+        return make(query, cfg, rt, ledger), rt, ledger
+
+    def retrieve(self, query: str, *, llm: Any = None, **overrides: Any) -> Retrieval:
+        """Seeds, memory replay, then the guided walk. ``llm`` overrides the engine's LLM for
+        this call; any :class:`RetrievalConfig` field can be overridden too."""
+        return drive(*self._call(self._retrieve_step, query, llm, overrides))
+
+    async def aretrieve(self, query: str, *, llm: Any = None, **overrides: Any) -> Retrieval:
+        return await adrive(*self._call(self._retrieve_step, query, llm, overrides))
+
+    def answer(self, query: str, *, llm: Any = None, **overrides: Any) -> Answer:
+        """Retrieve, then answer from the chunks and triples, citing chunk ids. Without an LLM
+        the answer is the most relevant retrieved sentence."""
+        return drive(*self._call(self._answer_step, query, llm, overrides))
+
+    async def aanswer(self, query: str, *, llm: Any = None, **overrides: Any) -> Answer:
+        return await adrive(*self._call(self._answer_step, query, llm, overrides))
+
+    # --- traces --------------------------------------------------------------------------
+    def _remember(self, trace: Trace) -> None:
+        with self._lock:
+            self._traces[trace.trace_id] = trace
+            while len(self._traces) > self._max_cached_traces:
+                self._traces.popitem(last=False)
+        self.store.save_trace(trace.to_dict())
+
+    def trace(self, trace_id: str) -> Trace:
+        with self._lock:
+            found = self._traces.get(trace_id)
+        if found is not None:
+            return found
+        data = self.store.load_trace(trace_id)
+        if data is None:
+            raise UnknownTraceError(f"unknown trace id {trace_id!r}")
+        return Trace.from_dict(data)
+
+    # --- memory writes -------------------------------------------------------------------
+    def _memorize_step(
+        self, trace: Trace, answer: str | None, supporting: Sequence[str] | None, rt: Runtime
+    ) -> Step:
+        cfg = self.retrieval_config
+        if supporting is not None:
+            support = Support.of(list(supporting))
+        elif not trace.subgraph_edges:
+            return memory_write.skipped(trace, "nothing was traversed")
+        elif self._uses_llm(rt):
+            support = yield from llm_filter(
+                trace, self.store, answer or "", cfg.chunk_chars_in_prompt, self.prompts.filter
+            )
+        else:
+            support = yield from similarity_filter(trace, self.store, cfg.nav_filter_top)
+        return memory_write.write(trace, self.store, support, max_depth=cfg.feedback_max_depth)
+
+    def _memorizing(self, trace_id: str, answer: Any, supporting: Any, llm: Any) -> tuple:
+        trace, ledger = self.trace(trace_id), CostLedger()
+        _, rt = self._setup(llm, {})
+
+        def step() -> Step:
+            with self._lock:  # exactly once per trace, whatever runs concurrently
+                busy = trace.memorized or trace.trace_id in self._writing
+                self._writing.add(trace.trace_id)
+            if busy:
+                return self._count(memory_write.skipped(trace, "already memorized"))
+            try:
+                result = yield from self._memorize_step(trace, answer, supporting, rt)
+                trace.costs.merge(ledger)
+                return self._record(trace, result)
+            finally:
+                with self._lock:
+                    self._writing.discard(trace.trace_id)
+
+        return step(), rt, ledger
+
+    def memorize(
+        self,
+        trace_id: str,
+        answer: str | None = None,
+        supporting: Sequence[str] | None = None,
+        *,
+        llm: Any = None,
+    ) -> MemoryWrite:
+        """Write the experience of one retrieval into edge memory (SPEC §3), once per trace.
+        ``supporting`` (chunk or edge ids, e.g. citations or known answers) replaces the LLM
+        filter; a supporting chunk the walk never reached is bridged into the graph."""
+        return drive(*self._memorizing(trace_id, answer, supporting, llm))
+
+    async def amemorize(
+        self,
+        trace_id: str,
+        answer: str | None = None,
+        supporting: Sequence[str] | None = None,
+        *,
+        llm: Any = None,
+    ) -> MemoryWrite:
+        return await adrive(*self._memorizing(trace_id, answer, supporting, llm))
+
+    def feedback(
+        self, trace_id: str, helpful: bool, chunk_ids: Sequence[str] | None = None
+    ) -> MemoryWrite:
+        """A user's thumbs up or down on a retrieval: the same write as :meth:`memorize` with
+        the user's word as the support (default: every chunk the walk read). Up enhances the
+        paths to ``chunk_ids`` (bridged when the walk missed them, at most
+        ``feedback_max_depth`` hops) and penalises the rest; down penalises the paths to
+        ``chunk_ids``, or every subgraph edge."""
+        trace = self.trace(trace_id)
+        targets = list(chunk_ids) if chunk_ids is not None else list(trace.chunk_ids)
+        support = Support(targets) if (helpful or chunk_ids is not None) else Support()
+        result = memory_write.write(
+            trace,
+            self.store,
+            support,
+            helpful=helpful,
+            max_depth=self.retrieval_config.feedback_max_depth,
+        )
+        return self._record(trace, result)
+
+    def _record(self, trace: Trace, result: MemoryWrite) -> MemoryWrite:
+        """Mark and save the trace after an applied write; count the write either way."""
+        if result.applied:
+            trace.memorized, trace.memory_result = True, result.to_dict()
+            self.store.save_trace(trace.to_dict())
+        return self._count(result)
+
+    def _count(self, result: MemoryWrite) -> MemoryWrite:
+        with self._lock:
+            self._writes["applied" if result.applied else "skipped"] += 1
+        return result
+
+    def memory_stats(self) -> MemoryStats:
+        return MemoryStats(
+            self.store.touched_edges(), self._writes["applied"], self._writes["skipped"]
+        )
+
+    # --- memory admin ----------------------------------------------------------------------
+    def inspect_memory(
+        self, k: int = 10, query: str | None = None, *, cluster_threshold: float | None = 0.8
+    ) -> list[dict[str, Any]]:
+        """The ``k`` edges with the strongest memory (by norm, or by alignment with ``query``),
+        each with its text, endpoint names, score and norm. Edges whose memory points the same
+        way (cosine >= ``cluster_threshold``) share a ``cluster`` number: one per group of
+        similar past queries (``None`` skips the grouping)."""
+        q = embed_checked(self.embedder, [query], dim=self.store.dim)[0] if query else None
+        return admin.inspect(self.store, q, k, cluster_threshold)
+
+    def reset_memory(self) -> int:
+        """Forget all edge memory of this engine's store (its namespace only)."""
+        return self.store.reset_memory()
+
+    def decay_memory(self, factor: float) -> int:
+        """Scale every memory vector by ``factor`` in [0, 1]; returns the edges touched."""
+        return self.store.decay_memory(factor)
+
+    def export_memory(self, path: str | os.PathLike[str]) -> int:
+        """Write the memory vectors to a JSON file; returns how many were written."""
+        return admin.export_file(self.store, path)
+
+    def import_memory(self, path: str | os.PathLike[str], *, skip_unknown: bool = False) -> int:
+        """Load memory vectors written by :meth:`export_memory` (they replace the current
+        vectors of those edges). Edges the graph lacks raise :class:`UnknownNodeError`, or are
+        left out with ``skip_unknown=True``."""
+        return admin.import_file(self.store, path, skip_unknown)
+
+    # --- persistence ---------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Persist the store (atomically) and the configuration."""
+        return persist.save(self.store, self.index_config, self.retrieval_config, directory)
+
+    @classmethod
+    def load(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        llm: Any = None,
+        embeddings: Any = None,
+        store: GraphStore | str | None = None,
+    ) -> ReMindRAG:
+        """Load what :meth:`save` wrote. Raises :class:`StoreCorruptError` on damage."""
+        index_cfg, retrieval_cfg = persist.load_config(directory)
+        return cls(
+            llm=llm,
+            embeddings=embeddings,
+            store=store if store is not None else InMemoryGraphStore.load(directory),
+            index_config=index_cfg,
+            retrieval_config=retrieval_cfg,
+        )

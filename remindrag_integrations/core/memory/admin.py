@@ -1,0 +1,89 @@
+"""Looking after memory: what it holds (grouped by the past queries that shaped it), and its
+portable file format for export / import."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..protocols import GraphStore
+from ..types import UnknownNodeError
+
+MEMORY_FORMAT = "remindrag-memory/1"
+
+
+def leader_cluster(leaders: list[np.ndarray], v: np.ndarray, threshold: float) -> int:
+    """Index of the first leader within cosine ``threshold`` of ``v`` (else ``v`` leads)."""
+    u = v / (float(np.linalg.norm(v)) or 1.0)
+    for i, lead in enumerate(leaders):
+        if float(u @ lead) >= threshold:
+            return i
+    leaders.append(u)
+    return len(leaders) - 1
+
+
+def inspect(
+    store: GraphStore, q: np.ndarray | None, k: int, cluster_threshold: float | None
+) -> list[dict[str, Any]]:
+    """The ``k`` edges with the strongest memory (by norm, or by alignment with ``q``), each
+    with its text, endpoint names, score, norm and (unless ``cluster_threshold`` is None) a
+    ``cluster``: edges whose memory points the same way share one."""
+    top = store.top_memory(q, k)
+    vecs = store.memory([e for e, _ in top])
+    edges = [store.get_edge(e) for e, _ in top]
+    names = {
+        n.id: n.name
+        for n in store.get_nodes(list(dict.fromkeys(x for e in edges for x in (e.u, e.v))))
+    }
+    leaders: list[np.ndarray] = []
+    rows = []
+    for (eid, score), v, e in zip(top, vecs, edges):
+        row = {
+            "edge_id": eid,
+            "kind": e.kind,
+            "text": e.text,
+            "u": e.u,
+            "v": e.v,
+            "u_name": names[e.u],
+            "v_name": names[e.v],
+            "score": score,
+            "norm": float(np.linalg.norm(v)),
+        }
+        if cluster_threshold is not None:
+            row["cluster"] = leader_cluster(leaders, v, cluster_threshold)
+        rows.append(row)
+    return rows
+
+
+def export_file(store: GraphStore, path: str | os.PathLike[str]) -> int:
+    """Write the memory vectors to a JSON file (atomically); returns how many."""
+    vectors = store.export_memory()
+    doc: dict[str, Any] = {"format": MEMORY_FORMAT, "namespace": store.namespace}
+    doc.update(dim=store.dim, vectors=vectors)
+    tmp = Path(f"{path}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(doc), encoding="utf-8")
+    os.replace(tmp, path)
+    return len(vectors)
+
+
+def import_file(store: GraphStore, path: str | os.PathLike[str], skip_unknown: bool) -> int:
+    """Load vectors written by :func:`export_file`; they replace those edges' vectors. Edges
+    the graph lacks raise :class:`UnknownNodeError`, or are left out with ``skip_unknown``."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(doc, dict) or doc.get("format") != MEMORY_FORMAT:
+        raise ValueError(f"{path} is not a memory export ({MEMORY_FORMAT})")
+    vectors = doc["vectors"]
+    if skip_unknown:
+        known = {}
+        for eid, v in vectors.items():
+            try:
+                store.get_edge(eid)
+            except UnknownNodeError:
+                continue
+            known[eid] = v
+        vectors = known
+    return store.import_memory(vectors)

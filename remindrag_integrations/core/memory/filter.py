@@ -1,0 +1,87 @@
+"""Which parts of a retrieval supported the answer (SPEC §3): the LLM filter (paper Table 13),
+or in zero-token mode the chunks most similar to the query."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ids import is_chunk
+from ..navigate.zero_token import select_support
+from ..prompts import FILTER_PROMPT, parse_filter
+from ..protocols import GraphStore
+from ..steps import Ask, Step, done
+from ..types import LLMError, LLMOutputError, Trace
+
+
+@dataclass(frozen=True)
+class Support:
+    """Chunk and edge ids named as supporting an answer."""
+
+    chunks: list[str] = field(default_factory=list)
+    edges: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, ids: list[str]) -> Support:
+        """Split mixed ids (citations, feedback) into chunks and edges."""
+        return cls([i for i in ids if is_chunk(i)], [i for i in ids if not is_chunk(i)])
+
+
+def _prompt(trace: Trace, store: GraphStore, answer: str, chunk_chars: int, template: str) -> str:
+    chunks = (
+        "\n".join(
+            f"[{cid}] {' '.join(store.get_chunk(cid).text.split())[:chunk_chars]}"
+            for cid in trace.chunk_ids
+        )
+        or "(none)"
+    )
+    added = [(node, parent, eid) for node, (parent, eid) in trace.parents.items() if eid]
+    names = {n.id: n.name for n in store.get_nodes(list(trace.parents))}
+    lines = [
+        f"- {eid} | {names[parent]} | {store.get_edge(eid).text} | {names[node]}"  # type: ignore[index]
+        for node, parent, eid in added
+    ]
+    return template.format(
+        query=trace.query,
+        answer=answer or "(not given)",
+        chunks=chunks,
+        edges="\n".join(lines) or "(none)",
+    )
+
+
+def llm_filter(
+    trace: Trace, store: GraphStore, answer: str, chunk_chars: int, template: str = FILTER_PROMPT
+) -> Step:
+    """Ask which chunks and edges supported the answer; returns the :class:`Support` found in
+    the subgraph. An unusable reply is re-asked once, then treated as 'no support'."""
+    prompt = _prompt(trace, store, answer, chunk_chars, template)
+    subgraph_edges = set(trace.subgraph_edges)
+    problem = ""
+    for attempt in range(2):
+        text = (
+            prompt
+            if attempt == 0
+            else prompt + f"\nYour previous reply was unusable "
+            f"({problem}). Reply with the JSON object only.\n"
+        )
+        try:
+            reply = yield Ask("memorize", text, {"query": trace.query, "chunks": trace.chunk_ids})
+            chunk_ids, edge_ids = parse_filter(reply or "")
+            return Support(
+                [c for c in chunk_ids if c in trace.parents],
+                [e for e in edge_ids if e in subgraph_edges],
+            )
+        except LLMOutputError as exc:
+            problem = str(exc)
+        except LLMError:
+            return Support()
+    return Support()
+
+
+def similarity_filter(trace: Trace, store: GraphStore, top: int) -> Step:
+    """Zero-token filter: the ``top`` read chunks most similar to the query."""
+    q = np.asarray(trace.query_embedding, dtype=np.float32)
+    sims = store.node_embeddings(trace.chunk_ids) @ q if trace.chunk_ids else np.zeros(0)
+    scores = dict(zip(trace.chunk_ids, (float(x) for x in sims)))
+    return done(Support(select_support(scores, top)))

@@ -1,0 +1,42 @@
+"""Memory replay, the read side of memory (SPEC §2.3): from every seed, depth-first, follow an
+edge to a new node when its replay score exceeds λ."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..walk import Walk
+from .math import replay_bound, replay_scores
+
+
+def replay(walk: Walk) -> None:
+    """Grow ``walk`` along remembered edges, adding at most ``max_replay_nodes`` nodes however
+    saturated the memory is."""
+    cfg = walk.cfg
+    need = replay_bound(cfg.alpha, cfg.lam)
+    stack = list(reversed(walk.seeds))
+    added = 0
+    while stack and added < cfg.max_replay_nodes:
+        u = stack.pop()
+        edges = walk.frontier(u)
+        if not edges:
+            continue
+        memory = walk.store.memory([e.id for e in edges])
+        live = [i for i, m in enumerate(memory @ walk.q_hat) if m > need]
+        if not live:
+            continue
+        cands = [edges[i] for i in live]
+        scores = replay_scores(
+            walk.q_hat,
+            walk.store.node_embeddings([u])[0],
+            walk.store.node_embeddings([e.other(u) for e in cands]),
+            memory[live],
+            cfg.alpha,
+        )
+        for i in np.argsort(-scores):
+            e, w = cands[i], cands[i].other(u)
+            if scores[i] > cfg.lam and w not in walk.parents and added < cfg.max_replay_nodes:
+                walk.add(w, u, e, "replay")
+                walk.replayed_edges.append(e.id)
+                added += 1
+                stack.append(w)

@@ -1,0 +1,77 @@
+"""Zero-token mode's navigator and filter: decisions from the graph's features, no LLM.
+
+- navigation: greedy best-first over the query similarity of unexplored neighbours (an entity
+  is worth the best unread anchor it mentions: names alone say little);
+- filter: the chunks most similar to the query support the answer.
+"""
+
+from __future__ import annotations
+
+from ..config import RetrievalConfig
+from ..ids import is_anchor, is_chunk, is_entity
+from ..prompts import MoveChoice
+from ..steps import Step, done
+from ..walk import Walk
+from . import Option
+
+_LOOKAHEAD = 64  # neighbours of an entity looked at when valuing it
+
+
+def value(walk: Walk, node: str) -> float:
+    """How promising ``node`` is: its own query similarity, and for an entity also that of
+    the unread anchors it mentions."""
+    own = walk.sims([node])[0]
+    if not is_entity(node):
+        return own
+    anchors = [
+        w
+        for e in walk.neighbors(node)[:_LOOKAHEAD]
+        if is_anchor(w := e.other(node)) and w not in walk.parents
+    ]
+    return max([own, *walk.sims(anchors)])
+
+
+def best_backward(walk: Walk, current: str) -> tuple[str | None, float]:
+    """The subgraph node (other than ``current``) whose best unexplored neighbour is worth
+    most, with that value."""
+    best: tuple[str | None, float] = (None, -2.0)
+    for n in walk.graph_nodes():
+        if n == current:
+            continue
+        others = [w for e in walk.frontier(n) if not is_chunk(w := e.other(n))]
+        if others:
+            v = max(value(walk, w) for w in others)
+            if v > best[1]:
+                best = (n, v)
+    return best
+
+
+def choose(walk: Walk, current: str, opts: list[Option]) -> MoveChoice:
+    """The zero-token policy: stop when enough chunks are read or nothing is promising, else
+    the most promising forward or backward move."""
+    cfg: RetrievalConfig = walk.cfg
+    if len(walk.chunk_ids) >= cfg.nav_enough_chunks:
+        return MoveChoice(enough=True)
+    fwd: tuple[str | None, float] = max(
+        ((o.node, value(walk, o.node)) for o in opts), key=lambda t: t[1], default=(None, -2.0)
+    )
+    back = best_backward(walk, current)
+    if max(fwd[1], back[1]) < cfg.nav_min_similarity:
+        return MoveChoice(enough=True)
+    if fwd[0] is not None and fwd[1] >= back[1]:
+        return MoveChoice(enough=False, action="forward", node=fwd[0])
+    return MoveChoice(enough=False, action="backward", node=back[0])
+
+
+class ZeroTokenNavigator:
+    """:func:`choose` as a :class:`~.Navigator`; spends no tokens."""
+
+    def decide(
+        self, walk: Walk, query: str, current: str, opts: list[Option], feedback: str
+    ) -> Step:
+        return done(choose(walk, current, opts))
+
+
+def select_support(chunk_scores: dict[str, float], top: int) -> list[str]:
+    """Zero-token filter: the ``top`` chunks most similar to the query."""
+    return sorted(chunk_scores, key=lambda c: -chunk_scores[c])[:top]

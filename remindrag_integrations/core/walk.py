@@ -1,0 +1,127 @@
+"""The growing subgraph of one query (SPEC §2): seeds, then nodes added by replay or by the
+navigator, each through one edge. Store reads go through per-walk caches, so a remote store
+pays each lookup once per query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import RetrievalConfig
+from .ids import is_chunk
+from .protocols import GraphStore
+from .types import Chunk, Edge, Move, Node, Triple
+
+Parents = dict[str, tuple[str | None, str | None]]
+
+
+@dataclass
+class Walk:
+    """Every node but the seeds was added through one edge (``parents``: node -> (parent,
+    edge)); ``sources`` says how each chunk arrived (seed, replay or traversal)."""
+
+    store: GraphStore
+    q_hat: np.ndarray
+    cfg: RetrievalConfig
+    parents: Parents = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    moves: list[Move] = field(default_factory=list)
+    replayed_edges: list[str] = field(default_factory=list)
+    hops: int = 0
+    asks: int = 0
+    stop_reason: str = ""
+    _nbrs: dict[str, list[Edge]] = field(default_factory=dict)
+    _edges: dict[str, Edge] = field(default_factory=dict)
+    _nodes: dict[str, Node] = field(default_factory=dict)
+    _chunks: dict[str, Chunk] = field(default_factory=dict)
+    _sims: dict[str, float] = field(default_factory=dict)
+
+    # --- graph access with per-walk caches ------------------------------------------------
+    def neighbors(self, node_id: str) -> list[Edge]:
+        if node_id not in self._nbrs:
+            self._nbrs[node_id] = self.store.neighbors(node_id)
+            self._edges.update((e.id, e) for e in self._nbrs[node_id])
+        return self._nbrs[node_id]
+
+    def edge(self, edge_id: str) -> Edge:
+        if edge_id not in self._edges:
+            self._edges[edge_id] = self.store.get_edge(edge_id)
+        return self._edges[edge_id]
+
+    def nodes(self, node_ids: Sequence[str]) -> list[Node]:
+        """The nodes, fetched from the store in one call for those not seen yet."""
+        missing = [n for n in dict.fromkeys(node_ids) if n not in self._nodes]
+        if missing:
+            self._nodes.update((n.id, n) for n in self.store.get_nodes(missing))
+        return [self._nodes[n] for n in node_ids]
+
+    def chunk(self, chunk_id: str) -> Chunk:
+        if chunk_id not in self._chunks:
+            self._chunks[chunk_id] = self.store.get_chunk(chunk_id)
+        return self._chunks[chunk_id]
+
+    def sims(self, node_ids: Sequence[str]) -> list[float]:
+        """cos(q̂, node) for each node (embeddings are unit rows)."""
+        missing = [n for n in dict.fromkeys(node_ids) if n not in self._sims]
+        if missing:
+            vals = self.store.node_embeddings(missing) @ self.q_hat
+            self._sims.update(zip(missing, (float(v) for v in vals)))
+        return [self._sims[n] for n in node_ids]
+
+    def frontier(self, node_id: str) -> list[Edge]:
+        """Edges from ``node_id`` to nodes not yet in the subgraph."""
+        return [e for e in self.neighbors(node_id) if e.other(node_id) not in self.parents]
+
+    # --- growing the subgraph ---------------------------------------------------------------
+    def add(self, node_id: str, parent: str | None, edge: Edge | None, source: str) -> None:
+        """Add a node; entering an anchor reads its chunk (a free ``read`` move)."""
+        self.parents[node_id] = (parent, edge.id if edge else None)
+        (node,) = self.nodes([node_id])
+        if node.kind == "chunk":
+            self.sources.setdefault(node_id, source)
+        elif node.kind == "anchor" and node.chunk_id and node.chunk_id not in self.parents:
+            contains = next(e for e in self.neighbors(node_id) if e.kind == "contains")
+            self.parents[node.chunk_id] = (node_id, contains.id)
+            self.sources.setdefault(node.chunk_id, source)
+            if source == "traversal":
+                note = "anchor entered: chunk read"
+                self.moves.append(
+                    Move(len(self.moves), "read", node.chunk_id, node_id, contains.id, note)
+                )
+
+    @property
+    def chunk_ids(self) -> list[str]:
+        return list(self.sources)
+
+    @property
+    def seeds(self) -> list[str]:
+        return [n for n, (p, _) in self.parents.items() if p is None]
+
+    def graph_nodes(self) -> list[str]:
+        """Subgraph nodes a navigator can stand on (chunks are read, never visited)."""
+        return [n for n in self.parents if not is_chunk(n)]
+
+
+def find_seeds(store: GraphStore, query_vecs: Sequence[np.ndarray], n: int) -> list[str]:
+    """Top-``n`` entity / anchor nodes per (sub)query, best first, without repeats."""
+    seeds: list[str] = []
+    for q in query_vecs:
+        for node_id, _ in store.search(q, n, ("entity", "anchor")):
+            if node_id not in seeds:
+                seeds.append(node_id)
+    return seeds
+
+
+def path_triples(walk: Walk) -> list[Triple]:
+    """The relation edges of the subgraph as (subject, sentence, object) triples."""
+    out = []
+    for _, eid in walk.parents.values():
+        if eid is None:
+            continue
+        e = walk.edge(eid)
+        if e.kind == "relation":
+            u, v = walk.nodes([e.u, e.v])
+            out.append(Triple(u.name, e.text, v.name, e.id))
+    return out

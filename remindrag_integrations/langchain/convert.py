@@ -1,0 +1,29 @@
+"""LangChain results and inputs: engine chunks as ``Document`` s, ``Document`` s as engine
+documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.documents import Document as LCDocument
+
+from ..core.types import Document, RetrievedChunk, Trace
+from ..results import chunk_metadata, content_id, jsonable
+
+
+def to_langchain_document(rc: RetrievedChunk, trace: Trace) -> LCDocument:
+    return LCDocument(
+        id=rc.chunk.id, page_content=rc.chunk.text, metadata=chunk_metadata(rc, trace)
+    )
+
+
+def from_langchain_document(item: Any) -> Document | None:
+    """A LangChain ``Document`` as an engine document (None for anything else). Its id:
+    ``doc.id``, else ``metadata["doc_id"]`` / ``metadata["id"]``, else a content hash."""
+    if not isinstance(item, LCDocument):
+        return None
+    meta = jsonable(item.metadata)
+    doc_id = item.id or meta.get("doc_id") or meta.get("id")
+    return Document(
+        str(doc_id) if doc_id else content_id(item.page_content), item.page_content, meta
+    )

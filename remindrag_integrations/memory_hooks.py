@@ -1,0 +1,55 @@
+"""What both frameworks' memory hooks share: memorize each trace of a retriever at most once,
+recording the writes and the errors (a hook must never break the user's chain).
+
+The rule both hooks follow: a retrieval belongs to the outermost run (LangChain) or the nearest
+query (LlamaIndex) it happened in; when that run ends with an answer, every trace it produced
+is memorized with the answer text; when it errors, nothing is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .core.types import MemoryWrite, UnknownTraceError
+
+if TYPE_CHECKING:
+    from .retriever import ReMindRetriever
+
+log = logging.getLogger(__name__)
+
+
+def trace_ids(metadatas: Sequence[Any]) -> list[str]:
+    ids = (m.get("trace_id") for m in metadatas if isinstance(m, dict))
+    return list(dict.fromkeys(t for t in ids if isinstance(t, str)))
+
+
+class MemoryWriter:
+    """Memorizes traces of one retriever, each at most once, recording writes and errors."""
+
+    def __init__(self, retriever: ReMindRetriever) -> None:
+        self.retriever = retriever
+        self.writes: list[MemoryWrite] = []
+        self.errors: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    def owns(self, trace_id: str) -> bool:
+        try:
+            self.retriever.engine.trace(trace_id)
+        except UnknownTraceError:
+            return False
+        return True
+
+    def write(self, trace_ids: Sequence[str], answer: str | None) -> None:
+        for tid in trace_ids:
+            try:
+                w = self.retriever.memorize(tid, answer=answer)
+            except Exception as exc:  # noqa: BLE001 - a callback must not break the chain
+                log.warning("ReMindRAG: memorizing trace %s failed: %s", tid, exc)
+                with self._lock:
+                    self.errors.append(exc)
+                continue
+            with self._lock:
+                self.writes.append(w)
