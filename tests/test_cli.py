@@ -93,12 +93,21 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
     run("trace", first["trace_id"], "--store", str(store), "--html", str(html), cwd=tmp_path)
     page = html.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page
-    assert "Lilu (mythology)" in page and "forward" in page
-    assert "enhanced" in page and "penalised" in page
     assert not re.search(r"(src|href)=\"(https?:)?//", page)  # self-contained
+    # the drawn elements are this trace's: every subgraph edge once, with its roles
+    drawn = dict(re.findall(r'data-edge="([^"]+)" data-added="\w+" data-memory="(\w*)"', page))
+    memorized = first["memory"]
+    assert set(memorized["enhanced"]) and set(drawn) >= set(memorized["enhanced"])
+    assert {e for e, m in drawn.items() if m == "enhanced"} == set(memorized["enhanced"])
+    assert {e for e, m in drawn.items() if m == "penalised"} == set(memorized["penalised"])
+    assert re.search(r'data-added="forward"', page)  # the navigator's moves
+    assert set(re.findall(r'data-node="([^"]+)" data-seed="true"', page)) == set(first["seeds"])
     html2 = tmp_path / "replay.html"
     run("trace", second_id, "--store", str(store), "--html", str(html2), cwd=tmp_path)
-    assert "#1f6fd1" in html2.read_text(encoding="utf-8")  # replayed edges are drawn
+    page2 = html2.read_text(encoding="utf-8")
+    replayed = re.findall(r'data-edge="([^"]+)" data-added="replay" data-memory=""', page2)
+    assert replayed  # the second ask replayed memory, drawn as such; it was not memorized
+    assert 'data-memory="enhanced"' not in page2 and 'data-memory="penalised"' not in page2
 
 
 def test_reindexing_skips_unchanged_documents(corpus, tmp_path):

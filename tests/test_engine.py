@@ -42,7 +42,7 @@ def build(question: dict, rows: dict, llm=None) -> tuple[ReMindRAG, OracleLLM, s
 
 
 def memory_snapshot(eng: ReMindRAG) -> dict:
-    return {k: v.copy() for k, v in eng.store._memory.items()}
+    return {k: np.asarray(v, dtype=np.float32) for k, v in eng.store.export_memory().items()}
 
 
 def test_memory_replay_replaces_traversal_on_the_same_question(hotpot) -> None:
@@ -228,7 +228,7 @@ def test_concurrent_memorize_loses_no_update(hotpot) -> None:
     for _ in range(24):
         expected = mem.enhance(expected, q_hat)
     for eid in effective["enhanced"]:
-        assert np.allclose(eng.store._memory[eid], expected, atol=1e-5)
+        assert np.allclose(eng.store.memory([eid])[0], expected, atol=1e-5)
 
 
 def test_pre_query_decomposition_seeds_each_subquestion(hotpot) -> None:
@@ -260,11 +260,11 @@ def test_feedback_thumbs_down_penalises(hotpot) -> None:
     r2 = eng.retrieve(qs[0]["question"])
     assert r2.trace.stop_reason == "replay"
     q_hat = np.asarray(r2.trace.query_embedding, dtype=np.float32)
-    before = {e: float(eng.store._memory[e] @ q_hat) for e in r2.trace.replayed_edges}
+    before = {e: float(eng.store.memory([e])[0] @ q_hat) for e in r2.trace.replayed_edges}
     w = eng.feedback(r2.trace_id, helpful=False)
     assert w.applied and set(w.penalised) == set(r2.trace.subgraph_edges)
     for e, s in before.items():
-        assert 0 <= float(eng.store._memory[e] @ q_hat) < s
+        assert 0 <= float(eng.store.memory([e])[0] @ q_hat) < s
 
 
 def test_scripted_llm_records_prompts_and_counts_tokens() -> None:
@@ -290,11 +290,19 @@ def test_thumbs_up_on_a_chunk_the_walk_missed_teaches_a_path(hotpot) -> None:
             [Document(p, rows[p]["title"] + "\n" + rows[p]["text"]) for p in q["context_pids"]]
         )
         r = eng.retrieve(q["question"], k=3, fill_to_k=False, nav_enough_chunks=1)
-        missed = [
-            c.id
-            for c in eng.store._chunks.values()
-            if c.doc_id in q["gold_pids"] and c.id not in r.trace.chunk_ids
+        gold_chunks = [
+            n.chunk_id
+            for n in eng.store.get_nodes(
+                [
+                    a
+                    for a, _ in eng.store.search(
+                        np.asarray(r.trace.query_embedding, dtype=np.float32), 10**6, ("anchor",)
+                    )
+                ]
+            )
+            if n.doc_id in q["gold_pids"]
         ]
+        missed = [c for c in gold_chunks if c and c not in r.trace.chunk_ids]
         if not missed:
             continue
         w = eng.feedback(r.trace_id, helpful=True, chunk_ids=missed)

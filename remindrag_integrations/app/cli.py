@@ -87,6 +87,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         "llm_calls": trace.costs.total_calls,
         "tokens": trace.costs.total_tokens,
         "memorized": bool(write and write.applied),
+        "memory": write.to_dict() if write is not None else None,
+        "seeds": trace.seeds,
     }
     if args.json:
         print(json.dumps(result, indent=2))

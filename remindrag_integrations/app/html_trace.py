@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from ..core.protocols import GraphStore
-from ..core.types import Trace
+from ..core.types import Node, Trace
 
 COL, ROW, PAD, BOX = 290, 44, 30, 180
 KIND_FILL = {"entity": "#fff4c2", "anchor": "#d8ecff", "chunk": "#e8e8e8"}
@@ -75,76 +75,81 @@ def edge_roles(trace: Trace) -> dict[str, dict[str, Any]]:
     return roles
 
 
+def _edge_svg(
+    eid: str, a: tuple[float, float], b: tuple[float, float], role: dict, text: str
+) -> str:
+    """One subgraph edge: coloured by how it was added, marked by what memory did to it;
+    ``data-*`` attributes name the edge and both roles."""
+    (x1, y1), (x2, y2) = a, b
+    x1, x2 = (x1 + BOX / 2, x2 - BOX / 2) if x2 > x1 else (x1, x2)
+    memory = role["memory"]
+    tip = escape(f"{text} ({role['added']}{', ' + memory if memory else ''})")
+    out = []
+    if memory == "enhanced":
+        out.append(
+            f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="#2ca02c" '
+            'stroke-width="9" stroke-opacity="0.45"/>'
+        )
+    dash = ' stroke-dasharray="6 4"' if memory == "penalised" else ""
+    colour = "#d62728" if memory == "penalised" else ADDED_COLOUR[role["added"]]
+    out.append(
+        f'<line data-edge="{escape(eid)}" data-added="{role["added"]}" data-memory="{memory}" '
+        f'x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{colour}" '
+        f'stroke-width="2.2"{dash}><title>{tip}</title></line>'
+    )
+    if role["step"] is not None:
+        mx, my = x1 + 0.7 * (x2 - x1), y1 + 0.7 * (y2 - y1)
+        out.append(
+            f'<circle cx="{mx}" cy="{my}" r="9" fill="#e07b00"/>'
+            f'<text x="{mx}" y="{my + 4}" text-anchor="middle" fill="white" '
+            f'font-weight="bold">{role["step"]}</text>'
+        )
+    return "\n".join(out)
+
+
+def _node_svg(node: Node, x: float, y: float, seed: bool) -> str:
+    text = f"chunk of {node.doc_id}" if node.kind == "chunk" else node.name
+    label = text if len(text) <= 28 else text[:27] + "…"
+    stroke = 'stroke="#000" stroke-width="3"' if seed else 'stroke="#666" stroke-width="1"'
+    rx = 14 if node.kind == "entity" else 4
+    return (
+        f'<g data-node="{escape(node.id)}" data-seed="{str(seed).lower()}">'
+        f"<title>{escape(node.id)} ({node.kind}): {escape(node.name)}</title>"
+        f'<rect x="{x - BOX / 2}" y="{y - 14}" width="{BOX}" height="28" '
+        f'rx="{rx}" fill="{KIND_FILL[node.kind]}" {stroke}/>'
+        f'<text x="{x}" y="{y + 4}" text-anchor="middle">{escape(label)}</text></g>'
+    )
+
+
 def _svg(store: GraphStore, trace: Trace) -> str:
     pos = layout(trace)
     roles = edge_roles(trace)
     width = max((x for x, _ in pos.values()), default=0) + 200
     height = max((y for _, y in pos.values()), default=0) + PAD + 30
     out = [
-        (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}">'
-        ),
-        (
-            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-            'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
-            'fill="#7b3fb5"/></marker></defs>'
-        ),
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+        'fill="#7b3fb5"/></marker></defs>',
     ]
     for node, (parent, eid) in trace.parents.items():
-        if parent is None or eid is None or parent not in pos:
-            continue
-        (x1, y1), (x2, y2), role = pos[parent], pos[node], roles[eid]
-        x1, x2 = (x1 + BOX / 2, x2 - BOX / 2) if x2 > x1 else (x1, x2)
-        edge = store.get_edge(eid)
-        tip = escape(
-            f"{edge.kind}: {edge.text} ({role['added']}"
-            f"{', ' + role['memory'] if role['memory'] else ''})"
-        )
-        if role["memory"] == "enhanced":
-            out.append(
-                f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="#2ca02c" '
-                'stroke-width="9" stroke-opacity="0.45"/>'
-            )
-        dash = ' stroke-dasharray="6 4"' if role["memory"] == "penalised" else ""
-        colour = "#d62728" if role["memory"] == "penalised" else ADDED_COLOUR[role["added"]]
-        out.append(
-            f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{colour}" '
-            f'stroke-width="2.2"{dash}><title>{tip}</title></line>'
-        )
-        if role["step"] is not None:
-            mx, my = x1 + 0.7 * (x2 - x1), y1 + 0.7 * (y2 - y1)
-            out.append(
-                f'<circle cx="{mx}" cy="{my}" r="9" fill="#e07b00"/>'
-                f'<text x="{mx}" y="{my + 4}" text-anchor="middle" fill="white" '
-                f'font-weight="bold">{role["step"]}</text>'
-            )
+        if parent is not None and eid is not None and parent in pos:
+            edge = store.get_edge(eid)
+            text = f"{edge.kind}: {edge.text}"
+            out.append(_edge_svg(eid, pos[parent], pos[node], roles[eid], text))
     for m in trace.moves:
         if m.action == "backward" and m.from_node in pos and m.node_id in pos:
             (x1, y1), (x2, y2) = pos[m.from_node], pos[m.node_id]
             out.append(
-                f'<path d="M{x1},{y1} Q{(x1 + x2) / 2 - 60},{(y1 + y2) / 2} {x2},{y2}" '
+                f'<path data-backward="{m.step}" '
+                f'd="M{x1},{y1} Q{(x1 + x2) / 2 - 60},{(y1 + y2) / 2} {x2},{y2}" '
                 'fill="none" stroke="#7b3fb5" stroke-width="1.5" stroke-dasharray="2 3" '
                 f'marker-end="url(#arrow)"><title>step {m.step}: backward</title></path>'
             )
     seeds = set(trace.seeds)
-    for node_id, (x, y) in pos.items():
-        shown = store.get_node(node_id)
-        text = f"chunk of {shown.doc_id}" if shown.kind == "chunk" else shown.name
-        label = text if len(text) <= 28 else text[:27] + "…"
-        stroke = (
-            'stroke="#000" stroke-width="3"'
-            if node_id in seeds
-            else 'stroke="#666" stroke-width="1"'
-        )
-        shape_w = BOX
-        rx = 14 if shown.kind == "entity" else 4
-        out.append(
-            f"<g><title>{escape(node_id)} ({shown.kind}): {escape(shown.name)}</title>"
-            f'<rect x="{x - shape_w / 2}" y="{y - 14}" width="{shape_w}" height="28" '
-            f'rx="{rx}" fill="{KIND_FILL[shown.kind]}" {stroke}/>'
-            f'<text x="{x}" y="{y + 4}" text-anchor="middle">{escape(label)}</text></g>'
-        )
+    nodes = {n.id: n for n in store.get_nodes(list(pos))}
+    out += [_node_svg(nodes[n], x, y, n in seeds) for n, (x, y) in pos.items()]
     out.append("</svg>")
     return "\n".join(out)
 
