@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,10 @@ from . import insert as inserting
 from . import persist, pipeline
 from .config import IndexConfig, RetrievalConfig
 from .memory import admin
+from .memory import teach as teaching
 from .memory import write as memory_write
 from .memory.filter import Support, llm_filter, similarity_filter
+from .memory.teach import TeachPair, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import Prompts
@@ -201,7 +203,7 @@ class ReMindRAG:
     def _memorize_step(
         self, trace: Trace, answer: str | None, supporting: Sequence[str] | None, rt: Runtime
     ) -> Step:
-        cfg = self.retrieval_config
+        cfg, judged = self.retrieval_config, True
         if supporting is not None:
             support = Support.of(list(supporting))
         elif not trace.subgraph_edges:
@@ -210,9 +212,15 @@ class ReMindRAG:
             support = yield from llm_filter(
                 trace, self.store, answer or "", cfg.chunk_chars_in_prompt, self.prompts.filter
             )
-        else:
-            support = yield from similarity_filter(trace, self.store, cfg.nav_filter_top)
-        return memory_write.write(trace, self.store, support, max_depth=cfg.feedback_max_depth)
+        elif cfg.self_memorize == "off":
+            return memory_write.skipped(trace, "no judge and self_memorize='off'")
+        else:  # no judge: remember without penalising, unless self_memorize="full"
+            top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.nav_filter_top
+            support = yield from similarity_filter(trace, self.store, top)
+            judged = cfg.self_memorize == "full"
+        return memory_write.write(
+            trace, self.store, support, max_depth=cfg.feedback_max_depth, penalise=judged
+        )
 
     def _memorizing(self, trace_id: str, answer: Any, supporting: Any, llm: Any) -> tuple:
         trace, ledger = self.trace(trace_id), CostLedger()
@@ -276,6 +284,39 @@ class ReMindRAG:
             max_depth=self.retrieval_config.feedback_max_depth,
         )
         return self._record(trace, result)
+
+    def _teaching(self, pairs: Iterable[Any], progress: Any, overrides: dict) -> tuple:
+        cfg, rt = self._setup(None, overrides)
+        return teaching.teach(self.store, pairs, cfg, progress), rt, CostLedger()
+
+    def teach(
+        self,
+        pairs: Iterable[TeachPair | Mapping[str, Any]],
+        *,
+        progress: ProgressFn | None = None,
+        **overrides: Any,
+    ) -> TeachReport:
+        """Teach memory known answers, with no LLM call: for each pair (a question and its
+        passages as ``chunk_ids``, ``doc_ids`` or ``texts`` found in the corpus) the paths
+        from the question's seeds to the passages are enhanced (never penalised). Every pair
+        is checked first (:class:`InvalidTeachPairError`, nothing written); passages that
+        cannot be found or reached are listed in the report."""
+        return self._taught(drive(*self._teaching(pairs, progress, overrides)))
+
+    async def ateach(
+        self,
+        pairs: Iterable[TeachPair | Mapping[str, Any]],
+        *,
+        progress: ProgressFn | None = None,
+        **overrides: Any,
+    ) -> TeachReport:
+        return self._taught(await adrive(*self._teaching(pairs, progress, overrides)))
+
+    def _taught(self, report: TeachReport) -> TeachReport:
+        with self._lock:
+            self._writes["applied"] += report.taught
+            self._writes["skipped"] += report.pairs - report.taught
+        return report
 
     def _record(self, trace: Trace, result: MemoryWrite) -> MemoryWrite:
         """Mark and save the trace after an applied write; count the write either way."""
