@@ -41,7 +41,7 @@ def subquestions(ds: Dataset, n: int) -> list[dict[str, Any]]:
     for q in ds.questions:
         steps = q.get("extra", {}).get("decomposition", [])
         for j, d in enumerate(steps):
-            text = re.sub(r"#(\d+)", lambda m, s=steps: _answer(s, int(m.group(1))), d["question"])
+            text = _resolve_refs(d["question"], steps)
             if d.get("gold_pid") in ds.corpus and len(out) < n:
                 out.append(
                     {
@@ -54,8 +54,14 @@ def subquestions(ds: Dataset, n: int) -> list[dict[str, Any]]:
     return out
 
 
-def _answer(steps: Sequence[dict], k: int) -> str:
-    return str(steps[k - 1].get("answer", "")) if 0 < k <= len(steps) else ""
+def _resolve_refs(question: str, steps: Sequence[dict]) -> str:
+    """``#k`` in a MuSiQue sub-question replaced by the answer of sub-question k."""
+
+    def answer(m: re.Match[str]) -> str:
+        k = int(m.group(1))
+        return str(steps[k - 1].get("answer", "")) if 0 < k <= len(steps) else ""
+
+    return re.sub(r"#(\d+)", answer, question)
 
 
 def teach_pairs(items: Sequence[dict]) -> list[dict[str, Any]]:
