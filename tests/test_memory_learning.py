@@ -184,10 +184,17 @@ def test_self_memorize_policies(rag: ReMindRAG, policy: str) -> None:
         assert bool(write.penalised) == (policy == "full")
 
 
-def test_a_user_still_penalises(rag: ReMindRAG) -> None:
+def test_only_a_thumbs_down_penalises_unless_configured(rag: ReMindRAG) -> None:
     r = rag.retrieve(QUESTION, k=5)
-    write = rag.feedback(r.trace_id, helpful=True, chunk_ids=[r.chunks[0].chunk.id])
-    assert write.penalised  # a user's word: the rest of the walk is penalised
+    up = rag.feedback(r.trace_id, helpful=True, chunk_ids=[r.chunks[0].chunk.id])
+    assert up.applied and up.enhanced and up.penalised == []
+    r = rag.retrieve("What does Beta9 like?", k=5)
+    down = rag.feedback(r.trace_id, helpful=False)
+    assert set(down.penalised) == set(r.trace.subgraph_edges)
+    rag.retrieval_config = rag.retrieval_config.with_overrides(named_support_penalises=True)
+    r = rag.retrieve("Which river runs by City2?", k=5)
+    judged = rag.memorize(r.trace_id, supporting=[r.chunks[0].chunk.id])
+    assert judged.penalised  # SPEC §3: the rest of the subgraph
 
 
 # --- bounded however saturated ---------------------------------------------------------------
@@ -255,3 +262,16 @@ def test_musique_subquestions_are_self_contained() -> None:
     assert [s["question"] for s in subs] == ["Who made X?", "Who founded Acme ?"]
     assert [s["gold_pids"] for s in subs] == [["a"], ["b"]]
     assert [s["qid"] for s in subs] == ["q1/sub1", "q1/sub2"]
+
+
+def test_trace_page_shows_the_ranking_evidence(rag: ReMindRAG) -> None:
+    from remindrag_integrations.app.html_trace import render_trace
+
+    rag.teach([{"question": QUESTION, "doc_ids": ["d7"]}])
+    r = rag.retrieve(QUESTION, k=3)
+    page = render_trace(rag.store, r.trace)
+    top = r.chunks[0]
+    parts = r.trace.rank_evidence[top.chunk.id]
+    row = f"<td>1</td><td>{top.chunk.id}</td><td>{top.chunk.doc_id}</td>"
+    assert "<h2>Ranking</h2>" in page and row in page
+    assert f"<td>{parts['memory']:.3f}</td><td>{parts['score']:.3f}</td>" in page

@@ -74,6 +74,9 @@ class RetrievalConfig(_Config):
     # penalising; "full" also penalises the rest (SPEC §3 with the similarity filter); "off"
     # writes nothing
     self_memorize: Literal["cache", "enhance", "full", "off"] = "cache"
+    # a thumbs-up on named chunks (feedback chunk_ids) or memorize(supporting=...) says what
+    # helped; True also penalises every other subgraph edge (SPEC §3, as the LLM filter does)
+    named_support_penalises: bool = False
     # zero-token navigator
     nav_enough_chunks: int = Field(4, ge=1)
     nav_min_similarity: float = Field(0.2, ge=-1.0, le=1.0)

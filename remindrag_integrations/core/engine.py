@@ -204,8 +204,9 @@ class ReMindRAG:
         self, trace: Trace, answer: str | None, supporting: Sequence[str] | None, rt: Runtime
     ) -> Step:
         cfg, judged = self.retrieval_config, True
-        if supporting is not None:
+        if supporting is not None:  # the caller's word on what helped, not on what did not
             support = Support.of(list(supporting))
+            judged = cfg.named_support_penalises
         elif not trace.subgraph_edges:
             return memory_write.skipped(trace, "nothing was traversed")
         elif self._uses_llm(rt):
@@ -271,17 +272,20 @@ class ReMindRAG:
         """A user's thumbs up or down on a retrieval: the same write as :meth:`memorize` with
         the user's word as the support (default: every chunk the walk read). Up enhances the
         paths to ``chunk_ids`` (bridged when the walk missed them, at most
-        ``feedback_max_depth`` hops) and penalises the rest; down penalises the paths to
+        ``feedback_max_depth`` hops); it penalises the rest of the subgraph only with
+        ``named_support_penalises``. Down penalises the paths to
         ``chunk_ids``, or every subgraph edge."""
         trace = self.trace(trace_id)
         targets = list(chunk_ids) if chunk_ids is not None else list(trace.chunk_ids)
         support = Support(targets) if (helpful or chunk_ids is not None) else Support()
+        cfg = self.retrieval_config
         result = memory_write.write(
             trace,
             self.store,
             support,
             helpful=helpful,
-            max_depth=self.retrieval_config.feedback_max_depth,
+            max_depth=cfg.feedback_max_depth,
+            penalise=cfg.named_support_penalises,
         )
         return self._record(trace, result)
 
