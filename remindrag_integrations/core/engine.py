@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from .memory import admin
 from .memory import teach as teaching
 from .memory import write as memory_write
 from .memory.filter import Support, llm_filter, similarity_filter
-from .memory.teach import TeachPair, TeachReport
+from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import Prompts
@@ -289,31 +289,18 @@ class ReMindRAG:
         )
         return self._record(trace, result)
 
-    def _teaching(self, pairs: Iterable[Any], progress: Any, overrides: dict) -> tuple:
+    def _teaching(self, pairs: Pairs, progress: Any, overrides: dict) -> tuple:
         cfg, rt = self._setup(None, overrides)
         return teaching.teach(self.store, pairs, cfg, progress), rt, CostLedger()
 
-    def teach(
-        self,
-        pairs: Iterable[TeachPair | Mapping[str, Any]],
-        *,
-        progress: ProgressFn | None = None,
-        **overrides: Any,
-    ) -> TeachReport:
-        """Teach memory known answers, with no LLM call: for each pair (a question and its
-        passages as ``chunk_ids``, ``doc_ids`` or ``texts`` found in the corpus) the paths
-        from the question's seeds to the passages are enhanced (never penalised). Every pair
-        is checked first (:class:`InvalidTeachPairError`, nothing written); passages that
-        cannot be found or reached are listed in the report."""
+    def teach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
+        """Teach memory known answers with no LLM call (:mod:`.memory.teach`): the paths from
+        each question's seeds to its passages are enhanced, never penalised. Bad pairs raise
+        :class:`InvalidTeachPairError` before any write; the report lists what was not
+        found or not reachable. ``progress(done, total)`` is called per pair."""
         return self._taught(drive(*self._teaching(pairs, progress, overrides)))
 
-    async def ateach(
-        self,
-        pairs: Iterable[TeachPair | Mapping[str, Any]],
-        *,
-        progress: ProgressFn | None = None,
-        **overrides: Any,
-    ) -> TeachReport:
+    async def ateach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
         return self._taught(await adrive(*self._teaching(pairs, progress, overrides)))
 
     def _taught(self, report: TeachReport) -> TeachReport:

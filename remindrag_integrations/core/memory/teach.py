@@ -65,6 +65,9 @@ class TeachPair:
         return pair
 
 
+Pairs = Iterable[TeachPair | Mapping[str, Any]]
+
+
 def _strings(value: Any, name: str, where: str) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise InvalidTeachPairError(f"{where}{name} must be a list of strings")
@@ -180,7 +183,7 @@ def teach_one(
 
 def teach(
     store: GraphStore,
-    items: Iterable[TeachPair | Mapping[str, Any]],
+    items: Pairs,
     cfg: RetrievalConfig,
     progress: ProgressFn | None = None,
 ) -> Step:
