@@ -165,12 +165,22 @@ def test_teach_never_penalises(rag: ReMindRAG) -> None:
 def test_self_memorize_cache_repeats_the_walk_for_free_and_penalises_nothing(
     rag: ReMindRAG,
 ) -> None:
+    rag.retrieval_config = rag.retrieval_config.with_overrides(self_memorize="cache")
     first = rag.retrieve(QUESTION, k=5)
     write = rag.memorize(first.trace_id)
     assert write.applied and write.penalised == []
     again = rag.retrieve(QUESTION, k=5)
     assert again.trace.decisions == 0
     assert [rc.chunk.id for rc in again.chunks] == [rc.chunk.id for rc in first.chunks]
+
+
+def test_default_self_memorization_enhances_the_filter_chunks_only(rag: ReMindRAG) -> None:
+    first = rag.retrieve(QUESTION, k=5)
+    write = rag.memorize(first.trace_id)
+    assert write.applied and write.penalised == [] and len(write.supporting_chunks) == 2
+    again = rag.retrieve(QUESTION, k=5)
+    assert again.trace.decisions == 0
+    assert set(write.supporting_chunks) <= {rc.chunk.id for rc in again.chunks}
 
 
 @pytest.mark.parametrize("policy", ["enhance", "full", "off"])

@@ -69,11 +69,11 @@ class RetrievalConfig(_Config):
     feedback_max_depth: int = Field(4, ge=1, le=10)
     # ranking: final score = cosine + rank_memory_weight * memory evidence (0 = cosine only)
     rank_memory_weight: float = Field(1.0, ge=0.0, le=10.0)
-    # memorize() with no judge (zero-token, no supporting ids): "cache" remembers the paths
-    # to every chunk read, "enhance" those to the similarity filter's chunks, both without
+    # memorize() with no judge (zero-token, no supporting ids): "enhance" remembers the paths
+    # to the similarity filter's chunks, "cache" those to every chunk read, both without
     # penalising; "full" also penalises the rest (SPEC §3 with the similarity filter); "off"
     # writes nothing
-    self_memorize: Literal["cache", "enhance", "full", "off"] = "cache"
+    self_memorize: Literal["enhance", "cache", "full", "off"] = "enhance"
     # a thumbs-up on named chunks (feedback chunk_ids) or memorize(supporting=...) says what
     # helped; True also penalises every other subgraph edge (SPEC §3, as the LLM filter does)
     named_support_penalises: bool = False
