@@ -17,10 +17,11 @@ import numpy as np
 
 from ..config import RetrievalConfig
 from ..ids import chunk_id, chunk_of, is_chunk
+from ..pipeline import seed
 from ..protocols import GraphStore
 from ..steps import Embed, Step
 from ..types import ReMindError, Trace, UnknownNodeError
-from ..walk import Walk, find_seeds
+from ..walk import Walk
 from .filter import Support
 from .write import write
 
@@ -173,8 +174,7 @@ def teach_one(
     """Write the paths from the question's seeds to ``chunks``: (reached, unreachable,
     edges enhanced)."""
     walk = Walk(store, q, cfg)
-    for s in find_seeds(store, [q], cfg.seeds):
-        walk.add(s, None, None, "seed")
+    seed(walk, q[None, :])  # the query's own seed stage
     trace = Trace("teach", pair.question, [float(x) for x in q], parents=dict(walk.parents))
     done = write(trace, store, Support(chunks), penalise=False, max_depth=cfg.feedback_max_depth)
     reached = [c for c in chunks if c in done.supporting_chunks]
