@@ -21,8 +21,10 @@ from . import insert as inserting
 from . import persist, pipeline
 from .config import IndexConfig, RetrievalConfig
 from .memory import admin
+from .memory import teach as teaching
 from .memory import write as memory_write
 from .memory.filter import Support, llm_filter, similarity_filter
+from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import Prompts
@@ -201,18 +203,25 @@ class ReMindRAG:
     def _memorize_step(
         self, trace: Trace, answer: str | None, supporting: Sequence[str] | None, rt: Runtime
     ) -> Step:
-        cfg = self.retrieval_config
-        if supporting is not None:
+        cfg, judged = self.retrieval_config, True
+        if supporting is not None:  # the caller's word on what helped, not on what did not
             support = Support.of(list(supporting))
+            judged = cfg.named_support_penalises
         elif not trace.subgraph_edges:
             return memory_write.skipped(trace, "nothing was traversed")
         elif self._uses_llm(rt):
             support = yield from llm_filter(
                 trace, self.store, answer or "", cfg.chunk_chars_in_prompt, self.prompts.filter
             )
-        else:
-            support = yield from similarity_filter(trace, self.store, cfg.nav_filter_top)
-        return memory_write.write(trace, self.store, support, max_depth=cfg.feedback_max_depth)
+        elif cfg.self_memorize == "off":
+            return memory_write.skipped(trace, "no judge and self_memorize='off'")
+        else:  # no judge: remember without penalising, unless self_memorize="full"
+            top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.nav_filter_top
+            support = yield from similarity_filter(trace, self.store, top)
+            judged = cfg.self_memorize == "full"
+        return memory_write.write(
+            trace, self.store, support, max_depth=cfg.feedback_max_depth, penalise=judged
+        )
 
     def _memorizing(self, trace_id: str, answer: Any, supporting: Any, llm: Any) -> tuple:
         trace, ledger = self.trace(trace_id), CostLedger()
@@ -263,19 +272,42 @@ class ReMindRAG:
         """A user's thumbs up or down on a retrieval: the same write as :meth:`memorize` with
         the user's word as the support (default: every chunk the walk read). Up enhances the
         paths to ``chunk_ids`` (bridged when the walk missed them, at most
-        ``feedback_max_depth`` hops) and penalises the rest; down penalises the paths to
+        ``feedback_max_depth`` hops); it penalises the rest of the subgraph only with
+        ``named_support_penalises``. Down penalises the paths to
         ``chunk_ids``, or every subgraph edge."""
         trace = self.trace(trace_id)
         targets = list(chunk_ids) if chunk_ids is not None else list(trace.chunk_ids)
         support = Support(targets) if (helpful or chunk_ids is not None) else Support()
+        cfg = self.retrieval_config
         result = memory_write.write(
             trace,
             self.store,
             support,
             helpful=helpful,
-            max_depth=self.retrieval_config.feedback_max_depth,
+            max_depth=cfg.feedback_max_depth,
+            penalise=cfg.named_support_penalises,
         )
         return self._record(trace, result)
+
+    def _teaching(self, pairs: Pairs, progress: Any, overrides: dict) -> tuple:
+        cfg, rt = self._setup(None, overrides)
+        return teaching.teach(self.store, pairs, cfg, progress), rt, CostLedger()
+
+    def teach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
+        """Teach memory known answers with no LLM call (:mod:`.memory.teach`): the paths from
+        each question's seeds to its passages are enhanced, never penalised. Bad pairs raise
+        :class:`InvalidTeachPairError` before any write; the report lists what was not
+        found or not reachable. ``progress(done, total)`` is called per pair."""
+        return self._taught(drive(*self._teaching(pairs, progress, overrides)))
+
+    async def ateach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
+        return self._taught(await adrive(*self._teaching(pairs, progress, overrides)))
+
+    def _taught(self, report: TeachReport) -> TeachReport:
+        with self._lock:
+            self._writes["applied"] += report.taught
+            self._writes["skipped"] += report.pairs - report.taught
+        return report
 
     def _record(self, trace: Trace, result: MemoryWrite) -> MemoryWrite:
         """Mark and save the trace after an applied write; count the write either way."""
