@@ -33,6 +33,24 @@ class Traces(PgBase):
 
         self._tx(write)
 
+    def claim_trace(self, trace_id: str) -> bool:
+        """Mark the trace claimed unless it is memorized or claimed (one atomic UPDATE)."""
+        with self._cursor() as cur:
+            cur.execute(
+                "UPDATE rr_traces SET data = data || '{\"claimed\": true}'::jsonb "
+                "WHERE namespace = %s AND id = %s AND NOT (data ? 'claimed') "
+                "AND coalesce(data->>'memorized', 'false') <> 'true'",
+                (self.namespace, trace_id),
+            )
+            return cur.rowcount == 1
+
+    def release_trace(self, trace_id: str) -> None:
+        with self._cursor() as cur:
+            cur.execute(
+                "UPDATE rr_traces SET data = data - 'claimed' WHERE namespace = %s AND id = %s",
+                (self.namespace, trace_id),
+            )
+
     def load_trace(self, trace_id: str) -> dict | None:
         with self._cursor() as cur:
             row = cur.execute(
