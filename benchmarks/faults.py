@@ -112,7 +112,8 @@ def fuzz_replies(n: int, seed: int = 0) -> dict:
             except Exception as exc:  # noqa: BLE001 - what this row counts
                 crashes += 1
                 print("crash:", type(exc).__name__, exc, file=sys.stderr)
-    out = row("fuzzed LLM replies (all stages)", survived + crashes, survived, crashes, 0)
+    name = f"fuzzed LLM replies ({served[0]} replies, all stages; rows: operations)"
+    out = row(name, survived + crashes, survived, crashes, 0)
     out["replies"] = served[0]
     return out
 
@@ -143,7 +144,7 @@ while True:
 def kill_during_save(rounds: int, tmp: Path) -> dict:
     root = engine().save(tmp / "kill")
     want = InMemoryGraphStore.load(root).export_memory()
-    survived = lost = 0
+    survived = lost = mid_write = 0
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     for _ in range(rounds):
         p = subprocess.Popen(
@@ -153,6 +154,7 @@ def kill_during_save(rounds: int, tmp: Path) -> dict:
         time.sleep(random.uniform(0.0, 0.3))
         p.send_signal(signal.SIGKILL)
         p.wait()
+        mid_write += bool(list(root.glob(".gen-*.tmp")))  # the kill landed inside a save
         try:
             ok = InMemoryGraphStore.load(root).export_memory() == want
         except StoreCorruptError:
@@ -164,6 +166,7 @@ def kill_during_save(rounds: int, tmp: Path) -> dict:
     stale = len(list(root.glob(".*.tmp")))
     out = row("kill -9 during save", rounds, survived, 0, lost + stale)
     out["stale_temp_after_next_save"] = stale
+    out["kills_inside_a_write"] = mid_write
     return out
 
 
