@@ -110,6 +110,41 @@ def test_stale_temp_folders_are_cleaned_and_the_current_generation_kept(tmp_path
     assert (root / before).exists()  # the previous generation stays for its readers
 
 
+def test_loads_during_saves_always_see_a_complete_generation(tmp_path: Path) -> None:
+    eng = _engine()
+    root = eng.save(tmp_path / "s")
+    want, stop = eng.store.counts(), threading.Event()
+
+    def save() -> None:
+        while not stop.is_set():
+            eng.save(root)
+
+    saver = threading.Thread(target=save)
+    saver.start()
+    try:
+        for _ in range(60):
+            assert InMemoryGraphStore.load(root).counts() == want
+    finally:
+        stop.set()
+        saver.join()
+
+
+def test_the_cli_takes_turns_on_a_locked_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from remindrag_integrations.app import session
+    from remindrag_integrations.app.cli import main
+
+    (tmp_path / "a.txt").write_text(TEXTS[0][1])
+    store = tmp_path / "store"
+    assert main(["index", str(tmp_path / "a.txt"), "--store", str(store)]) == 0
+    monkeypatch.setattr(session, "LOCK_WAIT", 0.1)
+    with InMemoryGraphStore.open(store):  # another writer holds the directory
+        assert main(["ask", "Who directed Sinister?", "--store", str(store)]) == 2
+        assert "locked by another writer" in capsys.readouterr().err
+    assert main(["ask", "Who directed Sinister?", "--store", str(store)]) == 0
+
+
 def test_a_directory_with_damaged_data_is_never_taken_for_empty(tmp_path: Path) -> None:
     root = _engine().save(tmp_path / "s")
     (root / "CURRENT").unlink()
