@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import indexing
+from . import arguments, indexing
 from .config import IndexConfig
 from .prompts import Extraction
 from .protocols import Embedder, GraphStore
@@ -30,6 +30,7 @@ class Plan:
 def plan(store: GraphStore, documents: Iterable[Any], cfg: IndexConfig) -> Plan:
     docs = indexing.as_documents(documents)
     indexing.validate(docs, cfg)
+    arguments.documents(docs)  # what every store can keep, checked before any work
     fresh = [d for d in docs if store.document_hash(d.id) != indexing.content_hash(d)]
     chunks = [c for d in fresh for c in indexing.make_chunks(d, cfg)]
     return Plan(fresh, chunks, len(docs) - len(fresh))
@@ -43,12 +44,13 @@ def commit(
     extractions: list[tuple[Extraction, bool]],
     ledger: CostLedger,
 ) -> IndexReport:
-    """Build the graph of the plan and write it; a changed document's old version goes."""
+    """Build the graph of the plan, then write it in one atomic store step that also removes
+    the old version of a changed document: a failure (embedding, store) leaves the old
+    version and its memory as they were."""
     changed = [d.id for d in p.fresh if store.document_hash(d.id) is not None]
-    if changed:  # an update: the old version goes first (its memory with it)
-        store.delete_documents(changed)
     batch = indexing.build_graph(p.chunks, [x for x, _ in extractions], store, embedder, cfg)
     store.add_graph(
+        replace=changed,
         documents=[(d.id, indexing.content_hash(d), d.metadata) for d in p.fresh],
         chunks=batch.chunks,
         nodes=batch.nodes,
