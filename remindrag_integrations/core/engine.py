@@ -50,6 +50,7 @@ from .types import (
 )
 
 ProgressFn = Callable[[int, int], None]
+BatchFn = Callable[[IndexReport], None]
 
 
 class ReMindRAG:
@@ -100,35 +101,66 @@ class ReMindRAG:
         return LLMNavigator(self.prompts.traversal) if self._uses_llm(rt) else ZeroTokenNavigator()
 
     # --- insert --------------------------------------------------------------------------
-    def _inserting(self, documents: Iterable[Any]) -> tuple[inserting.Plan, list[Step], Runtime]:
+    def _inserting(self, documents: Iterable[Any]) -> tuple[inserting.Plan, Runtime]:
         p = inserting.plan(self.store, documents, self.index_config)
         _, rt = self._setup(None, {})
-        steps = p.extraction_steps(self.index_config, self.prompts.extraction, self._uses_llm(rt))
-        return p, steps, rt
+        return p, rt
+
+    def _steps(self, part: inserting.Plan, rt: Runtime) -> list[Step]:
+        return part.extraction_steps(self.index_config, self.prompts.extraction, self._uses_llm(rt))
 
     def insert(
-        self, documents: Iterable[Any], *, progress: ProgressFn | None = None
+        self,
+        documents: Iterable[Any],
+        *,
+        progress: ProgressFn | None = None,
+        on_batch: BatchFn | None = None,
     ) -> IndexReport:
         """Index documents (``Document``, str, or ``(id, text[, metadata])``). Unchanged
         documents are skipped; changed ones replace their old version. Extraction runs up to
-        ``index_config.max_concurrency`` calls at once. Nothing is written unless every chunk
-        was extracted."""
-        p, steps, rt = self._inserting(documents)
-        ledger = CostLedger()
-        found = drive_many(steps, rt, ledger, self.index_config.max_concurrency, progress)
-        return inserting.commit(self.store, self.embedder, self.index_config, p, found, ledger)
+        ``index_config.max_concurrency`` calls at once. Documents are built and written in
+        batches of ``index_config.insert_batch_documents`` (``on_batch(report)`` after each):
+        a document is written only if every chunk of it was extracted, and an interrupted
+        insert keeps the batches it finished (run it again to continue)."""
+        p, rt = self._inserting(documents)
+        ledger, reports, cfg = CostLedger(), [], self.index_config
+        for part in inserting.split(p, cfg.insert_batch_documents):
+            done = sum(r.chunks for r in reports)
+            report_progress = inserting.offset_progress(progress, done, len(p.chunks))
+            found = drive_many(
+                self._steps(part, rt), rt, ledger, cfg.max_concurrency, report_progress
+            )
+            reports.append(inserting.commit(self.store, self.embedder, cfg, part, found, ledger))
+            if on_batch is not None:
+                on_batch(reports[-1])
+        return inserting.combine(p, reports, ledger)
 
     async def ainsert(
-        self, documents: Iterable[Any], *, progress: ProgressFn | None = None
+        self,
+        documents: Iterable[Any],
+        *,
+        progress: ProgressFn | None = None,
+        on_batch: BatchFn | None = None,
     ) -> IndexReport:
+        """:meth:`insert` on the event loop (building and writing run in a worker thread)."""
         import asyncio
 
-        p, steps, rt = self._inserting(documents)
-        ledger = CostLedger()
-        found = await adrive_many(steps, rt, ledger, self.index_config.max_concurrency, progress)
-        return await asyncio.to_thread(
-            inserting.commit, self.store, self.embedder, self.index_config, p, found, ledger
-        )
+        p, rt = self._inserting(documents)
+        ledger, reports, cfg = CostLedger(), [], self.index_config
+        for part in inserting.split(p, cfg.insert_batch_documents):
+            done = sum(r.chunks for r in reports)
+            report_progress = inserting.offset_progress(progress, done, len(p.chunks))
+            found = await adrive_many(
+                self._steps(part, rt), rt, ledger, cfg.max_concurrency, report_progress
+            )
+            reports.append(
+                await asyncio.to_thread(
+                    inserting.commit, self.store, self.embedder, cfg, part, found, ledger
+                )
+            )
+            if on_batch is not None:
+                on_batch(reports[-1])
+        return inserting.combine(p, reports, ledger)
 
     def estimate_insert(self, documents: Iterable[Any]) -> dict[str, int]:
         """What :meth:`insert` would cost: documents and chunks to (re)index, LLM calls and
