@@ -177,3 +177,25 @@ def identity_of(embedder: Any) -> str | None:
     """The name an embedder is recorded under in a saved engine (None: unknown)."""
     name = getattr(embedder, "identity", None)
     return name if isinstance(name, str) and name else None
+
+
+def embedder_for_record(recorded: dict[str, Any] | None, given: Any) -> Embedder:
+    """The embedder to load a saved engine with: ``given`` (checked against the recorded
+    one when both are known), else the recorded one when it can be rebuilt by name."""
+    name = recorded.get("name") if recorded else None
+    dim = recorded.get("dimension") if recorded else None
+    if given is None and recorded is not None:
+        if not isinstance(name, str) or name.startswith(("langchain:", "llama_index:")):
+            raise ConfigError(
+                f"this store was built with the {name or 'unnamed'} embedder ({dim} dimensions):"
+                " pass embeddings= to load it"
+            )
+        given = name
+    embedder = as_embedder(given)
+    mine = identity_of(embedder)
+    if isinstance(name, str) and mine is not None and mine != name:
+        raise EmbeddingError(
+            f"this store was built with the embedder {name!r} ({dim} dimensions), not "
+            f"{mine!r}: load it with embeddings={name!r} or re-index"
+        )
+    return embedder

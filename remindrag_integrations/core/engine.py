@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..adapters.embeddings import as_embedder
+from ..adapters.embeddings import as_embedder, embedder_for_record, identity_of
 from ..adapters.llm import as_chat_llm
 from ..stores import InMemoryGraphStore, open_store
 from . import answer as answering
@@ -45,6 +45,7 @@ from .types import (
     MemoryStats,
     MemoryWrite,
     Retrieval,
+    StoreNotFoundError,
     Trace,
     UnknownTraceError,
 )
@@ -358,7 +359,8 @@ class ReMindRAG:
     # --- persistence ---------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Persist the store (atomically) and the configuration."""
-        return persist.save(self.store, self.index_config, self.retrieval_config, directory)
+        used = {"name": identity_of(self.embedder), "dimension": self.store.dim}
+        return persist.save(self.store, self.index_config, self.retrieval_config, directory, used)
 
     @classmethod
     def load(
@@ -369,11 +371,16 @@ class ReMindRAG:
         embeddings: Any = None,
         store: GraphStore | str | None = None,
     ) -> ReMindRAG:
-        """Load what :meth:`save` wrote. Raises :class:`StoreCorruptError` on damage."""
+        """Load what :meth:`save` wrote, with the embedder it recorded unless ``embeddings``
+        is given (checked against the record). Raises :class:`StoreNotFoundError` when there
+        is no such directory, :class:`StoreCorruptError` on damage."""
+        if store is None and not Path(directory).is_dir():
+            raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
         index_cfg, retrieval_cfg = persist.load_config(directory)
+        embedder = embedder_for_record(persist.load_embedder(directory), embeddings)
         return cls(
             llm=llm,
-            embeddings=embeddings,
+            embeddings=embedder,
             store=store if store is not None else InMemoryGraphStore.load(directory),
             index_config=index_cfg,
             retrieval_config=retrieval_cfg,

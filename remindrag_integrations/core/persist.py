@@ -27,14 +27,22 @@ def save(
     index_config: IndexConfig,
     retrieval_config: RetrievalConfig,
     directory: str | os.PathLike[str],
+    embedder: dict[str, Any] | None = None,
 ) -> Path:
+    """``embedder`` (its ``name`` and ``dimension``) is recorded so that :func:`load_embedder`
+    can tell which embedder the store needs."""
     if isinstance(store, DirectoryStore):
         root = Path(store.save(directory))
     else:  # a database store writes through: make it durable, keep the config beside
         store.flush()
         root = Path(directory)
         root.mkdir(parents=True, exist_ok=True)
-    cfg = {"index": index_config.model_dump(), "retrieval": retrieval_config.model_dump()}
+    cfg: dict[str, Any] = {
+        "index": index_config.model_dump(),
+        "retrieval": retrieval_config.model_dump(),
+    }
+    if embedder is not None:
+        cfg["embedder"] = embedder
     tmp = root / f".{ENGINE_FILE}.tmp{os.getpid()}"
     tmp.write_text(json.dumps(cfg), encoding="utf-8")
     os.replace(tmp, root / ENGINE_FILE)
@@ -48,3 +56,15 @@ def load_config(directory: str | os.PathLike[str]) -> tuple[IndexConfig, Retriev
         return IndexConfig.build(**cfg["index"]), RetrievalConfig.build(**cfg["retrieval"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StoreCorruptError(f"no readable engine config at {root}: {exc}") from exc
+
+
+def load_embedder(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The embedder recorded by :func:`save` (``name`` and ``dimension``), None when the
+    engine was saved before this was recorded."""
+    root = Path(directory)
+    try:
+        cfg = json.loads((root / ENGINE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StoreCorruptError(f"no readable engine config at {root}: {exc}") from exc
+    found = cfg.get("embedder") if isinstance(cfg, dict) else None
+    return found if isinstance(found, dict) else None
