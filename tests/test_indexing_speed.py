@@ -162,7 +162,9 @@ def test_an_interrupted_insert_keeps_finished_batches_and_continues():
 def test_batched_insert_builds_the_same_graph_as_one_batch():
     texts = passages(12)
     one = ReMindRAG(embeddings=HashEmbedder(64))
-    many = ReMindRAG(embeddings=HashEmbedder(64), index_config=IndexConfig(insert_batch_documents=5))
+    many = ReMindRAG(
+        embeddings=HashEmbedder(64), index_config=IndexConfig(insert_batch_documents=5)
+    )
     r1, r2 = one.insert(texts), many.insert(texts)
     assert (r1.documents, r1.chunks) == (r2.documents, r2.chunks) == (12, r1.chunks)
     assert one.store.counts() == many.store.counts()

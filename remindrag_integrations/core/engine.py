@@ -124,7 +124,8 @@ class ReMindRAG:
         a document is written only if every chunk of it was extracted, and an interrupted
         insert keeps the batches it finished (run it again to continue)."""
         p, rt = self._inserting(documents)
-        ledger, reports, cfg = CostLedger(), [], self.index_config
+        ledger, cfg = CostLedger(), self.index_config
+        reports: list[IndexReport] = []
         for part in inserting.split(p, cfg.insert_batch_documents):
             done = sum(r.chunks for r in reports)
             report_progress = inserting.offset_progress(progress, done, len(p.chunks))
@@ -147,7 +148,8 @@ class ReMindRAG:
         import asyncio
 
         p, rt = self._inserting(documents)
-        ledger, reports, cfg = CostLedger(), [], self.index_config
+        ledger, cfg = CostLedger(), self.index_config
+        reports: list[IndexReport] = []
         for part in inserting.split(p, cfg.insert_batch_documents):
             done = sum(r.chunks for r in reports)
             report_progress = inserting.offset_progress(progress, done, len(p.chunks))
