@@ -85,12 +85,17 @@ def bench_embedders(passages: list[str], n_passages: int, n_names: int) -> dict[
     return out
 
 
-def index_once(docs: list[tuple[str, str]], backend: str | None = None) -> dict[str, Any]:
+def index_once(
+    docs: list[tuple[str, str]], backend: str | None = None, hash_embedder: bool = False
+) -> dict[str, Any]:
+    """One zero-token ``insert``; ``hash_embedder``: ``testing.HashEmbedder`` (384 dims)
+    instead of MiniLM, which leaves only what grows with the store (merge, writes)."""
     from remindrag_integrations import ReMindRAG
+    from remindrag_integrations.testing import HashEmbedder
 
     if backend:
         os.environ["REMINDRAG_EMBEDDER_BACKEND"] = backend
-    engine = ReMindRAG()
+    engine = ReMindRAG(embeddings=HashEmbedder(384) if hash_embedder else None)
     engine.embedder.embed(["warm up"])  # model load is cold start, not throughput
     t = time.perf_counter()
     report = engine.insert(docs)
@@ -135,14 +140,16 @@ def synthetic(passages: list[str], n: int) -> list[tuple[str, str]]:
     ]
 
 
-def bench_scaling(passages: list[str], sizes: list[int], out_path: Path) -> list[dict]:
+def bench_scaling(
+    passages: list[str], sizes: list[int], out_path: Path, hash_embedder: bool
+) -> list[dict]:
     """Each size in a fresh process (peak RSS per size); results appended as they finish."""
     runs = []
     for n in sizes:
         code = (
             "import json,sys; sys.path.insert(0, 'benchmarks'); import indexing as b; "
             f"p=b.load_passages(b.Path({str(DATA)!r})); "
-            f"print(json.dumps(b.index_once(b.synthetic(p, {n}))))"
+            f"print(json.dumps(b.index_once(b.synthetic(p, {n}), None, {hash_embedder})))"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         if done.returncode:
@@ -165,7 +172,8 @@ def bench_scaling(passages: list[str], sizes: list[int], out_path: Path) -> list
             ]
             for r in runs
         ]
-        table("Scaling (zero-token, distinct chunks from repeated HotpotQA)", head, rows)
+        what = "HashEmbedder" if hash_embedder else "MiniLM"
+        table(f"Scaling ({what}, zero-token, distinct chunks of repeated HotpotQA)", head, rows)
     return runs
 
 
@@ -221,6 +229,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--embed-passages", type=int, default=300)
     ap.add_argument("--embed-names", type=int, default=1000)
+    ap.add_argument("--hash-embedder", action="store_true", help="scaling without MiniLM")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/indexing.json"))
     args = ap.parse_args()
@@ -235,10 +244,15 @@ def main() -> None:
     if "hotpotqa" in sections:
         result["hotpotqa"] = bench_hotpotqa(passages, backends)
     if "cold" in sections:
-        result["cold"] = bench_cold(args.runs, backends, args.out.parent / "cold-store")
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            result["cold"] = bench_cold(args.runs, backends, Path(tmp) / "store")
     if "scaling" in sections:
         sizes = [int(s) for s in args.sizes.split(",")]
-        result["scaling"] = bench_scaling(passages, sizes, args.out.with_suffix(".scaling.json"))
+        result["scaling"] = bench_scaling(
+            passages, sizes, args.out.with_suffix(".scaling.json"), args.hash_embedder
+        )
     result["load_after"] = os.getloadavg()
     args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
     print(
