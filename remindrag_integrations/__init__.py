@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .core.config import IndexConfig, RetrievalConfig
 from .core.engine import ReMindRAG
+from .core.memory.teach import InvalidTeachPairError, TeachPair, TeachReport, TeachResult
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM, Completion, Embedder, GraphStore
 from .core.types import (
@@ -82,6 +83,7 @@ __all__ = [
     "IndexReport",
     "InvalidDocumentError",
     "InvalidQueryError",
+    "InvalidTeachPairError",
     "LLMError",
     "LLMOutputError",
     "LLMTimeoutError",
@@ -99,6 +101,9 @@ __all__ = [
     "StoreCorruptError",
     "StoreError",
     "StoreNotFoundError",
+    "TeachPair",
+    "TeachReport",
+    "TeachResult",
     "Trace",
     "Triple",
     "UnknownNodeError",

@@ -26,6 +26,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from .adapters.llm import LangChainLLM
 from .core.config import IndexConfig, RetrievalConfig
 from .core.engine import ReMindRAG
+from .core.memory.teach import TeachReport
 from .core.types import (
     ConfigError,
     Document,
@@ -276,6 +277,14 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     ) -> MemoryWrite:
         """A user's thumbs up / down on a retrieval feeds the same edge memory."""
         return self.engine.feedback(self._trace_id(trace_id), helpful, chunk_ids)
+
+    def teach(self, pairs: Iterable[Any], **kwargs: Any) -> TeachReport:
+        """Teach memory known question / passage pairs (no LLM call): see
+        :meth:`ReMindRAG.teach`."""
+        return self.engine.teach(pairs, **kwargs)
+
+    async def ateach(self, pairs: Iterable[Any], **kwargs: Any) -> TeachReport:
+        return await self.engine.ateach(pairs, **kwargs)
 
     def memory_stats(self) -> MemoryStats:
         """Touched edges, memory writes applied, writes skipped."""

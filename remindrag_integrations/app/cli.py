@@ -151,9 +151,26 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_teach(engine: Any, path: str | None) -> None:
+    """``memory teach FILE.jsonl``: one pair a line, ``question`` plus ``chunk_ids``,
+    ``doc_ids`` and / or ``texts``; every line is checked before anything is written."""
+    from ..core.memory.teach import read_pairs
+
+    if not path:
+        raise CLIError("teach needs a FILE.jsonl of question / passages pairs")
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"cannot read {path}: {exc}") from None
+    report = engine.teach(read_pairs(lines, f"{path}: "), progress=progress_bar("teaching", "pair"))
+    print(report.summary())
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     engine = open_engine(args)
-    if args.action == "reset":
+    if args.action == "teach":
+        cmd_teach(engine, args.path or args.file)
+    elif args.action == "reset":
         print(f"forgot the memory of {engine.reset_memory():,} edges")
     elif args.action == "decay":
         if args.factor is None or not 0.0 <= args.factor <= 1.0:
@@ -275,10 +292,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "memory",
-        help="reset, decay, export or import edge memory",
-        description="Administer the edge memory of a store (one namespace).",
+        help="teach, reset, decay, export or import edge memory",
+        description="Administer the edge memory of a store (one namespace); 'teach' "
+        "writes known question / passage pairs into it (no LLM).",
     )
-    p.add_argument("action", choices=("reset", "decay", "export", "import"))
+    p.add_argument("action", choices=("teach", "reset", "decay", "export", "import"))
+    p.add_argument(
+        "path",
+        nargs="?",
+        help="teach: a .jsonl file, one {question, chunk_ids | doc_ids | texts} a line",
+    )
     _store_args(p, llm=False)
     p.add_argument("--factor", type=float, help="decay: scale every memory vector by F in [0, 1]")
     p.add_argument("--file", help="export / import: a JSON file")

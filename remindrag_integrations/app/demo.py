@@ -1,9 +1,10 @@
 """The demo behind ``make demo``: memory replay at work on a small packaged corpus.
 
 Indexes 50 HotpotQA passages (CC BY-SA 4.0, see ``data/LICENSE.md``), asks five questions,
-memorizes each traversal, asks again and prints how many traversal decisions (LLM calls, when
-an LLM is used) each round took. Zero-token mode on the packaged embedder by default: no API
-key, no network.
+memorizes each traversal (where round 1 missed a gold passage, a user's thumbs-up on the right
+passages instead), asks again and prints what changed: gold passages found, answers, and the
+traversal decisions (LLM calls, when an LLM is used) each round took. Zero-token mode on the
+packaged embedder by default: no API key, no network.
 
     python -m remindrag_integrations.demo [--llm SPEC] [--questions N] [--store DIR]
 """
@@ -43,6 +44,9 @@ class Round:
     replayed_edges: int
     gold_found: int
     gold_total: int
+    answer: str = ""
+    correct: bool = False
+    in_passages: bool = False  # the gold answer is written in the returned passages
 
 
 def ask(engine: Any, question: dict[str, Any], show: bool, llm: Any = None) -> tuple[Any, Round]:
@@ -68,7 +72,57 @@ def ask(engine: Any, question: dict[str, Any], show: bool, llm: Any = None) -> t
         len(trace.replayed_edges),
         sum(g in docs for g in gold),
         len(gold),
+        answer.text,
+        any(_fold(a) in _fold(answer.text) for a in question["answers"]),
+        any(
+            _fold(a) in _fold(rc.chunk.text) for a in question["answers"] for rc in retrieval.chunks
+        ),
     )
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def learn(engine: Any, question: dict[str, Any], answer: Any, r: Round, llm: Any) -> str:
+    """After round 1: memorize the traversal, or, when a gold passage was missed, a user's
+    thumbs-up on the right passages (bridged into memory even if the walk never saw them)."""
+    from ..core.memory.teach import doc_chunks
+
+    if r.gold_found < r.gold_total:
+        gold = [c for d in question["gold_ids"] for c in doc_chunks(engine.store, d)]
+        write = engine.feedback(answer.trace_id, helpful=True, chunk_ids=gold)
+        how = "a user's thumbs-up on the gold passages"
+    else:
+        write = engine.memorize(answer.trace_id, answer.text, llm=llm)
+        how = "memorized"
+    if not write.applied:
+        return f"   not memorized: {write.skipped_reason}"
+    return f"   {how}: {len(write.enhanced)} edges enhanced, {len(write.penalised)} penalised"
+
+
+def print_fixed(
+    questions: Sequence[dict[str, Any]], r1: Sequence[Round], r2: Sequence[Round]
+) -> None:
+    """The questions memory fixed: more gold passages, or a right answer, in round 2."""
+    fixed = [
+        (q, a, b)
+        for q, a, b in zip(questions, r1, r2)
+        if b.gold_found > a.gold_found or b.correct > a.correct or b.in_passages > a.in_passages
+    ]
+    yes = {True: "yes", False: "no"}
+    for q, a, b in fixed:
+        print(
+            f"\nfixed by memory: {q['question']!r}\n"
+            f"   gold passages in the top 5: {a.gold_found}/{a.gold_total} -> "
+            f"{b.gold_found}/{b.gold_total}\n"
+            f"   the answer {q['answers'][0]!r} is in the returned passages: "
+            f"{yes[a.in_passages]} -> {yes[b.in_passages]}\n"
+            f"   answer, round 1 ({'right' if a.correct else 'wrong'}): {a.answer[:100]}\n"
+            f"   answer, round 2 ({'right' if b.correct else 'wrong'}): {b.answer[:100]}"
+        )
+    if not fixed:
+        print("\nno question changed its passages or answer between the rounds.")
 
 
 def print_table(
@@ -146,16 +200,12 @@ def run(args: argparse.Namespace) -> int:
             answer, r = ask(engine, q, show=not args.quiet, llm=llm)
             results.append(r)
             if n == 1:
-                write = engine.memorize(answer.trace_id, answer.text, llm=llm)
+                note = learn(engine, q, answer, r, llm)
                 if not args.quiet:
-                    print(
-                        f"   memorized: {len(write.enhanced)} edges enhanced, "
-                        f"{len(write.penalised)} penalised"
-                        if write.applied
-                        else f"   not memorized: {write.skipped_reason}"
-                    )
+                    print(note)
         rounds.append(results)
     print_table(questions, rounds[0], rounds[1])
+    print_fixed(questions, rounds[0], rounds[1])
     if args.store:
         engine.save(Path(args.store))
         print(f"store saved to {args.store}")

@@ -6,11 +6,12 @@ import sys
 from typing import Any
 
 
-def progress_bar(desc: str) -> Any:
-    """An ``insert(progress=...)`` callback drawing a tqdm bar (on stderr)."""
+def progress_bar(desc: str, unit: str = "chunk") -> Any:
+    """An ``insert(progress=...)`` / ``teach(progress=...)`` callback drawing a tqdm bar (on
+    stderr)."""
     from tqdm import tqdm
 
-    bar = tqdm(desc=desc, unit="chunk", file=sys.stderr, disable=None)
+    bar = tqdm(desc=desc, unit=unit, file=sys.stderr, disable=None)
 
     def update(done: int, total: int) -> None:
         bar.total = total

@@ -175,6 +175,28 @@ def _rows(cells: list[list[str]]) -> str:
     )
 
 
+def _ranking(store: GraphStore, trace: Trace) -> str:
+    """The ranking evidence: per returned chunk, its cosine, its memory evidence, its score."""
+    ranked = sorted(trace.rank_evidence.items(), key=lambda kv: -kv[1]["score"])
+    rows = [
+        [
+            str(i),
+            c,
+            store.get_chunk(c).doc_id,
+            f"{p['cosine']:.3f}",
+            f"{p['memory']:.3f}" if p["memory"] else "",
+            f"{p['score']:.3f}",
+        ]
+        for i, (c, p) in enumerate(ranked, 1)
+    ]
+    return (
+        "<h2>Ranking</h2><p>score = cosine to the question + rank_memory_weight &times; "
+        "memory (how strongly a remembered edge vouches for the chunk)</p>"
+        "<table><tr><th>#</th><th>chunk</th><th>document</th><th>cosine</th><th>memory</th>"
+        f"<th>score</th></tr>{_rows(rows)}</table>"
+    )
+
+
 def render_trace(store: GraphStore, trace: Trace) -> str:
     """The whole HTML page for ``trace`` (node and edge names are read from ``store``)."""
 
@@ -214,6 +236,7 @@ LLM cost: {escape(costs or "none (zero-token)")}</div>
 <table><tr><th>step</th><th>action</th><th>from</th><th>to</th><th>note</th></tr>
 {_rows(moves) or '<tr><td colspan="5">no traversal: memory replay or seeds sufficed</td></tr>'}
 </table>
+{_ranking(store, trace)}
 <h2>Chunks in the subgraph</h2>
 <table><tr><th>chunk</th><th>document</th><th>text</th></tr>{_rows(chunks)}</table>
 </body></html>

@@ -2,6 +2,8 @@
 
     run    bm25 / dense / ppr / remindrag side by side on one dataset and setting
     curve  the learning curve (Same × N turns, Similar / Different variants, alternating)
+    teach  ask, teach every question its gold passages (no LLM), ask again (+ --also SET)
+    sequence  memorize 100 questions, then 100 sub-questions; re-ask the first 100
     scale  latency, RAM and disk size on synthetic graphs of growing size
     plot   PNG charts from result JSON files
     table  the Markdown tables of result JSON files
@@ -88,6 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=6,
         help="rounds of the alternating Origin / Different protocol (0 = off)",
     )
+    curve.add_argument(
+        "--self-memorize",
+        choices=("cache", "enhance", "full", "off"),
+        default=None,
+        help="policy of memorize() with no judge (zero-token filter); default: the config's",
+    )
+    teach = sub.add_parser("teach", help="teach gold passages, then ask (pooled, no LLM)")
+    _common(teach)
+    teach.add_argument("--also", default=None, help="another set indexed into the same graph")
+    seq = sub.add_parser("sequence", help="memorize two sets in sequence (pooled, no LLM)")
+    _common(seq)
+    seq.add_argument("--feedback", choices=("filter", "gold"), default="gold")
+    seq.add_argument("--second", type=int, default=100, help="sub-questions memorized second")
     scale = sub.add_parser("scale", help="latency / RAM / disk vs graph size")
     scale.add_argument("--sizes", default="1000,10000,100000,1000000")
     scale.add_argument("--queries", type=int, default=50)
@@ -148,7 +163,19 @@ def main(argv: list[str] | None = None) -> int:
     ds = load_dataset(args.set_name, args.data).head(args.limit)
     embedder = make_embedder(args.embedder, args.embed_cache or None)
     t0 = time.perf_counter()
-    if args.command == "run":
+    if args.command in ("teach", "sequence"):
+        from . import memory_bench
+
+        if args.command == "teach":
+            other = load_dataset(args.also, args.data).head(args.limit) if args.also else None
+            res = memory_bench.run_teach(ds, embedder, args.k, other, _progress)
+            stem = _stem(args, "teach") + (f"-also-{args.also}" if args.also else "")
+        else:
+            res = memory_bench.run_sequence(
+                ds, embedder, args.k, args.feedback, args.second, _progress
+            )
+            stem = _stem(args, "sequence") + f"-{args.feedback}"
+    elif args.command == "run":
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
         res = run_retrieval(
             ds, args.setting, methods, args.llm, embedder, args.k, _progress, args.answers
@@ -165,8 +192,11 @@ def main(argv: list[str] | None = None) -> int:
             args.k,
             args.alternating,
             _progress,
+            {"self_memorize": args.self_memorize} if args.self_memorize else None,
         )
         stem = _stem(args, "curve") + f"-{args.feedback}"
+        if args.self_memorize:
+            stem += f"-{args.self_memorize}"
     res["seconds"] = time.perf_counter() - t0
     from .runner import machine
 

@@ -120,10 +120,12 @@ def curve_table(result: dict) -> str:
         )
 
     lines += [row(p) for p in result["phases"]]
-    title = (
+    title = result.get("title") or (
         f"**{result['dataset']}**, {result['setting']}, LLM `{result['llm']}`, feedback "
         f"`{result['feedback']}`, {result['turns']} memorization turns"
     )
+    if result.get("overrides"):
+        title += " (" + ", ".join(f"{k}={v}" for k, v in result["overrides"].items()) + ")"
     out = f"{title}\n\n" + "\n".join(lines) + "\n"
     if result.get("alternating"):
         alt = [

@@ -207,6 +207,13 @@ class Bench:
         if isinstance(embedder, CachedEmbedder):
             embedder.persist()
 
+    def configure(self, overrides: dict[str, Any] | None) -> Bench:
+        """Apply retrieval config overrides to every engine; returns ``self``."""
+        for kb in self.unique_kbs():
+            cfg = kb.engine.retrieval_config
+            kb.engine.retrieval_config = cfg.with_overrides(**(overrides or {}))
+        return self
+
     def unique_kbs(self) -> list[KnowledgeBase]:
         return list({id(kb): kb for kb in self.kbs.values()}.values())
 
@@ -469,13 +476,15 @@ def run_learning_curve(
     k: int = 10,
     alternating_rounds: int = 6,
     progress: Callable[[str], None] = lambda s: None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Same × ``turns`` memorization turns, then the variants (read-only) on that memory; then,
-    on a fresh graph, the alternating Origin / Different protocol."""
+    on a fresh graph, the alternating Origin / Different protocol. ``overrides``: retrieval
+    config fields for every engine (e.g. ``self_memorize``)."""
     if feedback not in ("filter", "gold"):
         raise ValueError("feedback must be 'filter' or 'gold'")
     kinds = [v for v in VARIANT_KINDS if any(x["variant"] == v for x in ds.variants)]
-    bench = Bench(ds, setting, llm_spec, embedder, progress)
+    bench = Bench(ds, setting, llm_spec, embedder, progress).configure(overrides)
     phases = []
     for kind in kinds:  # the variants on a fresh memory: the reference for "after"
         items = [v for v in ds.variants if v["variant"] == kind]
@@ -492,7 +501,7 @@ def run_learning_curve(
     alternating = []
     different = _different_variant(ds)
     if different and alternating_rounds:
-        bench2 = Bench(ds, setting, llm_spec, embedder, progress)
+        bench2 = Bench(ds, setting, llm_spec, embedder, progress).configure(overrides)
         keep = {v["qid"] for v in different}
         origin = [q for q in ds.questions if q["qid"] in keep]
         for r in range(alternating_rounds):
@@ -510,4 +519,5 @@ def run_learning_curve(
         "phases": phases,
         "alternating": alternating,
         "indexing": indexing_summary(bench),
+        "overrides": dict(overrides or {}),
     }

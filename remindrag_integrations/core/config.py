@@ -68,6 +68,16 @@ class RetrievalConfig(_Config):
     chunk_chars_in_prompt: int = Field(600, ge=50)
     llm_timeout: float | None = Field(120.0, gt=0)
     feedback_max_depth: int = Field(4, ge=1, le=10)
+    # ranking: final score = cosine + rank_memory_weight * memory evidence (0 = cosine only)
+    rank_memory_weight: float = Field(1.0, ge=0.0, le=10.0)
+    # memorize() with no judge (zero-token, no supporting ids): "enhance" remembers the paths
+    # to the similarity filter's chunks, "cache" those to every chunk read, both without
+    # penalising; "full" also penalises the rest (SPEC §3 with the similarity filter); "off"
+    # writes nothing
+    self_memorize: Literal["enhance", "cache", "full", "off"] = "enhance"
+    # a thumbs-up on named chunks (feedback chunk_ids) or memorize(supporting=...) says what
+    # helped; True also penalises every other subgraph edge (SPEC §3, as the LLM filter does)
+    named_support_penalises: bool = False
     # zero-token navigator
     nav_enough_chunks: int = Field(4, ge=1)
     nav_min_similarity: float = Field(0.2, ge=-1.0, le=1.0)

@@ -21,8 +21,10 @@ from . import insert as inserting
 from . import persist, pipeline
 from .config import IndexConfig, RetrievalConfig
 from .memory import admin
+from .memory import teach as teaching
 from .memory import write as memory_write
 from .memory.filter import Support, llm_filter, similarity_filter
+from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import Prompts
@@ -51,7 +53,6 @@ from .types import (
 )
 
 ProgressFn = Callable[[int, int], None]
-BatchFn = Callable[[IndexReport], None]
 
 
 class ReMindRAG:
@@ -102,20 +103,14 @@ class ReMindRAG:
         return LLMNavigator(self.prompts.traversal) if self._uses_llm(rt) else ZeroTokenNavigator()
 
     # --- insert --------------------------------------------------------------------------
-    def _inserting(self, documents: Iterable[Any]) -> tuple[inserting.Plan, Runtime]:
+    def _batches(self, documents: Iterable[Any], progress: Any, on_batch: Any) -> tuple:
         p = inserting.plan(self.store, documents, self.index_config)
         _, rt = self._setup(None, {})
-        return p, rt
-
-    def _steps(self, part: inserting.Plan, rt: Runtime) -> list[Step]:
-        return part.extraction_steps(self.index_config, self.prompts.extraction, self._uses_llm(rt))
+        steps = inserting.Batches(p, self.index_config, progress, on_batch)
+        return steps, rt, (self.prompts.extraction, self._uses_llm(rt))
 
     def insert(
-        self,
-        documents: Iterable[Any],
-        *,
-        progress: ProgressFn | None = None,
-        on_batch: BatchFn | None = None,
+        self, documents: Iterable[Any], *, progress: ProgressFn | None = None, on_batch: Any = None
     ) -> IndexReport:
         """Index documents (``Document``, str, or ``(id, text[, metadata])``). Unchanged
         documents are skipped; changed ones replace their old version. Extraction runs up to
@@ -123,47 +118,29 @@ class ReMindRAG:
         batches of ``index_config.insert_batch_documents`` (``on_batch(report)`` after each):
         a document is written only if every chunk of it was extracted, and an interrupted
         insert keeps the batches it finished (run it again to continue)."""
-        p, rt = self._inserting(documents)
-        ledger, cfg = CostLedger(), self.index_config
-        reports: list[IndexReport] = []
-        for part in inserting.split(p, cfg.insert_batch_documents):
-            done = sum(r.chunks for r in reports)
-            report_progress = inserting.offset_progress(progress, done, len(p.chunks))
-            found = drive_many(
-                self._steps(part, rt), rt, ledger, cfg.max_concurrency, report_progress
-            )
-            reports.append(inserting.commit(self.store, self.embedder, cfg, part, found, ledger))
-            if on_batch is not None:
-                on_batch(reports[-1])
-        return inserting.combine(p, reports, ledger)
+        run, rt, how = self._batches(documents, progress, on_batch)
+        cfg = self.index_config
+        for part, prog in run:
+            steps = part.extraction_steps(cfg, *how)
+            found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
+            run.done(inserting.commit(self.store, self.embedder, cfg, part, found, run.ledger))
+        return run.report()
 
     async def ainsert(
-        self,
-        documents: Iterable[Any],
-        *,
-        progress: ProgressFn | None = None,
-        on_batch: BatchFn | None = None,
+        self, documents: Iterable[Any], *, progress: ProgressFn | None = None, on_batch: Any = None
     ) -> IndexReport:
         """:meth:`insert` on the event loop (building and writing run in a worker thread)."""
         import asyncio
 
-        p, rt = self._inserting(documents)
-        ledger, cfg = CostLedger(), self.index_config
-        reports: list[IndexReport] = []
-        for part in inserting.split(p, cfg.insert_batch_documents):
-            done = sum(r.chunks for r in reports)
-            report_progress = inserting.offset_progress(progress, done, len(p.chunks))
-            found = await adrive_many(
-                self._steps(part, rt), rt, ledger, cfg.max_concurrency, report_progress
-            )
-            reports.append(
-                await asyncio.to_thread(
-                    inserting.commit, self.store, self.embedder, cfg, part, found, ledger
-                )
-            )
-            if on_batch is not None:
-                on_batch(reports[-1])
-        return inserting.combine(p, reports, ledger)
+        run, rt, how = self._batches(documents, progress, on_batch)
+        cfg = self.index_config
+        for part, prog in run:
+            steps = part.extraction_steps(cfg, *how)
+            found = await adrive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
+            commit = inserting.commit
+            args = (self.store, self.embedder, cfg, part, found, run.ledger)
+            run.done(await asyncio.to_thread(commit, *args))
+        return run.report()
 
     def estimate_insert(self, documents: Iterable[Any]) -> dict[str, int]:
         """What :meth:`insert` would cost: documents and chunks to (re)index, LLM calls and
@@ -236,18 +213,25 @@ class ReMindRAG:
     def _memorize_step(
         self, trace: Trace, answer: str | None, supporting: Sequence[str] | None, rt: Runtime
     ) -> Step:
-        cfg = self.retrieval_config
-        if supporting is not None:
+        cfg, judged = self.retrieval_config, True
+        if supporting is not None:  # the caller's word on what helped, not on what did not
             support = Support.of(list(supporting))
+            judged = cfg.named_support_penalises
         elif not trace.subgraph_edges:
             return memory_write.skipped(trace, "nothing was traversed")
         elif self._uses_llm(rt):
             support = yield from llm_filter(
                 trace, self.store, answer or "", cfg.chunk_chars_in_prompt, self.prompts.filter
             )
-        else:
-            support = yield from similarity_filter(trace, self.store, cfg.nav_filter_top)
-        return memory_write.write(trace, self.store, support, max_depth=cfg.feedback_max_depth)
+        elif cfg.self_memorize == "off":
+            return memory_write.skipped(trace, "no judge and self_memorize='off'")
+        else:  # no judge: remember without penalising, unless self_memorize="full"
+            top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.nav_filter_top
+            support = yield from similarity_filter(trace, self.store, top)
+            judged = cfg.self_memorize == "full"
+        return memory_write.write(
+            trace, self.store, support, max_depth=cfg.feedback_max_depth, penalise=judged
+        )
 
     def _memorizing(self, trace_id: str, answer: Any, supporting: Any, llm: Any) -> tuple:
         trace, ledger = self.trace(trace_id), CostLedger()
@@ -298,19 +282,42 @@ class ReMindRAG:
         """A user's thumbs up or down on a retrieval: the same write as :meth:`memorize` with
         the user's word as the support (default: every chunk the walk read). Up enhances the
         paths to ``chunk_ids`` (bridged when the walk missed them, at most
-        ``feedback_max_depth`` hops) and penalises the rest; down penalises the paths to
+        ``feedback_max_depth`` hops); it penalises the rest of the subgraph only with
+        ``named_support_penalises``. Down penalises the paths to
         ``chunk_ids``, or every subgraph edge."""
         trace = self.trace(trace_id)
         targets = list(chunk_ids) if chunk_ids is not None else list(trace.chunk_ids)
         support = Support(targets) if (helpful or chunk_ids is not None) else Support()
+        cfg = self.retrieval_config
         result = memory_write.write(
             trace,
             self.store,
             support,
             helpful=helpful,
-            max_depth=self.retrieval_config.feedback_max_depth,
+            max_depth=cfg.feedback_max_depth,
+            penalise=cfg.named_support_penalises,
         )
         return self._record(trace, result)
+
+    def _teaching(self, pairs: Pairs, progress: Any, overrides: dict) -> tuple:
+        cfg, rt = self._setup(None, overrides)
+        return teaching.teach(self.store, pairs, cfg, progress), rt, CostLedger()
+
+    def teach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
+        """Teach memory known answers with no LLM call (:mod:`.memory.teach`): the paths from
+        each question's seeds to its passages are enhanced, never penalised. Bad pairs raise
+        :class:`InvalidTeachPairError` before any write; the report lists what was not
+        found or not reachable. ``progress(done, total)`` is called per pair."""
+        return self._taught(drive(*self._teaching(pairs, progress, overrides)))
+
+    async def ateach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
+        return self._taught(await adrive(*self._teaching(pairs, progress, overrides)))
+
+    def _taught(self, report: TeachReport) -> TeachReport:
+        with self._lock:
+            self._writes["applied"] += report.taught
+            self._writes["skipped"] += report.pairs - report.taught
+        return report
 
     def _record(self, trace: Trace, result: MemoryWrite) -> MemoryWrite:
         """Mark and save the trace after an applied write; count the write either way."""

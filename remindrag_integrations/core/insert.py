@@ -3,7 +3,7 @@ built and written in one store write (an interrupted insert keeps the batches it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -74,6 +74,35 @@ def combine(p: Plan, reports: list[IndexReport], ledger: CostLedger) -> IndexRep
             fallback_chunks=total.fallback_chunks + r.fallback_chunks,
         )
     return total
+
+
+class Batches:
+    """An insert's batches in order, each with its ``progress`` over the whole insert; the
+    caller reports each batch's result with :meth:`done` (which calls ``on_batch``)."""
+
+    def __init__(
+        self,
+        p: Plan,
+        cfg: IndexConfig,
+        progress: Callable[[int, int], None] | None,
+        on_batch: Callable[[IndexReport], None] | None,
+    ) -> None:
+        self.plan, self.cfg, self.progress, self.on_batch = p, cfg, progress, on_batch
+        self.ledger = CostLedger()
+        self.reports: list[IndexReport] = []
+
+    def __iter__(self) -> Iterator[tuple[Plan, Callable[[int, int], None] | None]]:
+        for part in split(self.plan, self.cfg.insert_batch_documents):
+            done = sum(r.chunks for r in self.reports)
+            yield part, offset_progress(self.progress, done, len(self.plan.chunks))
+
+    def done(self, report: IndexReport) -> None:
+        self.reports.append(report)
+        if self.on_batch is not None:
+            self.on_batch(report)
+
+    def report(self) -> IndexReport:
+        return combine(self.plan, self.reports, self.ledger)
 
 
 def commit(

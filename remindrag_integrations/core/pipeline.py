@@ -12,7 +12,8 @@ import uuid
 import numpy as np
 
 from .config import RetrievalConfig
-from .memory.replay import replay
+from .memory.math import rank_scores
+from .memory.replay import replay, vouched
 from .navigate import Navigator, navigate
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .protocols import GraphStore
@@ -49,11 +50,18 @@ def seed(walk: Walk, query_vecs: np.ndarray) -> None:
 
 
 def rank(walk: Walk) -> list[RetrievedChunk]:
-    """The chunks the walk read, by query similarity, then (``fill_to_k``) the nearest unread
-    chunks by dense search; at most ``k``."""
+    """The chunks the walk read, by cosine to the query plus ``rank_memory_weight`` times the
+    memory evidence of each (how strongly a remembered edge vouches for it), then
+    (``fill_to_k``) the nearest unread chunks by dense search; at most ``k``. The score parts
+    are kept in ``walk.evidence`` for the trace."""
     cfg, ids = walk.cfg, walk.chunk_ids
-    scored = sorted(zip(ids, walk.sims(ids)), key=lambda t: -t[1])
-    out = [RetrievedChunk(walk.chunk(c), s, walk.sources[c]) for c, s in scored]  # type: ignore[arg-type]
+    cos = np.asarray(walk.sims(ids), dtype=np.float32)
+    vouch = vouched(walk)
+    mem = np.asarray([vouch.get(c, 0.0) for c in ids], dtype=np.float32)
+    final = rank_scores(cos, mem, cfg.rank_memory_weight)
+    scored = sorted(zip(ids, final.tolist(), cos.tolist(), mem.tolist()), key=lambda t: -t[1])
+    out = [RetrievedChunk(walk.chunk(c), s, walk.sources[c]) for c, s, _, _ in scored]  # type: ignore[arg-type]
+    walk.evidence = {c: {"cosine": cs, "memory": m, "score": s} for c, s, cs, m in scored}
     if cfg.fill_to_k and len(out) < cfg.k:
         have = set(ids)
         for anchor, sim in walk.store.search(walk.q_hat, cfg.k + len(have), ("anchor",)):
@@ -61,6 +69,7 @@ def rank(walk: Walk) -> list[RetrievedChunk]:
             if cid and cid not in have and len(out) < cfg.k:
                 have.add(cid)
                 out.append(RetrievedChunk(walk.chunk(cid), sim, "dense_fill"))
+                walk.evidence[cid] = {"cosine": sim, "memory": 0.0, "score": sim}
     return out[: cfg.k]
 
 
@@ -81,6 +90,7 @@ def make_trace(
         subquestions=list(subqs),
         decisions=walk.asks,
         timings_ms=timings,
+        rank_evidence=dict(walk.evidence),
     )
 
 
@@ -106,7 +116,7 @@ def retrieve(
     t2 = time.perf_counter()
     if not walk.parents:
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
-    elif "replay" in walk.sources.values() and not cfg.verify_replay:
+    elif ("replay" in walk.sources.values() or vouched(walk)) and not cfg.verify_replay:
         walk.stop_reason = "replay"
     else:
         yield from navigate(walk, query, navigator)

@@ -268,6 +268,8 @@ class Trace:
     timings_ms: dict[str, float] = field(default_factory=dict)
     # traversal decisions asked for (LLM calls, or zero-token navigator decisions)
     decisions: int = 0
+    # chunk id -> {"cosine", "memory", "score"}: why each returned chunk ranks where it does
+    rank_evidence: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def llm_calls(self) -> dict[str, int]:
@@ -302,6 +304,7 @@ class Trace:
             "memory_result": self.memory_result,
             "timings_ms": self.timings_ms,
             "decisions": self.decisions,
+            "rank_evidence": self.rank_evidence,
         }
 
     @classmethod
@@ -322,6 +325,7 @@ class Trace:
             memory_result=d.get("memory_result"),
             timings_ms=dict(d.get("timings_ms", {})),
             decisions=int(d.get("decisions", 0)),
+            rank_evidence={k: dict(v) for k, v in d.get("rank_evidence", {}).items()},
         )
 
 

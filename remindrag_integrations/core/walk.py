@@ -32,6 +32,8 @@ class Walk:
     hops: int = 0
     asks: int = 0
     stop_reason: str = ""
+    # chunk -> {"cosine", "memory", "score"}: the parts of its final ranking score
+    evidence: dict[str, dict[str, float]] = field(default_factory=dict)
     _nbrs: dict[str, list[Edge]] = field(default_factory=dict)
     _edges: dict[str, Edge] = field(default_factory=dict)
     _nodes: dict[str, Node] = field(default_factory=dict)

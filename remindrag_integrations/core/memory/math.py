@@ -93,3 +93,19 @@ def replay_bound(alpha: float, lam: float) -> float:
     if alpha >= 1.0:
         return math.inf
     return (lam - alpha) / (1.0 - alpha)
+
+
+def memory_evidence(alignment: np.ndarray, alpha: float, lam: float) -> np.ndarray:
+    """How strongly memory vouches for each chunk: ``q̂ · v`` of the contains edge that leads
+    to it, where that edge passes replay (see :func:`replay_bound`), else 0."""
+    a = np.asarray(alignment, dtype=np.float32)
+    return np.where(a > replay_bound(alpha, lam), a, 0.0).astype(np.float32)
+
+
+def rank_scores(cosines: np.ndarray, evidence: np.ndarray, weight: float) -> np.ndarray:
+    """The final ranking score of retrieved chunks: cosine to the query plus ``weight`` times
+    the memory evidence. With weight ≥ 1 a vouched chunk (evidence > 0.5 at the default α, λ)
+    outranks every unvouched one whose cosine is not higher by that margin."""
+    return (np.asarray(cosines, np.float32) + weight * np.asarray(evidence, np.float32)).astype(
+        np.float32
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..walk import Walk
-from .math import replay_bound, replay_scores
+from .math import memory_evidence, replay_bound, replay_scores
 
 
 def replay(walk: Walk) -> None:
@@ -40,3 +40,15 @@ def replay(walk: Walk) -> None:
                 walk.replayed_edges.append(e.id)
                 added += 1
                 stack.append(w)
+
+
+def vouched(walk: Walk, chunk_ids: list[str] | None = None) -> dict[str, float]:
+    """Memory evidence (:func:`.math.memory_evidence`) of the walk's chunks: the ``q̂ · v`` of
+    the contains edge that read each chunk, for the chunks whose edge passes replay."""
+    ids = [c for c in (walk.chunk_ids if chunk_ids is None else chunk_ids) if walk.parents[c][1]]
+    if not ids:
+        return {}
+    edges = [walk.parents[c][1] for c in ids]
+    align = walk.store.memory(edges) @ walk.q_hat  # type: ignore[arg-type]
+    ev = memory_evidence(align, walk.cfg.alpha, walk.cfg.lam)
+    return {c: float(e) for c, e in zip(ids, ev) if e > 0}

@@ -93,11 +93,13 @@ def write(
     *,
     helpful: bool = True,
     max_depth: int = 4,
+    penalise: bool = True,
 ) -> MemoryWrite:
     """Apply one memory write for ``trace``. Helpful: enhance the paths to ``support`` (bridged
-    into the graph when the walk never reached it) and penalise the rest of the subgraph.
-    Unhelpful: penalise the paths to ``support``, or, with no support named, every subgraph
-    edge. Returns what was done; nothing is written when there is nothing to write."""
+    into the graph when the walk never reached it) and, with ``penalise`` (a judge's or a
+    user's word), penalise the rest of the subgraph. Unhelpful: penalise the paths to
+    ``support``, or, with no support named, every subgraph edge. Returns what was done;
+    nothing is written when there is nothing to write."""
     q = np.asarray(trace.query_embedding, dtype=np.float32)
     if not helpful:
         effective, _ = split_edges(trace.parents, support)
@@ -111,6 +113,7 @@ def write(
     effective, ineffective = split_edges(parents, support)
     if not effective:
         return skipped(trace, "no supporting chunk or edge is reachable from the subgraph")
+    ineffective = ineffective if penalise else []
     store.update_memory(effective, ineffective, q)
     reached = [c for c in support.chunks if c in parents]
     edges = [e for e in support.edges if e in set(trace.subgraph_edges)]
