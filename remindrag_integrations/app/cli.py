@@ -37,7 +37,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"~{est['completion_tokens']:,} completion tokens"
         + (" (zero-token mode)" if engine.llm is None else "")
     )
-    report = engine.insert(docs, progress=progress_bar("indexing"))
+    report = engine.insert(docs, progress=progress_bar("indexing"), on_batch=_saver(engine, args))
     save_engine(engine, args)
     c = report.costs
     print(
@@ -50,6 +50,21 @@ def cmd_index(args: argparse.Namespace) -> int:
     )
     print(f"store: {args.store}")
     return 0
+
+
+def _saver(engine: Any, args: argparse.Namespace, every: float = 30.0) -> Any:
+    """Save the store after a finished batch (at most every ``every`` seconds): an interrupted
+    ``remindrag index`` keeps what it indexed, and the next run skips those documents."""
+    import time
+
+    last = [time.monotonic()]
+
+    def save(_report: Any) -> None:
+        if time.monotonic() - last[0] >= every:
+            save_engine(engine, args)
+            last[0] = time.monotonic()
+
+    return save
 
 
 def _cache_note(engine: Any) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..adapters.embeddings import as_embedder
+from ..adapters.embeddings import as_embedder, embedder_for_record, identity_of
 from ..adapters.llm import as_chat_llm
 from ..stores import InMemoryGraphStore, open_store
 from . import answer as answering
@@ -49,6 +49,7 @@ from .types import (
     MemoryStats,
     MemoryWrite,
     Retrieval,
+    StoreNotFoundError,
     Trace,
     UnknownTraceError,
 )
@@ -104,37 +105,46 @@ class ReMindRAG:
         return LLMNavigator(self.prompts.traversal) if self._uses_llm(rt) else ZeroTokenNavigator()
 
     # --- insert --------------------------------------------------------------------------
-    def _inserting(self, documents: Iterable[Any]) -> tuple[inserting.Plan, list[Step], Runtime]:
+    def _batches(self, documents: Iterable[Any], progress: Any, on_batch: Any) -> tuple:
         if isinstance(documents, (str, bytes, Document)):
             raise InvalidArgumentError("insert takes a list of documents, not one document")
         p = inserting.plan(self.store, documents, self.index_config)
         _, rt = self._setup(None, {})
-        steps = p.extraction_steps(self.index_config, self.prompts.extraction, self._uses_llm(rt))
-        return p, steps, rt
+        steps = inserting.Batches(p, self.index_config, progress, on_batch)
+        return steps, rt, (self.prompts.extraction, self._uses_llm(rt))
 
     def insert(
-        self, documents: Iterable[Any], *, progress: ProgressFn | None = None
+        self, documents: Iterable[Any], *, progress: ProgressFn | None = None, on_batch: Any = None
     ) -> IndexReport:
         """Index documents (``Document``, str, or ``(id, text[, metadata])``). Unchanged
         documents are skipped; changed ones replace their old version. Extraction runs up to
-        ``index_config.max_concurrency`` calls at once. Nothing is written unless every chunk
-        was extracted."""
-        p, steps, rt = self._inserting(documents)
-        ledger = CostLedger()
-        found = drive_many(steps, rt, ledger, self.index_config.max_concurrency, progress)
-        return inserting.commit(self.store, self.embedder, self.index_config, p, found, ledger)
+        ``index_config.max_concurrency`` calls at once. Documents are built and written in
+        batches of ``index_config.insert_batch_documents`` (``on_batch(report)`` after each):
+        a document is written only if every chunk of it was extracted, and an interrupted
+        insert keeps the batches it finished (run it again to continue)."""
+        run, rt, how = self._batches(documents, progress, on_batch)
+        cfg = self.index_config
+        for part, prog in run:
+            steps = part.extraction_steps(cfg, *how)
+            found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
+            run.done(inserting.commit(self.store, self.embedder, cfg, part, found, run.ledger))
+        return run.report()
 
     async def ainsert(
-        self, documents: Iterable[Any], *, progress: ProgressFn | None = None
+        self, documents: Iterable[Any], *, progress: ProgressFn | None = None, on_batch: Any = None
     ) -> IndexReport:
+        """:meth:`insert` on the event loop (building and writing run in a worker thread)."""
         import asyncio
 
-        p, steps, rt = self._inserting(documents)
-        ledger = CostLedger()
-        found = await adrive_many(steps, rt, ledger, self.index_config.max_concurrency, progress)
-        return await asyncio.to_thread(
-            inserting.commit, self.store, self.embedder, self.index_config, p, found, ledger
-        )
+        run, rt, how = self._batches(documents, progress, on_batch)
+        cfg = self.index_config
+        for part, prog in run:
+            steps = part.extraction_steps(cfg, *how)
+            found = await adrive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
+            commit = inserting.commit
+            args = (self.store, self.embedder, cfg, part, found, run.ledger)
+            run.done(await asyncio.to_thread(commit, *args))
+        return run.report()
 
     def estimate_insert(self, documents: Iterable[Any]) -> dict[str, int]:
         """What :meth:`insert` would cost: documents and chunks to (re)index, LLM calls and
@@ -381,7 +391,8 @@ class ReMindRAG:
     # --- persistence ---------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Persist the store (atomically) and the configuration."""
-        return persist.save(self.store, self.index_config, self.retrieval_config, directory)
+        used = {"name": identity_of(self.embedder), "dimension": self.store.dim}
+        return persist.save(self.store, self.index_config, self.retrieval_config, directory, used)
 
     @classmethod
     def load(
@@ -392,11 +403,16 @@ class ReMindRAG:
         embeddings: Any = None,
         store: GraphStore | str | None = None,
     ) -> ReMindRAG:
-        """Load what :meth:`save` wrote. Raises :class:`StoreCorruptError` on damage."""
+        """Load what :meth:`save` wrote, with the embedder it recorded unless ``embeddings``
+        is given (checked against the record). Raises :class:`StoreNotFoundError` when there
+        is no such directory, :class:`StoreCorruptError` on damage."""
+        if store is None and not Path(directory).is_dir():
+            raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
         index_cfg, retrieval_cfg = persist.load_config(directory)
+        embedder = embedder_for_record(persist.load_embedder(directory), embeddings)
         return cls(
             llm=llm,
-            embeddings=embeddings,
+            embeddings=embedder,
             store=store if store is not None else InMemoryGraphStore.load(directory),
             index_config=index_cfg,
             retrieval_config=retrieval_cfg,

@@ -57,6 +57,10 @@ class StoreError(ReMindError):
     """A graph store failed to read or write."""
 
 
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """There is no saved engine where one was to be loaded."""
+
+
 class StoreCorruptError(StoreError):
     """A persisted store is damaged (missing file, bad checksum, bad format)."""
 

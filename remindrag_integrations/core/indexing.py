@@ -29,6 +29,7 @@ from .types import (
     LLMError,
     LLMOutputError,
     Node,
+    NodeKind,
 )
 
 MENTION_TEXT = "is mentioned in"
@@ -139,10 +140,14 @@ def build_graph(
     embedder: Embedder,
     cfg: IndexConfig,
 ) -> GraphBatch:
-    """Nodes and edges for new chunks, merging entities into the store's (SPEC §1)."""
+    """Nodes and edges for new chunks, merging entities into the store's (SPEC §1). Chunk
+    texts and new entity names are embedded together, once per distinct string."""
     batch = GraphBatch(chunks=list(chunks))
-    chunk_vecs = embed_checked(embedder, [c.text for c in chunks], cfg.embed_batch_size, store.dim)
-    resolve, ent_nodes, ent_vecs = _resolve_entities(extractions, store, embedder, cfg, batch)
+    resolve, pending = _known_entities(extractions, store)
+    texts = [c.text for c in chunks] + [name for _, name in pending]
+    vecs = embed_unique(embedder, texts, cfg.embed_batch_size, store.dim)
+    chunk_vecs, name_vecs = vecs[: len(chunks)], vecs[len(chunks) :]
+    ent_nodes, ent_vecs = _merge_entities(pending, name_vecs, store, cfg, batch, resolve)
     rows: list[np.ndarray] = []
     for c, x, vec in zip(chunks, extractions, chunk_vecs):
         a_id = anchor_of(c.id)
@@ -153,45 +158,67 @@ def build_graph(
         ]
         rows += [vec, vec]
         batch.edges.append(Edge(contains_edge_of(c.id), a_id, c.id, "contains", title))
-        for name in x.entities:
-            eid = resolve[norm_name(name)]
-            batch.edges.append(
-                Edge(edge_id("mention", eid, a_id), eid, a_id, "mention", MENTION_TEXT)
-            )
-        for s, sentence, o in x.triples:
-            u, v = resolve[norm_name(s)], resolve[norm_name(o)]
-            if u == v:
-                continue
-            a, b = sorted((u, v))
-            batch.edges.append(
-                Edge(edge_id("relation", a, b, sentence), u, v, "relation", sentence)
-            )
-            batch.relations += 1
-    by_doc: dict[str, list[Chunk]] = {}
-    for c in chunks:
-        by_doc.setdefault(c.doc_id, []).append(c)
-    for doc_chunks in by_doc.values():
-        doc_chunks.sort(key=lambda c: c.index)
-        for prev, nxt in zip(doc_chunks, doc_chunks[1:]):
-            a, b = anchor_of(prev.id), anchor_of(nxt.id)
-            batch.edges.append(Edge(edge_id("context", a, b), a, b, "context", CONTEXT_TEXT))
+        batch.edges += _entity_edges(x, a_id, resolve, batch)
+    batch.edges += _context_edges(chunks)
     batch.nodes += ent_nodes
     rows += list(ent_vecs)
-    dim = chunk_vecs.shape[1] if len(chunk_vecs) else (store.dim or 0)
+    dim = vecs.shape[1] if len(vecs) else (store.dim or 0)
     batch.embeddings = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
     batch.edges = list({e.id: e for e in batch.edges}.values())
     return batch
 
 
-def _resolve_entities(
-    extractions: Sequence[Extraction],
-    store: GraphStore,
-    embedder: Embedder,
-    cfg: IndexConfig,
-    batch: GraphBatch,
-) -> tuple[dict[str, str], list[Node], np.ndarray]:
-    """Map every normalised entity name to a node id: exact name match first, then cosine
-    ≥ ``synonym_threshold`` against the store's and this batch's entities."""
+def _entity_edges(
+    x: Extraction, a_id: str, resolve: dict[str, str], batch: GraphBatch
+) -> list[Edge]:
+    edges = []
+    for name in x.entities:
+        eid = resolve[norm_name(name)]
+        edges.append(Edge(edge_id("mention", eid, a_id), eid, a_id, "mention", MENTION_TEXT))
+    for s, sentence, o in x.triples:
+        u, v = resolve[norm_name(s)], resolve[norm_name(o)]
+        if u == v:
+            continue
+        a, b = sorted((u, v))
+        edges.append(Edge(edge_id("relation", a, b, sentence), u, v, "relation", sentence))
+        batch.relations += 1
+    return edges
+
+
+def _context_edges(chunks: Sequence[Chunk]) -> list[Edge]:
+    by_doc: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_doc.setdefault(c.doc_id, []).append(c)
+    edges = []
+    for doc_chunks in by_doc.values():
+        doc_chunks.sort(key=lambda c: c.index)
+        for prev, nxt in zip(doc_chunks, doc_chunks[1:]):
+            a, b = anchor_of(prev.id), anchor_of(nxt.id)
+            edges.append(Edge(edge_id("context", a, b), a, b, "context", CONTEXT_TEXT))
+    return edges
+
+
+def embed_unique(
+    embedder: Embedder, texts: Sequence[str], batch_size: int, dim: int | None
+) -> np.ndarray:
+    """:func:`embed_checked` of each distinct text once, shortest first (batches of similar
+    length pad little), rows returned in the order of ``texts``."""
+    index: dict[str, int] = {}
+    where = [index.setdefault(t, len(index)) for t in texts]
+    unique = sorted(index, key=len)
+    vecs = embed_checked(embedder, unique, batch_size, dim)
+    pos = {t: i for i, t in enumerate(unique)}
+    order = np.array([pos[t] for t in index], dtype=np.int64)  # first-seen -> sorted row
+    if not len(vecs):
+        return vecs
+    return vecs[order[np.asarray(where, dtype=np.int64)]]
+
+
+def _known_entities(
+    extractions: Sequence[Extraction], store: GraphStore
+) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Normalised names already in the store (exact match), and the others in first-seen
+    order with the spelling first seen."""
     names: dict[str, str] = {}
     for x in extractions:
         for n in [*x.entities, *(t[0] for t in x.triples), *(t[2] for t in x.triples)]:
@@ -204,45 +231,94 @@ def _resolve_entities(
             resolve[key] = existing
         else:
             pending.append((key, name))
-    vecs = embed_checked(embedder, [n for _, n in pending], cfg.embed_batch_size, store.dim)
+    return resolve, pending
+
+
+def _merge_entities(
+    pending: list[tuple[str, str]],
+    vecs: np.ndarray,
+    store: GraphStore,
+    cfg: IndexConfig,
+    batch: GraphBatch,
+    resolve: dict[str, str],
+) -> tuple[list[Node], np.ndarray]:
+    """Each pending name becomes a new entity or merges into the most similar one with cosine
+    ≥ ``synonym_threshold``: the store's entities (one batched search) or this batch's earlier
+    ones (blocked matrix products), which win a tie. Returns the new nodes and their rows."""
+    store_best = search_many(store, vecs, ("entity",))
+    targets = synonym_targets(vecs, store_best, cfg.synonym_threshold)
     new_nodes: list[Node] = []
-    accepted = np.zeros_like(vecs)  # rows of the entities this batch adds, in order
-    for (key, name), vec in zip(pending, vecs):
-        target = _synonym(vec, store, new_nodes, accepted[: len(new_nodes)], cfg.synonym_threshold)
+    node_of: dict[int, str] = {}
+    for i, ((key, name), target) in enumerate(zip(pending, targets)):
         if target is None:
-            accepted[len(new_nodes)] = vec
-            new_nodes.append(Node(entity_id(name), "entity", name))
-            resolve[key] = new_nodes[-1].id
+            node_of[i] = entity_id(name)
+            new_nodes.append(Node(node_of[i], "entity", name))
+            resolve[key] = node_of[i]
             batch.entities_added += 1
-        else:
-            resolve[key] = target
-            batch.aliases.setdefault(target, []).append(name)
-            batch.entities_merged += 1
-    # aliases of entities new in this batch go on the node itself
-    for node_i, node in enumerate(new_nodes):
+            continue
+        tid = node_of[target] if isinstance(target, int) else target
+        resolve[key] = tid
+        batch.aliases.setdefault(tid, []).append(name)
+        batch.entities_merged += 1
+    for node_i, node in enumerate(new_nodes):  # aliases of new entities go on the node
         extra = batch.aliases.pop(node.id, [])
         if extra:
             new_nodes[node_i] = Node(node.id, "entity", node.name, aliases=tuple(extra))
-    return resolve, new_nodes, accepted[: len(new_nodes)]
+    rows = sorted(node_of)
+    return new_nodes, vecs[rows] if rows else vecs[:0]
 
 
-def _synonym(
-    vec: np.ndarray,
-    store: GraphStore,
-    new_nodes: list[Node],
-    new_vecs: np.ndarray,
+def search_many(
+    store: GraphStore, vecs: np.ndarray, kinds: tuple[NodeKind, ...]
+) -> list[tuple[str, float] | None]:
+    """The best node of ``kinds`` for each row: the store's ``search_many`` when it has one
+    (one batched search), else one ``search`` per row."""
+    many = getattr(store, "search_many", None)
+    found = many(vecs, 1, kinds) if callable(many) else [store.search(v, 1, kinds) for v in vecs]
+    return [hits[0] if hits else None for hits in found]
+
+
+Target = str | int | None  # a store entity id, the index of an earlier accepted row, or new
+
+
+def synonym_targets(
+    vecs: np.ndarray,
+    store_best: Sequence[tuple[str, float] | None],
     threshold: float,
-) -> str | None:
-    best_id, best = None, threshold
-    for nid, sim in store.search(vec, 1, ("entity",)):
-        if sim >= best:
-            best_id, best = nid, sim
-    if len(new_vecs):
-        sims = new_vecs @ vec
-        i = int(np.argmax(sims))
-        if sims[i] >= best:
-            best_id = new_nodes[i].id
-    return best_id
+    block: int = 512,
+) -> list[Target]:
+    """For each row in order: the store entity or earlier accepted row it merges into (the
+    higher cosine ≥ ``threshold``; an accepted row wins a tie, the earliest among equals), or
+    None when it is accepted as new. Rows are compared block by block with matrix products."""
+    n = len(vecs)
+    targets: list[Target] = [None] * n
+    accepted: list[int] = []
+    for start in range(0, n, block):
+        blk = vecs[start : start + block]
+        prior = blk @ vecs[accepted].T if accepted else np.zeros((len(blk), 0), np.float32)
+        inner = blk @ blk.T
+        inside: list[int] = []  # block positions accepted so far
+        for r in range(len(blk)):
+            best_id: Target = None
+            best = threshold
+            hit = store_best[start + r]
+            if hit is not None and hit[1] >= best:
+                best_id, best = hit
+            sim, row = -np.inf, -1
+            if prior.shape[1]:
+                j = int(np.argmax(prior[r]))
+                sim, row = float(prior[r, j]), accepted[j]
+            if inside:
+                j = int(np.argmax(inner[r, inside]))
+                if float(inner[r, inside[j]]) > sim:
+                    sim, row = float(inner[r, inside[j]]), start + inside[j]
+            if row >= 0 and sim >= best:
+                best_id = row
+            targets[start + r] = best_id
+            if best_id is None:
+                inside.append(r)
+        accepted += [start + r for r in inside]
+    return targets
 
 
 def source_tokens(chunks: Sequence[Chunk]) -> int:

@@ -1,9 +1,10 @@
-"""Inserting documents: what must be (re)indexed, then one store write of the new graph."""
+"""Inserting documents: what must be (re)indexed, split into batches of documents, each
+built and written in one store write (an interrupted insert keeps the batches it finished)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import arguments, indexing
@@ -34,6 +35,75 @@ def plan(store: GraphStore, documents: Iterable[Any], cfg: IndexConfig) -> Plan:
     fresh = [d for d in docs if store.document_hash(d.id) != indexing.content_hash(d)]
     chunks = [c for d in fresh for c in indexing.make_chunks(d, cfg)]
     return Plan(fresh, chunks, len(docs) - len(fresh))
+
+
+def split(p: Plan, documents: int) -> list[Plan]:
+    """The plan in batches of at most ``documents`` documents, each with all its chunks; the
+    unchanged count goes with the first."""
+    by_doc: dict[str, list[Chunk]] = {}
+    for c in p.chunks:
+        by_doc.setdefault(c.doc_id, []).append(c)
+    parts = []
+    for i in range(0, len(p.fresh), documents):
+        docs = p.fresh[i : i + documents]
+        chunks = [c for d in docs for c in by_doc.get(d.id, [])]
+        parts.append(Plan(docs, chunks, p.unchanged if i == 0 else 0))
+    return parts
+
+
+def offset_progress(
+    progress: Callable[[int, int], None] | None, done: int, total: int
+) -> Callable[[int, int], None] | None:
+    """A batch's ``progress(done, total)`` seen as progress over the whole insert."""
+    if progress is None:
+        return None
+    return lambda n, _: progress(done + n, total)
+
+
+def combine(p: Plan, reports: list[IndexReport], ledger: CostLedger) -> IndexReport:
+    """One report for the whole insert from its batches' reports."""
+    total = IndexReport(0, p.unchanged, 0, 0, 0, 0, 0, ledger, 0)
+    for r in reports:
+        total = replace(
+            total,
+            documents=total.documents + r.documents,
+            chunks=total.chunks + r.chunks,
+            entities_added=total.entities_added + r.entities_added,
+            entities_merged=total.entities_merged + r.entities_merged,
+            relations=total.relations + r.relations,
+            source_tokens=total.source_tokens + r.source_tokens,
+            fallback_chunks=total.fallback_chunks + r.fallback_chunks,
+        )
+    return total
+
+
+class Batches:
+    """An insert's batches in order, each with its ``progress`` over the whole insert; the
+    caller reports each batch's result with :meth:`done` (which calls ``on_batch``)."""
+
+    def __init__(
+        self,
+        p: Plan,
+        cfg: IndexConfig,
+        progress: Callable[[int, int], None] | None,
+        on_batch: Callable[[IndexReport], None] | None,
+    ) -> None:
+        self.plan, self.cfg, self.progress, self.on_batch = p, cfg, progress, on_batch
+        self.ledger = CostLedger()
+        self.reports: list[IndexReport] = []
+
+    def __iter__(self) -> Iterator[tuple[Plan, Callable[[int, int], None] | None]]:
+        for part in split(self.plan, self.cfg.insert_batch_documents):
+            done = sum(r.chunks for r in self.reports)
+            yield part, offset_progress(self.progress, done, len(self.plan.chunks))
+
+    def done(self, report: IndexReport) -> None:
+        self.reports.append(report)
+        if self.on_batch is not None:
+            self.on_batch(report)
+
+    def report(self) -> IndexReport:
+        return combine(self.plan, self.reports, self.ledger)
 
 
 def commit(

@@ -29,14 +29,22 @@ def save(
     index_config: IndexConfig,
     retrieval_config: RetrievalConfig,
     directory: str | os.PathLike[str],
+    embedder: dict[str, Any] | None = None,
 ) -> Path:
+    """``embedder`` (its ``name`` and ``dimension``) is recorded so that :func:`load_embedder`
+    can tell which embedder the store needs."""
     if isinstance(store, DirectoryStore):
         root = Path(store.save(directory))
     else:  # a database store writes through: make it durable, keep the config beside
         store.flush()
         root = Path(directory)
         root.mkdir(parents=True, exist_ok=True)
-    cfg = {"index": index_config.model_dump(), "retrieval": retrieval_config.model_dump()}
+    cfg: dict[str, Any] = {
+        "index": index_config.model_dump(),
+        "retrieval": retrieval_config.model_dump(),
+    }
+    if embedder is not None:
+        cfg["embedder"] = embedder
     write_checked_json(root / ENGINE_FILE, cfg)
     return root
 
@@ -73,3 +81,10 @@ def read_checked_json(path: Path) -> dict[str, Any]:
         return obj
     except (OSError, ValueError, KeyError, TypeError, UnicodeError, AttributeError) as exc:
         raise StoreCorruptError(f"{path} is missing or damaged: {exc}") from exc
+
+
+def load_embedder(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The embedder recorded by :func:`save` (``name`` and ``dimension``), None when the
+    engine was saved without one."""
+    found = read_checked_json(Path(directory) / ENGINE_FILE).get("embedder")
+    return found if isinstance(found, dict) else None

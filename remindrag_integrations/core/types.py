@@ -23,6 +23,7 @@ from .errors import (  # noqa: F401 - the errors are importable from here too
     StoreCorruptError,
     StoreError,
     StoreLockedError,
+    StoreNotFoundError,
     UnknownNodeError,
     UnknownTraceError,
 )

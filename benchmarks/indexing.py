@@ -1,0 +1,264 @@
+"""Indexing throughput, embedder backends and cold start (issue #16, #15 item 6).
+
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/indexing.py \\
+        --data ../shared/datasets/hotpotqa_train100.corpus.jsonl --sections embedders,hotpotqa,cold \\
+        --out benchmarks/results/indexing.json
+
+Sections: ``embedders`` (sentence-transformers vs onnxruntime on the same passages and entity
+names: texts/s and cosine agreement), ``hotpotqa`` (zero-token ``insert`` of the pooled corpus:
+chunks/s), ``scaling`` (zero-token ``insert`` of N distinct chunks made from the corpus, one
+fresh engine per size: chunks/s and peak RSS), ``cold`` (fresh ``python -c`` processes: import,
+first ``from_texts`` + query, ``load`` + query of a saved engine; median of ``--runs``).
+Prints a table per section and writes everything to ``--out`` as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def load_passages(path: Path) -> list[str]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return [r["text"] for r in rows]
+
+
+def table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+    print(f"\n{title}")
+    cells = [header] + [[f"{c:.3f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for i, r in enumerate(cells):
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def bench_embedders(passages: list[str], n_passages: int, n_names: int) -> dict[str, Any]:
+    import numpy as np
+
+    from remindrag_integrations.adapters.embeddings import (
+        SentenceTransformerEmbedder,
+        packaged_model_path,
+    )
+    from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
+
+    texts = passages[:n_passages]
+    names = list(dict.fromkeys(re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*", " ".join(passages))))
+    names = names[:n_names]
+    backends = {"sentence-transformers": SentenceTransformerEmbedder(), "onnxruntime": None}
+    backends["onnxruntime"] = OnnxEmbedder(packaged_model_path())
+    out: dict[str, Any] = {}
+    for b in backends.values():
+        b.embed(["warm up"])
+    for label, items in (("passages", texts), ("entity names", names)):
+        vecs = {}
+        for name, b in backends.items():  # side by side, alternating
+            t = time.perf_counter()
+            vecs[name] = b.embed(items)
+            out[f"{label}/{name}"] = len(items) / (time.perf_counter() - t)
+        cos = np.sum(vecs["sentence-transformers"] * vecs["onnxruntime"], axis=1)
+        out[f"{label}/cos_min"], out[f"{label}/cos_mean"] = float(cos.min()), float(cos.mean())
+        out[f"{label}/n"] = len(items)
+    rows = [
+        [
+            label,
+            out[f"{label}/n"],
+            out[f"{label}/sentence-transformers"],
+            out[f"{label}/onnxruntime"],
+            out[f"{label}/onnxruntime"] / out[f"{label}/sentence-transformers"],
+            out[f"{label}/cos_min"],
+            out[f"{label}/cos_mean"],
+        ]
+        for label in ("passages", "entity names")
+    ]
+    head = ["texts", "n", "st texts/s", "onnx texts/s", "onnx/st", "cos min", "cos mean"]
+    table("Embedders (packaged all-MiniLM-L6-v2)", head, rows)
+    return out
+
+
+def index_once(
+    docs: list[tuple[str, str]], backend: str | None = None, hash_embedder: bool = False
+) -> dict[str, Any]:
+    """One zero-token ``insert``; ``hash_embedder``: ``testing.HashEmbedder`` (384 dims)
+    instead of MiniLM, which leaves only what grows with the store (merge, writes)."""
+    from remindrag_integrations import ReMindRAG
+    from remindrag_integrations.testing import HashEmbedder
+
+    if backend:
+        os.environ["REMINDRAG_EMBEDDER_BACKEND"] = backend
+    engine = ReMindRAG(embeddings=HashEmbedder(384) if hash_embedder else None)
+    engine.embedder.embed(["warm up"])  # model load is cold start, not throughput
+    t = time.perf_counter()
+    report = engine.insert(docs)
+    secs = time.perf_counter() - t
+    os.environ.pop("REMINDRAG_EMBEDDER_BACKEND", None)
+    return {
+        "embedder": type(engine.embedder).__name__,
+        "documents": report.documents,
+        "chunks": report.chunks,
+        "entities": report.entities_added,
+        "merged": report.entities_merged,
+        "seconds": secs,
+        "chunks_per_s": report.chunks / secs,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def bench_hotpotqa(passages: list[str], backends: list[str]) -> list[dict[str, Any]]:
+    docs = [(f"p{i}", t) for i, t in enumerate(passages)]
+    runs = [index_once(docs, b) for b in backends]
+    head = ["embedder", "docs", "chunks", "entities", "merged", "seconds", "chunks/s"]
+    rows = [
+        [
+            r["embedder"],
+            r["documents"],
+            r["chunks"],
+            r["entities"],
+            r["merged"],
+            r["seconds"],
+            r["chunks_per_s"],
+        ]
+        for r in runs
+    ]
+    table(f"Zero-token indexing, pooled HotpotQA ({len(passages)} passages)", head, rows)
+    return runs
+
+
+def synthetic(passages: list[str], n: int) -> list[tuple[str, str]]:
+    """``n`` distinct one-chunk documents: the corpus repeated, each copy numbered."""
+    return [
+        (f"s{i}", f"{passages[i % len(passages)]} (copy {i // len(passages)})") for i in range(n)
+    ]
+
+
+def bench_scaling(
+    passages: list[str], sizes: list[int], out_path: Path, hash_embedder: bool
+) -> list[dict]:
+    """Each size in a fresh process (peak RSS per size); results appended as they finish."""
+    runs = []
+    for n in sizes:
+        code = (
+            "import json,sys; sys.path.insert(0, 'benchmarks'); import indexing as b; "
+            f"p=b.load_passages(b.Path({str(DATA)!r})); "
+            f"print(json.dumps(b.index_once(b.synthetic(p, {n}), None, {hash_embedder})))"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        if done.returncode:
+            print(done.stderr[-2000:], file=sys.stderr)
+            break
+        runs.append({"size": n, **json.loads(done.stdout.strip().splitlines()[-1])})
+        first = runs[0]["chunks_per_s"]
+        for r in runs:
+            r["vs_first"] = r["chunks_per_s"] / first
+        out_path.write_text(json.dumps({"scaling": runs}, indent=1), encoding="utf-8")
+        head = ["chunks", "seconds", "chunks/s", "vs smallest", "entities", "peak RSS MB"]
+        rows = [
+            [
+                r["chunks"],
+                r["seconds"],
+                r["chunks_per_s"],
+                r["vs_first"],
+                r["entities"],
+                r["peak_rss_mb"],
+            ]
+            for r in runs
+        ]
+        what = "HashEmbedder" if hash_embedder else "MiniLM"
+        table(f"Scaling ({what}, zero-token, distinct chunks of repeated HotpotQA)", head, rows)
+    return runs
+
+
+COLD = {
+    "import ReMindRetriever": "from remindrag_integrations import ReMindRetriever",
+    "from_texts + first query": (
+        "from remindrag_integrations import ReMindRetriever; "
+        "r = ReMindRetriever.from_texts(['Marie Curie worked in Paris.', 'Paris is in France.']); "
+        "assert r.invoke('Where did Marie Curie work?')"
+    ),
+    "load + first query": (
+        "from remindrag_integrations import ReMindRAG; "
+        "assert ReMindRAG.load({store!r}).retrieve('Where did Marie Curie work?').chunks"
+    ),
+}
+
+
+def bench_cold(runs: int, backends: list[str], store: Path) -> dict[str, Any]:
+    from remindrag_integrations import ReMindRAG
+
+    engine = ReMindRAG()
+    engine.insert(["Marie Curie worked in Paris.", "Paris is in France."])
+    engine.save(store)
+    out: dict[str, Any] = {}
+    for backend in backends:
+        env = {**os.environ, "REMINDRAG_EMBEDDER_BACKEND": backend, "HF_HUB_OFFLINE": "1"}
+        for label, code in COLD.items():
+            times = []
+            for _ in range(runs):
+                t = time.perf_counter()
+                subprocess.run(
+                    [sys.executable, "-c", code.format(store=str(store))],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
+                times.append(time.perf_counter() - t)
+            out[f"{backend}/{label}"] = statistics.median(times)
+    rows = [[label, *(out[f"{b}/{label}"] for b in backends)] for label in COLD]
+    table(f"Cold start, fresh process, median of {runs} (s)", ["", *backends], rows)
+    return out
+
+
+DATA = Path("../shared/datasets/hotpotqa_train100.corpus.jsonl")
+
+
+def main() -> None:
+    global DATA
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--sections", default="embedders,hotpotqa,cold")
+    ap.add_argument("--backends", default="onnx,torch", help="for hotpotqa and cold")
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--embed-passages", type=int, default=300)
+    ap.add_argument("--embed-names", type=int, default=1000)
+    ap.add_argument("--hash-embedder", action="store_true", help="scaling without MiniLM")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/indexing.json"))
+    args = ap.parse_args()
+    DATA = args.data.resolve()
+    passages = load_passages(DATA)
+    sections = args.sections.split(",")
+    backends = args.backends.split(",")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"uptime": os.getloadavg(), "nproc": os.cpu_count()}
+    if "embedders" in sections:
+        result["embedders"] = bench_embedders(passages, args.embed_passages, args.embed_names)
+    if "hotpotqa" in sections:
+        result["hotpotqa"] = bench_hotpotqa(passages, backends)
+    if "cold" in sections:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            result["cold"] = bench_cold(args.runs, backends, Path(tmp) / "store")
+    if "scaling" in sections:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        result["scaling"] = bench_scaling(
+            passages, sizes, args.out.with_suffix(".scaling.json"), args.hash_embedder
+        )
+    result["load_after"] = os.getloadavg()
+    args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(
+        f"\nload average before {result['uptime']}, after {result['load_after']}; wrote {args.out}"
+    )
+
+
+if __name__ == "__main__":
+    main()

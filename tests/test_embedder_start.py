@@ -1,0 +1,98 @@
+"""The packaged embedder on onnxruntime gives sentence-transformers' vectors; bad embedder
+names fail at once; a saved engine records its embedder and ``load`` uses or checks it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from remindrag_integrations import EmbeddingError, ReMindRAG, StoreNotFoundError
+from remindrag_integrations.adapters.embeddings import (
+    SentenceTransformerEmbedder,
+    as_embedder,
+    identity_of,
+    packaged_model_path,
+)
+from remindrag_integrations.core.types import ConfigError
+from remindrag_integrations.testing import HashEmbedder
+
+DATA = Path(__file__).parent / "data" / "hotpotqa_train100_sample.corpus.jsonl"
+
+
+def passages(n: int) -> list[str]:
+    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
+    return [r["text"] for r in rows[:n]]
+
+
+def test_onnx_vectors_match_sentence_transformers_on_real_passages():
+    pytest.importorskip("onnxruntime")
+    from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
+
+    texts = [*passages(16), "Paris", "Marie Curie", "a"]
+    fast = OnnxEmbedder(packaged_model_path(), batch_size=5).embed(texts)
+    ref = SentenceTransformerEmbedder().embed(texts)
+    cos = np.sum(fast * ref, axis=1)
+    assert fast.shape == ref.shape == (len(texts), 384)
+    assert cos.min() >= 0.999
+
+
+def test_default_embedder_uses_onnx_when_installed_and_torch_when_asked(monkeypatch):
+    pytest.importorskip("onnxruntime")
+    assert type(as_embedder(None)).__name__ == "OnnxEmbedder"
+    monkeypatch.setenv("REMINDRAG_EMBEDDER_BACKEND", "torch")
+    assert isinstance(as_embedder(None), SentenceTransformerEmbedder)
+    monkeypatch.setenv("REMINDRAG_EMBEDDER_BACKEND", "gpu")
+    with pytest.raises(ConfigError, match="REMINDRAG_EMBEDDER_BACKEND"):
+        as_embedder(None)
+
+
+@pytest.mark.parametrize(
+    "name", ["sentence-transformers/all-MiniLM-L6-v3", "no such model", "./missing-dir"]
+)
+def test_a_bad_embedder_name_is_an_embedding_error_at_once(monkeypatch, name):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(EmbeddingError, match="embedder"):
+        as_embedder(name)
+
+
+def test_load_of_a_missing_directory_says_so(tmp_path):
+    with pytest.raises(StoreNotFoundError, match="no such directory"):
+        ReMindRAG.load(tmp_path / "nonexistent")
+
+
+class NamedHash(HashEmbedder):
+    def __init__(self, identity: str, dim: int = 64) -> None:
+        super().__init__(dim)
+        self.identity = identity
+
+
+def test_save_records_the_embedder_and_load_uses_it(tmp_path):
+    engine = ReMindRAG()  # the packaged embedder
+    engine.insert(["Marie Curie worked in Paris."])
+    engine.save(tmp_path / "s")
+    saved = json.loads((tmp_path / "s" / "engine.json").read_text())
+    assert saved["embedder"] == {"name": "all-MiniLM-L6-v2", "dimension": 384}
+    back = ReMindRAG.load(tmp_path / "s")
+    assert identity_of(back.embedder) == "all-MiniLM-L6-v2"
+    assert back.retrieve("Where did Marie Curie work?").chunks
+
+
+def test_load_with_another_embedder_than_recorded_is_a_clear_error(tmp_path):
+    engine = ReMindRAG(embeddings=NamedHash("hash-a"))
+    engine.insert(["Marie Curie worked in Paris."])
+    engine.save(tmp_path / "s")
+    with pytest.raises(EmbeddingError, match="'hash-a'.*64 dimensions"):
+        ReMindRAG.load(tmp_path / "s", embeddings=NamedHash("hash-b"))
+    assert ReMindRAG.load(tmp_path / "s", embeddings=NamedHash("hash-a")).retrieve("Paris")
+
+
+def test_load_without_a_rebuildable_embedder_asks_for_one(tmp_path):
+    engine = ReMindRAG(embeddings=HashEmbedder(64))
+    engine.insert(["Marie Curie worked in Paris."])
+    engine.save(tmp_path / "s")
+    with pytest.raises(ConfigError, match="pass embeddings="):
+        ReMindRAG.load(tmp_path / "s")
+    assert ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder(64)).retrieve("Paris")
