@@ -44,7 +44,7 @@ def pre_query(query: str, cfg: RetrievalConfig, template: str = PRE_QUERY_PROMPT
 
 def seed(walk: Walk, query_vecs: np.ndarray) -> None:
     """Start the walk at the top ``cfg.seeds`` nodes of each (sub)query."""
-    for s in find_seeds(walk.store, list(query_vecs), walk.cfg.seeds):
+    for s in find_seeds(walk, list(query_vecs), walk.cfg.seeds):
         walk.add(s, None, None, "seed")
 
 
@@ -56,7 +56,7 @@ def rank(walk: Walk) -> list[RetrievedChunk]:
     out = [RetrievedChunk(walk.chunk(c), s, walk.sources[c]) for c, s in scored]  # type: ignore[arg-type]
     if cfg.fill_to_k and len(out) < cfg.k:
         have = set(ids)
-        for anchor, sim in walk.store.search(walk.q_hat, cfg.k + len(have), ("anchor",)):
+        for anchor, sim in walk.search(walk.q_hat, cfg.k + len(have), ("anchor",)):
             cid = walk.nodes([anchor])[0].chunk_id
             if cid and cid not in have and len(out) < cfg.k:
                 have.add(cid)
