@@ -219,3 +219,17 @@ def test_memory_admin_commands(corpus, tmp_path):
     assert bad.returncode == 2 and "0 <= F <= 1" in bad.stderr
     wrong = run("inspect", "--store", str(store), "--namespace", "other", cwd=tmp_path, check=False)
     assert wrong.returncode == 2 and "namespace" in wrong.stderr
+
+
+def test_document_ids_are_the_same_from_anywhere(corpus, monkeypatch):
+    from remindrag_integrations.app.documents import read_documents
+
+    monkeypatch.chdir(corpus)
+    here = [(d.id, d.metadata["source"]) for d in read_documents(["docs"])]
+    monkeypatch.chdir("/")
+    there = [(d.id, d.metadata["source"]) for d in read_documents([str(corpus / "docs")])]
+    assert here == there and len(here) == 10
+    assert ("docs/alu.txt", "docs/alu.txt") in here
+    monkeypatch.chdir(corpus / "docs")
+    (single,) = read_documents(["alu.txt"])
+    assert single.id == "alu.txt"
