@@ -88,6 +88,19 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
     assert "10 documents" in info and "10 chunks" in info
     touched = int(re.search(r"memory: (\d+) touched edges", info).group(1))
     assert touched > 0 and "strongest remembered edges" in info
+    closed = subprocess.Popen(  # `remindrag inspect | head`: the reader is gone at once
+        [sys.executable, "-m", "remindrag_integrations.app.cli", "inspect", "--store", str(store)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    closed.stdout.close()
+    assert closed.wait(timeout=600) == 141 and b"Traceback" not in closed.stderr.read()
+
+    text = run("trace", first["trace_id"], "--store", str(store), cwd=tmp_path).stdout
+    assert f"trace: {first['trace_id']}" in text and "memory: " in text
+    assert re.search(r"^  seed ", text, re.MULTILINE) and re.search(r"^  forward ", text, re.M)
 
     html = tmp_path / "trace.html"
     run("trace", first["trace_id"], "--store", str(store), "--html", str(html), cwd=tmp_path)

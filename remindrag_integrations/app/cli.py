@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -159,13 +160,30 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from .html_trace import render_trace
-
     engine = open_engine(args)
     trace = engine.trace(args.trace_id)
-    out = Path(args.html)
-    out.write_text(render_trace(engine.store, trace), encoding="utf-8")
-    print(f"wrote {out} ({len(trace.parents)} nodes, {len(trace.moves)} moves)")
+    if args.html:
+        from .html_trace import render_trace
+
+        out = Path(args.html)
+        out.write_text(render_trace(engine.store, trace), encoding="utf-8")
+        print(f"wrote {out} ({len(trace.parents)} nodes, {len(trace.moves)} moves)")
+        return 0
+    print(f"query: {trace.query}")
+    print(f"trace: {trace.trace_id} ({len(trace.parents)} nodes, {len(trace.moves)} moves)")
+    for line in describe_path(engine, trace):
+        print(f"  {line}")
+    print("chunks:")
+    for cid in trace.chunk_ids:
+        chunk = engine.store.get_chunk(cid)
+        print(f"  [{cid}] {chunk.doc_id}: {' '.join(chunk.text.split())[:120]}")
+    result = trace.memory_result or {}
+    print(
+        f"memory: {len(result.get('enhanced', []))} edges enhanced, "
+        f"{len(result.get('penalised', []))} penalised"
+        if trace.memorized
+        else "memory: not memorized"
+    )
     return 0
 
 
@@ -276,13 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "trace",
-        help="write an HTML picture of one retrieval",
-        description="Render a trace (seeds, replayed edges, moves, memory "
-        "updates) as a self-contained HTML file.",
+        help="show one retrieval (text, or an HTML picture)",
+        description="Print a trace (seeds, replayed edges, moves, chunks, memory "
+        "update), or render it as a self-contained HTML file with --html.",
     )
     p.add_argument("trace_id")
     _store_args(p, llm=False)
-    p.add_argument("--html", required=True, help="output .html file")
+    p.add_argument("--html", help="write an HTML picture to this file instead of printing")
     p.set_defaults(func=cmd_trace, llm="none")
 
     p = sub.add_parser(
@@ -309,10 +327,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "bench" and args.bench_args[:1] == ["--"]:
         args.bench_args = args.bench_args[1:]
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
     except (CLIError, ReMindError) as exc:
         print(f"remindrag {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `remindrag inspect | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

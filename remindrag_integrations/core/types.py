@@ -205,6 +205,12 @@ class CostLedger:
             StageCost(calls, prompt_tokens, completion_tokens)
         )
 
+    def __repr__(self) -> str:
+        used = ", ".join(
+            f"{k}: {v.calls} calls / {v.tokens} tokens" for k, v in self.stages.items() if v.calls
+        )
+        return f"CostLedger({used or 'no LLM calls'})"
+
     def merge(self, other: CostLedger) -> None:
         for k, v in other.stages.items():
             self.stages.setdefault(k, StageCost()).add(v)
