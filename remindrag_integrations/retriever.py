@@ -345,6 +345,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         """Touched edges, memory writes applied, writes skipped."""
         return self.engine.memory_stats()
 
+    def to_networkx(self) -> Any:
+        """The whole graph as a ``networkx.MultiGraph`` (see :meth:`ReMindRAG.to_networkx`)."""
+        return self.engine.to_networkx()
+
     def memory_callback(self) -> ReMindMemoryCallback:
         """A LangChain callback handler that memorizes after each answered question."""
         return ReMindMemoryCallback(self)

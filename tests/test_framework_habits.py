@@ -306,3 +306,56 @@ def test_llamaindex_documents_without_ids_do_not_duplicate() -> None:
     assert again.documents == 0 and len(r.engine.store.document_ids()) == 1
     kept = r.add_documents([LIDocument(id_="mine", text="Emus live in Australia.")])
     assert kept.documents == 1 and "mine" in r.engine.store.document_ids()
+
+
+# --- 6. the graph out, and where memory lives -----------------------------------------------
+
+
+def test_to_networkx_has_every_node_and_edge_with_memory(corpus: Any) -> None:
+    import networkx as nx
+
+    qs = corpus[0]
+    r = _oracle(corpus)
+    for q in qs:
+        r.invoke(q["question"])
+        r.memorize(answer="x")
+    g = r.to_networkx()
+    counts = r.engine.store.counts()
+    assert isinstance(g, nx.MultiGraph)
+    assert g.number_of_nodes() == counts["chunks"] + counts["anchors"] + counts["entities"]
+    assert g.number_of_edges() == counts["edges"]
+    for n, d in g.nodes(data=True):
+        node = r.engine.store.get_node(n)
+        assert (d["kind"], d["name"], d["document"]) == (node.kind, node.name, node.doc_id)
+    remembered = {k for *_, k, d in g.edges(keys=True, data=True) if d["memory"] > 0}
+    assert len(remembered) == r.memory_stats().touched_edges > 0
+    u, v, k, d = next(e for e in g.edges(keys=True, data=True) if e[2] in remembered)
+    assert d["text"] == r.engine.store.get_edge(k).text and d["kind"] in {
+        "relation",
+        "mention",
+        "contains",
+        "context",
+    }
+    assert nx.number_connected_components(g) >= 1  # a real networkx graph to analyse
+
+
+def test_memory_view_shows_remembered_edges_and_the_queries_behind_them(corpus: Any) -> None:
+    import re
+
+    from remindrag_integrations.app.memory_view import render_memory_view
+
+    qs = corpus[0]
+    r = _oracle(corpus)
+    traces = []
+    for q in qs[:2]:
+        r.invoke(q["question"])
+        w = r.memorize(answer="x")
+        traces.append(r.trace(w.trace_id))
+    page = render_memory_view(r.engine.store, traces)
+    drawn = dict(re.findall(r'data-edge="([^"]+)" data-memory-norm="([\d.]+)"', page))
+    enhanced = {e for t in traces for e in t.memory_result["enhanced"]}
+    assert enhanced and enhanced <= set(drawn)
+    assert all(float(v) > 0 for v in drawn.values())
+    for q in qs[:2]:
+        assert f"enhanced by: {q['question']}" in page.replace("&#x27;", "'")
+    assert not re.search(r"(src|href)=\"(https?:)?//", page)  # self-contained
