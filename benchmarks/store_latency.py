@@ -24,11 +24,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-from remindrag_integrations.core.traversal import Walk, find_seeds, replay
 
 from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.core.memory import math as mem
+from remindrag_integrations.core.memory.replay import replay
+from remindrag_integrations.core.memory.write import update
 from remindrag_integrations.core.types import Chunk, Edge, Node
+from remindrag_integrations.core.walk import Walk, find_seeds
 from remindrag_integrations.stores import InMemoryGraphStore
 
 ROOT = Path(__file__).resolve().parent
@@ -176,8 +178,8 @@ def run_size(
     for q in qs:  # warm memory identically on both stores
         path = warm_paths(ref, q)
         for store in (ref, pg):
-            store.update_memory(path, [], q)
-            store.update_memory(path, [], q)
+            update(store, path, [], q)
+            update(store, path, [], q)
     runs: list[tuple[str, object, int | None]] = [("memory", ref, None)]
     runs += [
         ("postgres", PostgresGraphStore(dsn, namespace=f"bench-{n_edges}", ef_search=ef), ef)

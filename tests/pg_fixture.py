@@ -196,6 +196,7 @@ def memory_writer(
     """One process of the concurrency test: ``calls`` memory writes on overlapping edges."""
     import numpy as np
 
+    from remindrag_integrations.core.memory.write import update
     from remindrag_integrations.stores.postgres import PostgresGraphStore
 
     store = PostgresGraphStore(dsn, namespace=namespace, journal=True, pool_size=1)
@@ -207,7 +208,7 @@ def memory_writer(
         edges = [str(e) for e in rng.choice(HOT_EDGES, size=3, replace=False)]
         split = int(rng.integers(0, 4))
         enhance, penalise = edges[:split], edges[split:]
-        store.update_memory(enhance, penalise, queries[int(rng.integers(len(queries)))])
+        update(store, enhance, penalise, queries[int(rng.integers(len(queries)))])
         plan.append((enhance, penalise))
     store.close()
     out.put((worker, plan))  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from pg_fixture import HOT_EDGES, memory_writer, orphans
 
 from remindrag_integrations import Document, ReMindRAG
 from remindrag_integrations.core.memory import math as mem
+from remindrag_integrations.core.memory.write import update
 from remindrag_integrations.stores import InMemoryGraphStore, open_store
 from remindrag_integrations.stores.postgres import _NEIGHBORS, TABLES, PostgresGraphStore
 from remindrag_integrations.testing import HashEmbedder, contract_graph
@@ -136,7 +137,7 @@ def test_delete_keeps_untouched_memory_and_drops_the_rest(
     store = make_pg_store("delete", journal=True)
     store.add_graph(**contract_graph(("d1", "d2", "d3"), dim=DIM))
     all_edges = [e.id for e in contract_graph(("d1", "d2", "d3"), dim=DIM)["edges"]]
-    store.update_memory(all_edges, [], np.ones(DIM, dtype=np.float32))
+    update(store, all_edges, [], np.ones(DIM, dtype=np.float32))
     removed = {"k-1100", "k-1200", "x-1000", "m-1100", "m-1200", "r-1000"}
     survivors = [e for e in all_edges if e not in removed]
     kept = store.memory(survivors)
@@ -270,10 +271,10 @@ def test_reset_all_namespaces_and_list_them(
     q = np.ones(DIM, dtype=np.float32)
     for store in (a, b):
         store.add_graph(**contract_graph(dim=DIM))
-        store.update_memory(["r-1000"], [], q)
+        update(store, ["r-1000"], [], q)
     assert {"reset-a", "reset-b"} <= set(a.namespaces())
     assert a.reset_memory() == 1 and b.touched_edges() == 1
-    a.update_memory(["r-1000"], [], q)
+    update(a, ["r-1000"], [], q)
     assert a.reset_memory(all_namespaces=True) >= 2
     assert a.touched_edges() == b.touched_edges() == 0
 

@@ -61,7 +61,7 @@ def test_memory_is_sparse(engine: ReMindRAG) -> None:
 
 def test_no_pickle_files(engine: ReMindRAG, tmp_path: Path) -> None:
     root = engine.save(tmp_path / "s")
-    gen = root / (root / "CURRENT").read_text()
+    gen = root / (root / "CURRENT").read_text().split()[0]
     for f in gen.iterdir():
         if f.suffix == ".npy":
             np.load(f, allow_pickle=False)  # raises if an object array was written
@@ -71,7 +71,7 @@ def test_no_pickle_files(engine: ReMindRAG, tmp_path: Path) -> None:
 
 def test_corrupt_file_is_a_typed_error(engine: ReMindRAG, tmp_path: Path) -> None:
     root = engine.save(tmp_path / "s")
-    gen = root / (root / "CURRENT").read_text()
+    gen = root / (root / "CURRENT").read_text().split()[0]
     (gen / "edges.json").write_text("[{]")
     with pytest.raises(StoreCorruptError):
         InMemoryGraphStore.load(root)
@@ -101,10 +101,16 @@ def test_crash_mid_save_leaves_previous_generation(
     assert _snapshot(InMemoryGraphStore.load(root)) == before
 
 
-def test_save_twice_keeps_one_generation(engine: ReMindRAG, tmp_path: Path) -> None:
+def test_saves_keep_the_current_and_the_previous_generation(
+    engine: ReMindRAG, tmp_path: Path
+) -> None:
     root = engine.save(tmp_path / "s")
-    engine.save(root)
-    assert len(list(root.glob("gen-*"))) == 1
+    names = []
+    for _ in range(3):
+        engine.save(root)
+        names.append((root / "CURRENT").read_text().split()[0])
+    # the previous one stays for readers still reading it; older ones go
+    assert sorted(p.name for p in root.glob("gen-*")) == sorted(names[-2:])
 
 
 def test_delete_document_removes_orphans_and_keeps_other_memory(engine: ReMindRAG) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pg_fixture
 import pytest
 
+from remindrag_integrations.core.memory.write import update
 from remindrag_integrations.stores import InMemoryGraphStore
 from remindrag_integrations.testing import StoreContract, contract_graph, store_contract
 
@@ -24,7 +25,7 @@ class TestInMemoryStore(StoreContract):
     def test_save_load_keeps_namespace_graph_and_memory(self, tmp_path: Path) -> None:
         store = InMemoryGraphStore(namespace="tenant-x")
         store.add_graph(**contract_graph(dim=self.dim))
-        store.update_memory(["r-1000"], [], np.ones(self.dim, dtype=np.float32))
+        update(store, ["r-1000"], [], np.ones(self.dim, dtype=np.float32))
         store.save(tmp_path / "s")
         loaded = InMemoryGraphStore.load(tmp_path / "s")
         assert loaded.namespace == "tenant-x"

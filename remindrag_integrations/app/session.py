@@ -1,10 +1,14 @@
 """Opening and saving the store a command names (a directory or a PostgreSQL DSN), with what
-the CLI remembers about it."""
+the CLI remembers about it.
+
+Commands that write (``index``, ``ask``, ``memory``) open a store directory for writing: they
+hold its lock from load to save, so two concurrent runs take turns (the second waits up to
+``LOCK_WAIT`` seconds, then fails with :class:`StoreLockedError`) and neither loses the other's
+memory writes. PostgreSQL needs no lock: it serialises writers itself."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,8 @@ from ..core.config import IndexConfig
 from .specs import CLIError, cached, load_llm
 
 CLI_FILE = "cli.json"
+LOCK_WAIT = 600.0  # seconds a writing command waits for another one on the same directory
+WRITING_COMMANDS = ("index", "ask", "memory")
 
 
 def _is_dsn(args: argparse.Namespace) -> bool:
@@ -32,14 +38,18 @@ def _cache_dir(args: argparse.Namespace) -> Path | None:
 def _settings(args: argparse.Namespace, engine: Any = None) -> dict[str, Any]:
     """What the CLI remembers about a store (the embedding model it was built with): in
     ``cli.json`` of a store directory, or in the namespace's settings on PostgreSQL."""
+    from ..core.persist import read_checked_json
+    from ..core.protocols import SettingsStore
+
     if engine is not None and _is_dsn(args):
-        return dict(engine.store.settings())
+        return dict(engine.store.settings()) if isinstance(engine.store, SettingsStore) else {}
     path = Path(args.store) / CLI_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return read_checked_json(path) if path.exists() else {}
 
 
 def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
     from ..core.engine import ReMindRAG
+    from ..core.protocols import SettingsStore
     from ..stores import InMemoryGraphStore, open_store
 
     llm = cached(
@@ -48,7 +58,8 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
     index_cfg = IndexConfig(on_extraction_error=getattr(args, "on_extraction_error", "raise"))
     if _is_dsn(args):
         store: Any = open_store(args.store, namespace=args.namespace)  # PostgresGraphStore
-        embeddings = getattr(args, "embeddings", None) or store.settings().get("embeddings")
+        remembered = store.settings() if isinstance(store, SettingsStore) else {}
+        embeddings = getattr(args, "embeddings", None) or remembered.get("embeddings")
         if not create and not store.counts()["documents"]:
             raise CLIError(
                 f"namespace {args.namespace!r} at {args.store} is empty: "
@@ -57,36 +68,39 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
         return ReMindRAG(llm=llm, embeddings=embeddings, store=store, index_config=index_cfg)
     root = Path(args.store)
     embeddings = getattr(args, "embeddings", None) or _settings(args).get("embeddings")
-    if (root / "engine.json").exists():
-        engine = ReMindRAG.load(root, llm=llm, embeddings=embeddings)
-        if engine.store.namespace != args.namespace:
-            raise CLIError(
-                f"the store at {root} holds namespace {engine.store.namespace!r}, "
-                f"not {args.namespace!r}: use one directory per namespace"
-            )
-        engine.index_config = engine.index_config.with_overrides(
-            on_extraction_error=index_cfg.on_extraction_error
-        )
-        return engine
-    if not create:
+    writing = getattr(args, "command", None) in WRITING_COMMANDS
+    if not InMemoryGraphStore.exists(root) and not create:
         raise CLIError(f"no store at {root}: run 'remindrag index PATH --store {root}' first")
-    return ReMindRAG(
-        llm=llm,
-        embeddings=embeddings,
-        index_config=index_cfg,
-        store=InMemoryGraphStore(namespace=args.namespace),
+    store = InMemoryGraphStore.open(root, args.namespace, lock=writing, wait=LOCK_WAIT)
+    saved = InMemoryGraphStore.exists(root)  # under the lock: what was loaded
+    if store.namespace != args.namespace:
+        store.close()
+        raise CLIError(
+            f"the store at {root} holds namespace {store.namespace!r}, "
+            f"not {args.namespace!r}: use one directory per namespace"
+        )
+    if not saved:
+        return ReMindRAG(llm=llm, embeddings=embeddings, index_config=index_cfg, store=store)
+    engine = ReMindRAG.load(root, llm=llm, embeddings=embeddings, store=store)
+    engine.index_config = engine.index_config.with_overrides(
+        on_extraction_error=index_cfg.on_extraction_error
     )
+    return engine
 
 
 def save_engine(engine: Any, args: argparse.Namespace) -> None:
-    """Persist what a command changed (PostgreSQL writes through; a directory is saved)."""
+    """Persist what a command changed (PostgreSQL writes through; a directory is saved and
+    its lock released)."""
+    from ..core.protocols import SettingsStore
+
     embeddings = getattr(args, "embeddings", None) or _settings(args, engine).get("embeddings")
     if _is_dsn(args):
-        if embeddings:
+        if embeddings and isinstance(engine.store, SettingsStore):
             engine.store.update_settings({"embeddings": embeddings})
         return
+    from ..core.persist import write_checked_json
+
     engine.save(args.store)
     if embeddings:
-        (Path(args.store) / CLI_FILE).write_text(
-            json.dumps({"embeddings": embeddings}), encoding="utf-8"
-        )
+        write_checked_json(Path(args.store) / CLI_FILE, {"embeddings": embeddings})
+    engine.store.close()  # the directory lock: the next command may go

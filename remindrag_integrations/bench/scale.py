@@ -28,7 +28,7 @@ from ..core.config import RetrievalConfig
 from ..core.memory.filter import Support
 from ..core.memory.math import unit
 from ..core.memory.replay import replay
-from ..core.memory.write import split_edges
+from ..core.memory.write import split_edges, update
 from ..core.pipeline import seed
 from ..core.types import Chunk, Edge, Node
 from ..core.walk import Walk, find_seeds
@@ -139,7 +139,7 @@ def measure_point(
         _random_walk(walk, rng, 4)
         t = time.perf_counter()
         eff, ineff = split_edges(walk.parents, Support(walk.chunk_ids or list(walk.parents)[-1:]))
-        store.update_memory(eff, ineff, q)
+        update(store, eff, ineff, q)
         memo_ms.append((time.perf_counter() - t) * 1e3)
     for q in qs:
         walk = Walk(store, q, cfg)

@@ -43,12 +43,13 @@ def commit(
     extractions: list[tuple[Extraction, bool]],
     ledger: CostLedger,
 ) -> IndexReport:
-    """Build the graph of the plan and write it; a changed document's old version goes."""
+    """Build the graph of the plan, then write it in one atomic store step that also removes
+    the old version of a changed document: a failure (embedding, store) leaves the old
+    version and its memory as they were."""
     changed = [d.id for d in p.fresh if store.document_hash(d.id) is not None]
-    if changed:  # an update: the old version goes first (its memory with it)
-        store.delete_documents(changed)
     batch = indexing.build_graph(p.chunks, [x for x, _ in extractions], store, embedder, cfg)
     store.add_graph(
+        replace=changed,
         documents=[(d.id, indexing.content_hash(d), d.metadata) for d in p.fresh],
         chunks=batch.chunks,
         nodes=batch.nodes,

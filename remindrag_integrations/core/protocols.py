@@ -6,9 +6,9 @@ Adapters for LangChain / LlamaIndex objects live in ``llms.py`` and ``embeddings
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -41,10 +41,9 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-@dataclass(frozen=True)
-class MemoryUpdateResult:
-    enhanced: int
-    penalised: int
+MemoryFn = Callable[[np.ndarray], np.ndarray]
+"""A memory write: the ``[n, dim]`` current vectors of the named edges in, the new ones out
+(see :func:`~.memory.math.memory_update`)."""
 
 
 @runtime_checkable
@@ -77,10 +76,15 @@ class GraphStore(Protocol):
         embeddings: np.ndarray,
         edges: Sequence[Edge],
         entity_aliases: Mapping[str, Sequence[str]],
+        replace: Sequence[str] = (),
     ) -> None:
         """Add documents ``(id, content hash, metadata)``, chunks, nodes (row i of
-        ``embeddings`` belongs to ``nodes[i]``) and edges in one step. Nodes and edges whose id
-        exists are kept (entity aliases are extended instead)."""
+        ``embeddings`` belongs to ``nodes[i]``) and edges in one atomic step. Nodes and edges
+        whose id exists are kept (entity aliases are extended instead). ``replace`` names
+        documents whose old version this batch replaces: they are deleted in the same step
+        (as :meth:`delete_documents`, but nodes the batch's edges use stay). Invalid input
+        (embedding rows vs nodes, dimension, edges joining unknown nodes) raises before
+        anything changes."""
         ...
 
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
@@ -114,10 +118,13 @@ class GraphStore(Protocol):
         """Memory vectors of the edges, one row each (zeros for untouched edges)."""
         ...
 
-    def update_memory(
-        self, enhance: Sequence[str], penalise: Sequence[str], query: np.ndarray
-    ) -> MemoryUpdateResult:
-        """Apply SPEC §3 to the edges atomically: no concurrent update may be lost."""
+    def update_memory(self, edge_ids: Sequence[str], fn: MemoryFn) -> np.ndarray:
+        """Replace the memory of the distinct ``edge_ids`` by ``fn(current)`` atomically:
+        ``current`` holds their vectors (zeros for untouched edges) read under the store's
+        lock, so no concurrent update is lost. Unknown edges raise
+        :class:`~.types.UnknownNodeError`, a result of the wrong shape or not finite
+        :class:`~.types.EmbeddingError`; either way nothing is written. Returns the new
+        rows."""
         ...
 
     def touched_edges(self) -> int: ...
@@ -143,3 +150,14 @@ class GraphStore(Protocol):
     def flush(self) -> None:
         """Make every write durable (no-op for stores that write through)."""
         ...
+
+
+@runtime_checkable
+class SettingsStore(Protocol):
+    """Optional: a store that keeps JSON settings beside its data (PostgreSQL does, per
+    namespace). The CLI keeps the embedding model a store was built with there; a store
+    kept in a directory has ``cli.json`` beside it instead."""
+
+    def settings(self) -> dict[str, Any]: ...
+
+    def update_settings(self, values: dict[str, Any]) -> None: ...

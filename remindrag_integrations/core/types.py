@@ -81,6 +81,19 @@ class StoreCorruptError(StoreError):
     """A persisted store is damaged (missing file, bad checksum, bad format)."""
 
 
+class StoreLockedError(StoreError):
+    """Another writer holds the store directory's lock (retry later, or wait for it)."""
+
+
+class StoreConflictError(StoreError):
+    """The store directory was saved by another writer since this store was loaded from it:
+    saving would lose that writer's changes. Load again, re-apply, save."""
+
+
+class InvalidArgumentError(ReMindError, ValueError, TypeError):
+    """A public method got an argument of the wrong type or out of range."""
+
+
 class EmbeddingError(ReMindError):
     """The embedder returned something unusable (wrong shape, NaN, wrong dimension)."""
 

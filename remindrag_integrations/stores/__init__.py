@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.types import ConfigError
@@ -26,12 +25,21 @@ def is_postgres_dsn(spec: object) -> bool:
     return isinstance(spec, str) and spec.lower().startswith(_PG_SCHEMES)
 
 
-def open_store(spec: Any = None, namespace: str = "default", **kwargs: Any) -> GraphStore:
+def open_store(
+    spec: Any = None,
+    namespace: str = "default",
+    *,
+    lock: bool = False,
+    wait: float | None = 0.0,
+    **kwargs: Any,
+) -> GraphStore:
     """The store a ``store=`` argument names.
 
     - ``None``: a fresh :class:`InMemoryGraphStore`;
     - a ``postgresql://...`` DSN: a :class:`PostgresGraphStore` (extra ``postgres``);
-    - any other string or path: the embedded store saved there (a fresh one if nothing is);
+    - any other string or path: the embedded store saved there (a fresh one if the
+      directory holds no saved store; :class:`StoreCorruptError` if it holds one that cannot
+      be read). ``lock=True`` opens it for writing (see :meth:`InMemoryGraphStore.open`);
     - a store object: returned as it is.
 
     ``namespace`` selects the tenant; ``kwargs`` go to ``PostgresGraphStore``.
@@ -48,14 +56,13 @@ def open_store(spec: Any = None, namespace: str = "default", **kwargs: Any) -> G
             ) from exc
         return PostgresGraphStore(spec, namespace=namespace, **kwargs)
     if isinstance(spec, (str, os.PathLike)):
-        if (Path(spec) / "CURRENT").exists():
-            store = InMemoryGraphStore.load(spec)
-            if namespace != "default" and store.namespace != namespace:
-                raise ConfigError(
-                    f"store at {spec} holds namespace {store.namespace!r}, not {namespace!r}"
-                )
-            return store
-        return InMemoryGraphStore(namespace=namespace)
+        store = InMemoryGraphStore.open(spec, namespace, lock=lock, wait=wait)
+        if namespace != "default" and store.namespace != namespace:
+            store.close()
+            raise ConfigError(
+                f"store at {spec} holds namespace {store.namespace!r}, not {namespace!r}"
+            )
+        return store
     return spec  # already a store
 
 

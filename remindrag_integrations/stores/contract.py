@@ -77,12 +77,20 @@ def contract_graph(doc_ids: Sequence[str] = ("d1", "d2"), dim: int = 32, salt: s
     }
 
 
-def _raises(exc: type[BaseException], fn: Callable[[], object]) -> None:
+def _write(store: GraphStore, enhance: list[str], penalise: list[str], q: np.ndarray) -> None:
+    from ..core.memory.write import update
+
+    update(store, enhance, penalise, q)
+
+
+def _raises(
+    exc: type[BaseException] | tuple[type[BaseException], ...], fn: Callable[[], object]
+) -> None:
     try:
         fn()
     except exc:
         return
-    raise AssertionError(f"expected {exc.__name__}")
+    raise AssertionError(f"expected {exc}")
 
 
 class StoreContract:
@@ -231,8 +239,10 @@ class StoreContract:
         ]
         for enhance, penalise in plan:
             q = rng.normal(size=self.dim).astype(np.float32)
-            res = store.update_memory(enhance, penalise, q)
-            assert (res.enhanced, res.penalised) == (len(enhance), len(penalise))
+            fn = mem.memory_update(enhance, penalise, q)
+            assert (fn.enhanced, fn.penalised) == (len(enhance), len(penalise))
+            new = store.update_memory(fn.edge_ids, fn)
+            assert new.shape == (len(fn.edge_ids), self.dim)
             expected.update(mem.apply_updates(expected, enhance, penalise, mem.unit(q), self.dim))
         ids = sorted(expected) + ["r-2000"]
         want = np.stack([expected.get(e, np.zeros(self.dim, np.float32)) for e in ids])
@@ -247,17 +257,76 @@ class StoreContract:
 
         store = self._filled(make_store)
         q = np.ones(self.dim, dtype=np.float32)
-        _raises(UnknownNodeError, lambda: store.update_memory(["r-1000", "r-ffff"], [], q))
+        _raises(UnknownNodeError, lambda: _write(store, ["r-1000", "r-ffff"], [], q))
         assert store.touched_edges() == 0 and not np.any(store.memory(["r-1000"]))
+
+    def test_update_memory_applies_a_function_or_nothing(
+        self, make_store: Callable[..., GraphStore]
+    ) -> None:
+        from functools import partial
+
+        from ..core.types import EmbeddingError
+
+        store = self._filled(make_store)
+        ids = ["x-1000", "r-1000"]  # any order: rows follow ``edge_ids``
+        step = np.eye(self.dim, dtype=np.float32)[:2] * 0.25
+        assert np.array_equal(store.update_memory(ids, lambda cur: cur + step), step)
+        assert np.array_equal(store.update_memory(ids, lambda cur: cur * 2), step * 2)
+        assert np.array_equal(store.memory(ids), step * 2)
+        # a function that fails, or returns the wrong shape or NaN, writes nothing
+        def fails(cur: np.ndarray) -> np.ndarray:
+            raise ZeroDivisionError
+
+        bad_fns: list[Callable[[np.ndarray], np.ndarray]] = [
+            lambda cur: cur[:1],
+            lambda cur: cur * np.nan,
+            fails,
+        ]
+        for bad in bad_fns:
+            _raises((EmbeddingError, ZeroDivisionError), partial(store.update_memory, ids, bad))
+        _raises(ValueError, lambda: store.update_memory(["r-1000", "r-1000"], lambda c: c))
+        assert np.array_equal(store.memory(ids), step * 2)
+        # an edge left at zero stays untouched (memory is sparse)
+        store.update_memory(["r-2000"], lambda cur: cur)
+        assert store.touched_edges() == 2
+
+    def test_concurrent_memory_updates_lose_none(
+        self, make_store: Callable[..., GraphStore]
+    ) -> None:
+        """Threads add to the same edges through a function that yields mid-way: without the
+        store's lock (row locks on PostgreSQL) two of them read the same vector and one
+        increment is lost."""
+        import threading
+        import time
+
+        store = self._filled(make_store)
+        ids, threads, rounds = ["k-1100", "m-1100", "r-1000"], 6, 8
+        one = np.zeros((len(ids), self.dim), dtype=np.float32)
+        one[:, 0] = 1 / 64  # exact in float32: the sum is exact too
+
+        def add(cur: np.ndarray) -> np.ndarray:
+            time.sleep(0.002)
+            return cur + one
+
+        def work() -> None:
+            for _ in range(rounds):
+                store.update_memory(ids, add)
+
+        pool = [threading.Thread(target=work) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        assert np.array_equal(store.memory(ids), one * threads * rounds)
 
     def test_memory_admin(self, make_store: Callable[..., GraphStore]) -> None:
         from ..core.memory import math as mem
 
         store = self._filled(make_store)
         q1, q2 = np.eye(self.dim, dtype=np.float32)[:2]
-        store.update_memory(["r-1000", "r-2000"], [], q1)
-        store.update_memory(["r-1000"], [], q1)
-        store.update_memory(["x-1000"], [], q2)
+        _write(store, ["r-1000", "r-2000"], [], q1)
+        _write(store, ["r-1000"], [], q1)
+        _write(store, ["x-1000"], [], q2)
         top = store.top_memory(None, 2)
         assert top[0][0] == "r-1000" and top[0][1] > top[1][1]
         assert [e for e, _ in store.top_memory(q2, 1)] == ["x-1000"]
@@ -287,7 +356,7 @@ class StoreContract:
 
         store = self._filled(make_store)
         q = np.eye(self.dim, dtype=np.float32)[3]
-        store.update_memory(["r-1000", "r-1900", "r-2000", "m-2100"], [], q)
+        _write(store, ["r-1000", "r-1900", "r-2000", "m-2100"], [], q)
         kept = store.memory(["r-1900", "r-2000", "m-2100"])
         removed = store.delete_documents(["d1", "not-a-doc"])
         assert removed == {"documents": 1, "chunks": 2, "nodes": 5, "edges": 6}
@@ -319,7 +388,7 @@ class StoreContract:
 
     def test_update_is_delete_then_insert(self, make_store: Callable[..., GraphStore]) -> None:
         store = self._filled(make_store)
-        store.update_memory(["r-2000"], [], np.ones(self.dim, dtype=np.float32))
+        _write(store, ["r-2000"], [], np.ones(self.dim, dtype=np.float32))
         g = contract_graph(("d1",), dim=self.dim, salt="v2")
         store.delete_documents(["d1"])
         store.add_graph(**{**g, "documents": [("d1", "hash-d1-v2", {})]})
@@ -333,9 +402,9 @@ class StoreContract:
         gb = contract_graph(("d1", "d2", "d3"), dim=self.dim, salt="b")
         b.add_graph(**gb)
         q = np.ones(self.dim, dtype=np.float32)
-        b.update_memory(["r-3000"], [], q)
+        _write(b, ["r-3000"], [], q)
         snap = (b.counts(), b.export_memory(), sorted(b.document_ids()))
-        a.update_memory(["r-1000", "r-2000"], ["m-1100"], q)
+        _write(a, ["r-1000", "r-2000"], ["m-1100"], q)
         a.decay_memory(0.5)
         a.delete_documents(["d1"])
         a.reset_memory()

@@ -1,57 +1,54 @@
 """The embedded default store: in RAM, persisted to a directory without pickle.
 
-Layout of a saved store: ``DIR/CURRENT`` names a generation folder ``DIR/gen-<id>/`` holding
-``manifest.json`` (format version, dimension, sha256 of every file) and the data files. A save
-writes a new generation and then swaps ``CURRENT`` with an atomic rename, so a crash mid-save
-leaves the previous generation loadable.
+The files on disk (checksummed generations, the ``CURRENT`` switch, the directory lock) are
+:mod:`.generations`; the conversion of the graph to and from those files is :mod:`.snapshot`.
+
+Concurrency: any number of threads may read and write one store object (one lock guards
+every read-modify-write). One directory has one writer at a time: :meth:`save` holds the
+directory's OS lock while it writes, a store opened with :meth:`open` holds it until
+:meth:`close`, and a save into a directory another writer saved since this store was loaded
+from it raises :class:`StoreConflictError` instead of overwriting those changes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import os
-import shutil
 import threading
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock
 
+from ..core.ids import norm_name
 from ..core.memory import math as mem
-from ..core.protocols import MemoryUpdateResult
+from ..core.protocols import MemoryFn
 from ..core.types import (
     Chunk,
     Edge,
-    EmbeddingError,
     Node,
     NodeKind,
-    StoreCorruptError,
+    StoreConflictError,
     UnknownNodeError,
 )
+from . import generations, snapshot, validate
 
-FORMAT_VERSION = 1
-_FILES = (
-    "documents.json",
-    "chunks.json",
-    "nodes.json",
-    "edges.json",
-    "embeddings.npy",
-    "memory_ids.json",
-    "memory.npy",
-    "traces.json",
-)
+_UNSEEN = "unseen"  # a directory this store never loaded from nor saved to
 
 
 class InMemoryGraphStore:
     """A graph store in RAM; ``save(dir)`` / ``load(dir)`` round-trip everything."""
 
-    def __init__(self, namespace: str = "default", max_traces: int = 10_000) -> None:
+    def __init__(
+        self, namespace: str = "default", max_traces: int = 10_000, lock_wait: float = 30.0
+    ) -> None:
         self.namespace = namespace
         self.max_traces = max_traces
+        self.lock_wait = lock_wait  # seconds a save waits for another writer's lock
         self._lock = threading.RLock()
+        self._save_lock = threading.Lock()
         self._docs: dict[str, tuple[str, dict]] = {}
         self._chunks: dict[str, Chunk] = {}
         self._nodes: dict[str, Node] = {}
@@ -63,6 +60,8 @@ class InMemoryGraphStore:
         self._entity_names: dict[str, str] = {}
         self._dim: int | None = None
         self._index: dict[str, tuple[list[str], np.ndarray]] = {}
+        self._bases: dict[Path, str | None] = {}  # directory -> generation this store knows
+        self._held: dict[Path, FileLock] = {}  # directories whose writer lock this store holds
 
     # --- size and documents ---------------------------------------------------------------
     @property
@@ -88,7 +87,8 @@ class InMemoryGraphStore:
         return entry[0] if entry else None
 
     def document_ids(self) -> list[str]:
-        return list(self._docs)
+        with self._lock:
+            return list(self._docs)
 
     # --- writes ---------------------------------------------------------------------------
     def add_graph(
@@ -100,94 +100,102 @@ class InMemoryGraphStore:
         embeddings: np.ndarray,
         edges: Sequence[Edge],
         entity_aliases: Mapping[str, Sequence[str]],
+        replace: Sequence[str] = (),
     ) -> None:
-        embeddings = np.asarray(embeddings, dtype=np.float32)
-        if len(nodes) and (embeddings.ndim != 2 or embeddings.shape[0] != len(nodes)):
-            raise EmbeddingError(f"expected {len(nodes)} embedding rows, got {embeddings.shape}")
-        with self._lock:
-            if len(nodes):
-                if self._dim is None:
-                    self._dim = int(embeddings.shape[1])
-                elif embeddings.shape[1] != self._dim:
-                    raise EmbeddingError(
-                        f"embedding dimension {embeddings.shape[1]} != store dimension {self._dim}"
-                    )
+        with self._lock:  # every check first: a failed call changes nothing
+            embeddings = validate.graph_embeddings(nodes, embeddings, self._dim)
+            validate.edge_endpoints(edges, nodes, lambda ids: [i for i in ids if i in self._nodes])
+            for node_id in entity_aliases:
+                if node_id not in self._nodes and node_id not in {n.id for n in nodes}:
+                    raise UnknownNodeError(f"unknown entity {node_id}")
+            if replace:  # the old versions go, but not the nodes the new batch links to
+                keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
+                self._delete(set(replace), keep)
+            if len(nodes) and self._dim is None:
+                self._dim = int(embeddings.shape[1])
             for doc_id, digest, meta in documents:
                 self._docs[doc_id] = (digest, dict(meta))
             for c in chunks:
                 self._chunks[c.id] = c
             for node, row in zip(nodes, embeddings):
-                if node.id in self._nodes:
-                    continue
-                self._nodes[node.id] = node
-                self._emb[node.id] = row
-                self._adj.setdefault(node.id, set())
-                if node.kind == "entity":
-                    self._entity_names[_norm(node.name)] = node.id
+                self._add_node(node, row)
             for node_id, aliases in entity_aliases.items():
                 self._add_aliases(node_id, aliases)
             for e in edges:
-                if e.id in self._edges:
-                    continue
-                if e.u not in self._nodes or e.v not in self._nodes:
-                    raise UnknownNodeError(f"edge {e.id} joins unknown node(s) {e.u}, {e.v}")
-                self._edges[e.id] = e
-                self._adj[e.u].add(e.id)
-                self._adj[e.v].add(e.id)
+                if e.id not in self._edges:
+                    self._edges[e.id] = e
+                    self._adj[e.u].add(e.id)
+                    self._adj[e.v].add(e.id)
             self._index.clear()
 
+    def _add_node(self, node: Node, row: np.ndarray) -> None:
+        if node.id in self._nodes:
+            return
+        self._nodes[node.id] = node
+        self._emb[node.id] = row
+        self._adj.setdefault(node.id, set())
+        if node.kind == "entity":
+            self._entity_names[norm_name(node.name)] = node.id
+            for a in node.aliases:
+                self._entity_names.setdefault(norm_name(a), node.id)
+
     def _add_aliases(self, node_id: str, aliases: Sequence[str]) -> None:
-        node = self._nodes.get(node_id)
-        if node is None:
-            raise UnknownNodeError(f"unknown entity {node_id}")
+        node = self._nodes[node_id]
         new = tuple(a for a in aliases if a not in node.aliases and a != node.name)
         if new:
             self._nodes[node_id] = Node(**{**node.to_dict(), "aliases": node.aliases + new})
         for a in aliases:
-            self._entity_names.setdefault(_norm(a), node_id)
+            self._entity_names.setdefault(norm_name(a), node_id)
 
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
         with self._lock:
-            doc_set = {d for d in doc_ids if d in self._docs}
-            doomed = {
-                n.id
-                for n in self._nodes.values()
-                if n.kind in ("chunk", "anchor") and n.doc_id in doc_set
-            }
-            # entities left with no mention edge to a surviving anchor
-            for n in list(self._nodes.values()):
-                if n.kind != "entity":
-                    continue
-                anchors = [
-                    self._edges[e].other(n.id)
-                    for e in self._adj[n.id]
-                    if self._edges[e].kind == "mention"
-                ]
-                if anchors and all(a in doomed for a in anchors):
-                    doomed.add(n.id)
-            dead_edges = {e for nid in doomed for e in self._adj.get(nid, ())}
-            for eid in dead_edges:
-                e = self._edges.pop(eid)
-                self._adj.get(e.u, set()).discard(eid)
-                self._adj.get(e.v, set()).discard(eid)
-                self._memory.pop(eid, None)
-            for nid in doomed:
-                self._nodes.pop(nid)
-                self._emb.pop(nid, None)
-                self._adj.pop(nid, None)
-            self._entity_names = {k: v for k, v in self._entity_names.items() if v not in doomed}
-            chunks = [c for c in self._chunks.values() if c.doc_id in doc_set]
-            for c in chunks:
-                del self._chunks[c.id]
-            for d in doc_set:
-                del self._docs[d]
-            self._index.clear()
-            return {
-                "documents": len(doc_set),
-                "chunks": len(chunks),
-                "nodes": len(doomed),
-                "edges": len(dead_edges),
-            }
+            return self._delete(set(doc_ids), set())
+
+    def _doomed(self, doc_set: set[str], keep: set[str]) -> set[str]:
+        """Chunks and anchors of the documents, and entities left with no mention."""
+        doomed = {
+            n.id
+            for n in self._nodes.values()
+            if n.kind in ("chunk", "anchor") and n.doc_id in doc_set and n.id not in keep
+        }
+        for n in self._nodes.values():
+            if n.kind != "entity" or n.id in keep:
+                continue
+            anchors = [
+                self._edges[e].other(n.id)
+                for e in self._adj[n.id]
+                if self._edges[e].kind == "mention"
+            ]
+            if anchors and all(a in doomed for a in anchors):
+                doomed.add(n.id)
+        return doomed
+
+    def _delete(self, doc_ids: set[str], keep: set[str]) -> dict[str, int]:
+        doc_set = {d for d in doc_ids if d in self._docs}
+        doomed = self._doomed(doc_set, keep)
+        dead_edges = {e for nid in doomed for e in self._adj.get(nid, ())}
+        for eid in dead_edges:
+            e = self._edges.pop(eid)
+            self._adj.get(e.u, set()).discard(eid)
+            self._adj.get(e.v, set()).discard(eid)
+            self._memory.pop(eid, None)
+        for nid in doomed:
+            self._nodes.pop(nid)
+            self._emb.pop(nid, None)
+            self._adj.pop(nid, None)
+        self._entity_names = {k: v for k, v in self._entity_names.items() if v not in doomed}
+        chunks = [c for c in self._chunks.values() if c.doc_id in doc_set]
+        for c in chunks:
+            del self._chunks[c.id]
+        for d in doc_set:
+            del self._docs[d]
+        self._index.clear()
+        return {
+            "documents": len(doc_set),
+            "chunks": len(chunks),
+            "nodes": len(doomed),
+            "edges": len(dead_edges),
+        }
 
     # --- reads ----------------------------------------------------------------------------
     def get_node(self, node_id: str) -> Node:
@@ -197,7 +205,8 @@ class InMemoryGraphStore:
             raise UnknownNodeError(f"unknown node id {node_id!r}") from None
 
     def get_nodes(self, node_ids: Sequence[str]) -> list[Node]:
-        return [self.get_node(n) for n in node_ids]
+        with self._lock:
+            return [self.get_node(n) for n in node_ids]
 
     def get_chunk(self, chunk_id: str) -> Chunk:
         try:
@@ -214,15 +223,16 @@ class InMemoryGraphStore:
     def node_embeddings(self, node_ids: Sequence[str]) -> np.ndarray:
         if not node_ids:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        try:
-            return np.stack([self._emb[n] for n in node_ids])
-        except KeyError as exc:
-            raise UnknownNodeError(f"unknown node id {exc.args[0]!r}") from None
+        with self._lock:
+            try:
+                return np.stack([self._emb[n] for n in node_ids])
+            except KeyError as exc:
+                raise UnknownNodeError(f"unknown node id {exc.args[0]!r}") from None
 
     def neighbors(self, node_id: str) -> list[Edge]:
-        if node_id not in self._adj:
-            raise UnknownNodeError(f"unknown node id {node_id!r}")
-        with self._lock:
+        with self._lock:  # check and use under one lock: a concurrent delete cannot split them
+            if node_id not in self._adj:
+                raise UnknownNodeError(f"unknown node id {node_id!r}")
             return [self._edges[e] for e in sorted(self._adj[node_id])]
 
     def _kind_index(self, kinds: Sequence[NodeKind]) -> tuple[list[str], np.ndarray]:
@@ -264,29 +274,25 @@ class InMemoryGraphStore:
                     out[i] = v
         return out
 
-    def update_memory(
-        self, enhance: Sequence[str], penalise: Sequence[str], query: np.ndarray
-    ) -> MemoryUpdateResult:
-        q_hat = mem.unit(query)
-        with self._lock:  # read-modify-write under one lock: no lost update
-            for eid in [*enhance, *penalise]:
+    def update_memory(self, edge_ids: Sequence[str], fn: MemoryFn) -> np.ndarray:
+        ids = validate.memory_ids(edge_ids)
+        with self._lock:  # read, apply, write under one lock: no lost update
+            for eid in ids:
                 if eid not in self._edges:
                     raise UnknownNodeError(f"unknown edge id {eid!r}")
-            current = {e: self._memory[e] for e in [*enhance, *penalise] if e in self._memory}
-            new = mem.apply_updates(current, enhance, penalise, q_hat, self._dim or len(q_hat))
-            for eid, v in new.items():
+            dim = self._dim or 0
+            new = validate.memory_rows(fn(self.memory(ids)), len(ids), dim)
+            for eid, v in zip(ids, new):
                 if np.any(v) or eid in self._memory:
-                    self._memory[eid] = v.astype(np.float32)
-        return MemoryUpdateResult(
-            enhanced=len(set(enhance)), penalised=len(set(penalise) - set(enhance))
-        )
+                    self._memory[eid] = v
+            return new
 
     def touched_edges(self) -> int:
         return len(self._memory)
 
     def top_memory(self, query: np.ndarray | None, k: int) -> list[tuple[str, float]]:
         with self._lock:
-            if not self._memory:
+            if not self._memory or k <= 0:
                 return []
             ids = list(self._memory)
             mat = np.stack([self._memory[i] for i in ids])
@@ -318,10 +324,7 @@ class InMemoryGraphStore:
             for eid, v in vectors.items():
                 if eid not in self._edges:
                     raise UnknownNodeError(f"unknown edge id {eid!r}")
-                arr = np.asarray(v, dtype=np.float32)
-                if arr.shape != (self._dim,) or not np.all(np.isfinite(arr)):
-                    raise EmbeddingError(f"memory vector of {eid} has shape {arr.shape}")
-                rows[eid] = arr
+                rows[eid] = validate.memory_vector(eid, v, self._dim)
             self._memory.update(rows)
             return len(rows)
 
@@ -338,117 +341,84 @@ class InMemoryGraphStore:
     def flush(self) -> None:
         return None
 
-    # --- persistence ----------------------------------------------------------------------
-    def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Write a new generation under ``directory`` and switch to it atomically."""
-        root = Path(directory)
-        root.mkdir(parents=True, exist_ok=True)
-        gen = f"gen-{uuid.uuid4().hex[:12]}"
-        tmp = root / f".{gen}.tmp"
-        tmp.mkdir()
-        with self._lock:
-            node_ids = list(self._nodes)
-            mem_ids = list(self._memory)
-            payload: dict[str, Any] = {
-                "documents.json": {k: [v[0], v[1]] for k, v in self._docs.items()},
-                "chunks.json": [c.to_dict() for c in self._chunks.values()],
-                "nodes.json": [self._nodes[n].to_dict() for n in node_ids],
-                "edges.json": [e.to_dict() for e in self._edges.values()],
-                "memory_ids.json": mem_ids,
-                "traces.json": list(self._traces.values()),
-            }
-            dim = self._dim or 0
-            emb = (
-                np.stack([self._emb[n] for n in node_ids])
-                if node_ids
-                else np.zeros((0, dim), dtype=np.float32)
-            )
-            memory = (
-                np.stack([self._memory[e] for e in mem_ids])
-                if mem_ids
-                else np.zeros((0, dim), dtype=np.float32)
-            )
-        for name, obj in payload.items():
-            (tmp / name).write_text(json.dumps(obj), encoding="utf-8")
-        np.save(tmp / "embeddings.npy", emb.astype(np.float32), allow_pickle=False)
-        np.save(tmp / "memory.npy", memory.astype(np.float32), allow_pickle=False)
-        manifest = {
-            "format": FORMAT_VERSION,
-            "namespace": self.namespace,
-            "dim": self._dim,
-            "sha256": {f: _sha256(tmp / f) for f in _FILES},
-        }
-        _write_synced(tmp / "manifest.json", json.dumps(manifest).encode())
-        os.replace(tmp, root / gen)
-        _write_synced(root / ".CURRENT.tmp", gen.encode())
-        os.replace(root / ".CURRENT.tmp", root / "CURRENT")
-        for old in root.glob("gen-*"):
-            if old.name != gen:
-                shutil.rmtree(old, ignore_errors=True)
+    # --- persistence (files: .generations, their content: .snapshot) ---------------------
+    @staticmethod
+    def exists(directory: str | os.PathLike[str]) -> bool:
+        """True when ``directory`` holds a saved store (readable or damaged)."""
+        return generations.holds_data(Path(directory))
+
+    def save(self, directory: str | os.PathLike[str], *, wait: float | None = None) -> Path:
+        """Write a new generation under ``directory`` and switch to it atomically, holding
+        the directory's lock (waiting up to ``wait`` s, default :attr:`lock_wait`, then
+        :class:`StoreLockedError`). Raises :class:`StoreConflictError` when another writer
+        saved there since this store was loaded from (or last saved to) it."""
+        root = Path(directory).resolve()
+        files, meta = snapshot.dump(self)
+        held = root in self._held
+        with self._save_lock, self._dir_lock(root, held, wait):
+            now = generations.current_or_none(root)
+            base = self._bases.get(root, _UNSEEN)
+            if base != _UNSEEN and now != base:
+                raise StoreConflictError(
+                    f"the store at {root} was saved by another writer since this store was "
+                    "loaded from it: load it again, re-apply the changes, then save"
+                )
+            self._bases[root] = generations.write(root, files, meta)
         return root
+
+    def _dir_lock(self, root: Path, held: bool, wait: float | None) -> Any:
+        if held:
+            return contextlib.nullcontext()
+        return generations.dir_lock(root, self.lock_wait if wait is None else wait)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> InMemoryGraphStore:
-        """Load a saved store; raises :class:`StoreCorruptError` on any damage."""
-        root = Path(directory)
-        try:
-            gen = (root / "CURRENT").read_text(encoding="utf-8").strip()
-            base = root / gen
-            manifest = json.loads((base / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise StoreCorruptError(f"no readable store at {root}: {exc}") from exc
-        if manifest.get("format") != FORMAT_VERSION:
-            raise StoreCorruptError(f"unsupported store format {manifest.get('format')!r}")
-        for name in _FILES:
-            path = base / name
-            if not path.exists() or _sha256(path) != manifest["sha256"].get(name):
-                raise StoreCorruptError(f"store file {path} is missing or damaged")
-        try:
-            return cls._from_files(base, manifest)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreCorruptError(f"store at {root} has malformed content: {exc}") from exc
-
-    @classmethod
-    def _from_files(cls, base: Path, manifest: dict) -> InMemoryGraphStore:
-        def read(name: str) -> Any:
-            return json.loads((base / name).read_text(encoding="utf-8"))
-
-        store = cls(namespace=manifest.get("namespace", "default"))
-        nodes = [Node.from_dict(d) for d in read("nodes.json")]
-        emb = np.load(base / "embeddings.npy", allow_pickle=False)
-        store._dim = manifest["dim"]
-        store._docs = {k: (v[0], v[1]) for k, v in read("documents.json").items()}
-        store.add_graph(
-            documents=[],
-            chunks=[Chunk.from_dict(d) for d in read("chunks.json")],
-            nodes=nodes,
-            embeddings=emb,
-            edges=[Edge.from_dict(d) for d in read("edges.json")],
-            entity_aliases={},
-        )
-        for n in nodes:
-            for a in n.aliases:
-                store._entity_names.setdefault(_norm(a), n.id)
-        memory = np.load(base / "memory.npy", allow_pickle=False)
-        store._memory = {e: memory[i] for i, e in enumerate(read("memory_ids.json"))}
-        store._traces = {t["trace_id"]: t for t in read("traces.json")}
+        """Load a saved store (no lock taken); raises :class:`StoreCorruptError` on any
+        damage. A later :meth:`save` there refuses to overwrite another writer's save."""
+        root = Path(directory).resolve()
+        gen, manifest, files = generations.read(root)
+        store = snapshot.load(cls, manifest, files, root)
+        store._bases[root] = gen
         return store
 
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        namespace: str = "default",
+        *,
+        lock: bool = True,
+        wait: float | None = 0.0,
+    ) -> InMemoryGraphStore:
+        """The store saved in ``directory``, or an empty one if nothing is saved there. With
+        ``lock`` it is opened for writing: the directory's lock is held until :meth:`close`,
+        so a second writer gets :class:`StoreLockedError` (or waits up to ``wait`` s,
+        ``None``: forever). A directory holding damaged data raises
+        :class:`StoreCorruptError`; it is never taken for empty."""
+        root = Path(directory).resolve()
+        held = generations.acquire(root, wait) if lock else None
+        try:
+            if generations.holds_data(root):
+                store = cls.load(root)
+            else:
+                store = cls(namespace=namespace)
+                store._bases[root] = None
+        except BaseException:
+            if held is not None:
+                held.release()
+            raise
+        if held is not None:
+            store._held[root] = held
+        return store
 
-def _norm(name: str) -> str:
-    return " ".join(name.lower().split())
+    def close(self) -> None:
+        """Release the directory locks taken by :meth:`open`."""
+        held, self._held = self._held, {}
+        for lock in held.values():
+            lock.release()
 
+    def __enter__(self) -> InMemoryGraphStore:
+        return self
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -93,3 +93,39 @@ def replay_bound(alpha: float, lam: float) -> float:
     if alpha >= 1.0:
         return math.inf
     return (lam - alpha) / (1.0 - alpha)
+
+
+class MemoryUpdate:
+    """One memory write as a function over the current vectors: ``fn(current) -> new``, with
+    ``current`` the ``[n, dim]`` rows of :attr:`edge_ids` (zeros for untouched edges). A store
+    applies it atomically (:meth:`GraphStore.update_memory`), so the math stays here and no
+    concurrent write is lost. An edge both enhanced and penalised is enhanced."""
+
+    def __init__(self, enhance_ids: Sequence[str], penalise_ids: Sequence[str], q_hat: np.ndarray):
+        self.q_hat = unit(q_hat)
+        self.ops: dict[str, str] = {e: "p" for e in penalise_ids}
+        self.ops.update({e: "e" for e in enhance_ids})
+        self.edge_ids: list[str] = sorted(self.ops)
+
+    @property
+    def enhanced(self) -> int:
+        return sum(1 for op in self.ops.values() if op == "e")
+
+    @property
+    def penalised(self) -> int:
+        return len(self.ops) - self.enhanced
+
+    def __call__(self, current: np.ndarray) -> np.ndarray:
+        out = np.array(current, dtype=np.float32, copy=True)
+        for i, eid in enumerate(self.edge_ids):
+            step = enhance if self.ops[eid] == "e" else penalise
+            out[i] = step(out[i], self.q_hat)
+        return out
+
+
+def memory_update(
+    enhance_ids: Sequence[str], penalise_ids: Sequence[str], query: np.ndarray
+) -> MemoryUpdate:
+    """The function of one SPEC §3 write: enhance ``enhance_ids`` and penalise the others
+    along the unit ``query``. Pass it with its ``edge_ids`` to ``store.update_memory``."""
+    return MemoryUpdate(enhance_ids, penalise_ids, query)

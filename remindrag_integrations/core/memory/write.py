@@ -18,6 +18,7 @@ from ..protocols import GraphStore
 from ..types import MemoryWrite, Trace
 from ..walk import Parents
 from .filter import Support
+from .math import memory_update
 
 
 def path_to_seed(parents: Parents, node: str) -> list[str]:
@@ -104,17 +105,25 @@ def write(
         bad = effective if (support.chunks or support.edges) else trace.subgraph_edges
         if not bad:
             return skipped(trace, "nothing was traversed")
-        store.update_memory([], bad, q)
+        update(store, [], bad, q)
         return MemoryWrite(trace.trace_id, True, [], bad, [], [])
     outside = [c for c in support.chunks if c not in trace.parents]
     parents = {**trace.parents, **bridge_paths(store, trace.parents, outside, max_depth)}
     effective, ineffective = split_edges(parents, support)
     if not effective:
         return skipped(trace, "no supporting chunk or edge is reachable from the subgraph")
-    store.update_memory(effective, ineffective, q)
+    update(store, effective, ineffective, q)
     reached = [c for c in support.chunks if c in parents]
     edges = [e for e in support.edges if e in set(trace.subgraph_edges)]
     return MemoryWrite(trace.trace_id, True, effective, ineffective, reached, edges)
+
+
+def update(
+    store: GraphStore, enhance: Sequence[str], penalise: Sequence[str], query: np.ndarray
+) -> np.ndarray:
+    """One atomic SPEC §3 write: the store applies :func:`.math.memory_update` under its lock."""
+    fn = memory_update(enhance, penalise, query)
+    return store.update_memory(fn.edge_ids, fn)
 
 
 def skipped(trace: Trace, reason: str) -> MemoryWrite:

@@ -1,0 +1,185 @@
+"""A store directory on disk: checksummed generations, an atomic ``CURRENT`` switch and the
+directory lock. Knows nothing about graphs: files go in and come out as bytes.
+
+Layout: ``DIR/CURRENT`` holds the name of a generation folder ``DIR/gen-<id>/`` and the sha256
+of its ``manifest.json``; the manifest holds the format, the caller's metadata (namespace,
+dimension) and the sha256 of every data file. So every byte of a saved store is covered: a
+damaged file, manifest or ``CURRENT`` is a :class:`StoreCorruptError`, never other data.
+
+Writers take the OS lock on ``DIR/.lock`` (:func:`dir_lock`) and, holding it, write a new
+generation under a unique temporary name, swap ``CURRENT`` with an atomic rename, then delete
+what no reader needs: temporary folders of dead writers and generations older than the one
+``CURRENT`` pointed to before (kept for readers that are still reading it). Readers take no
+lock: they retry when a generation vanishes under them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from ..core.types import StoreCorruptError, StoreLockedError
+
+FORMAT_VERSION = 2
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+LOCK_FILE = ".lock"
+_READ_ATTEMPTS = 8
+
+
+def holds_data(root: Path) -> bool:
+    """True when ``root`` holds (or held) a saved store, readable or not."""
+    return (root / CURRENT).exists() or any(root.glob("gen-*"))
+
+
+@contextmanager
+def dir_lock(root: Path, wait: float | None) -> Iterator[None]:
+    """Hold the exclusive OS lock of a store directory. ``wait``: seconds to wait for another
+    writer (``None``: forever); then :class:`StoreLockedError`."""
+    lock = acquire(root, wait)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def acquire(root: Path, wait: float | None) -> FileLock:
+    """Take the lock of ``root`` (release it with ``.release()``); see :func:`dir_lock`."""
+    root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(root / LOCK_FILE, thread_local=False)
+    try:
+        lock.acquire(timeout=-1 if wait is None else max(0.0, wait))
+    except Timeout:
+        raise StoreLockedError(
+            f"the store at {root} is locked by another writer (waited {wait} s)"
+        ) from None
+    return lock
+
+
+def current(root: Path) -> str | None:
+    """The generation ``CURRENT`` names (None: nothing saved). Damage raises."""
+    pointer = _pointer(root)
+    return pointer[0] if pointer else None
+
+
+def _pointer(root: Path) -> tuple[str, str | None] | None:
+    try:
+        text = (root / CURRENT).read_text(encoding="ascii")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreCorruptError(f"unreadable {root / CURRENT}: {exc}") from exc
+    return _parse_current(root, text)
+
+
+def _parse_current(root: Path, text: str) -> tuple[str, str | None]:
+    parts = text.split("\n")
+    if len(parts) == 1 and parts[0].startswith("gen-"):  # format 1: the name alone
+        return parts[0].strip(), None
+    if len(parts) == 3 and parts[0].startswith("gen-") and len(parts[1]) == 64 and not parts[2]:
+        return parts[0], parts[1]
+    raise StoreCorruptError(f"{root / CURRENT} is damaged")
+
+
+def write(root: Path, files: Mapping[str, bytes], meta: Mapping[str, Any]) -> str:
+    """Publish ``files`` as a new generation (the caller holds :func:`dir_lock`); returns its
+    name. A crash at any point leaves the previous generation current and loadable."""
+    before = current_or_none(root)
+    for stale in root.glob(".gen-*.tmp"):  # only writers make them, under the lock: dead ones
+        shutil.rmtree(stale, ignore_errors=True)
+    gen = f"gen-{uuid.uuid4().hex[:16]}"
+    tmp = root / f".{gen}.tmp"
+    tmp.mkdir()
+    sums = {}
+    for name, data in files.items():
+        _write_synced(tmp / name, data)
+        sums[name] = hashlib.sha256(data).hexdigest()
+    manifest = json.dumps({"format": FORMAT_VERSION, **meta, "sha256": sums}).encode()
+    _write_synced(tmp / MANIFEST, manifest)
+    os.replace(tmp, root / gen)
+    pointer = root / f".CURRENT.{uuid.uuid4().hex}.tmp"
+    _write_synced(pointer, f"{gen}\n{hashlib.sha256(manifest).hexdigest()}\n".encode())
+    os.replace(pointer, root / CURRENT)
+    _sync_dir(root)
+    for old in root.glob("gen-*"):
+        if old.name not in (gen, before):
+            shutil.rmtree(old, ignore_errors=True)
+    for junk in root.glob(".CURRENT.*.tmp"):
+        junk.unlink(missing_ok=True)
+    return gen
+
+
+def current_or_none(root: Path) -> str | None:
+    """Like :func:`current`, but a damaged ``CURRENT`` counts as none (a writer replaces it)."""
+    try:
+        return current(root)
+    except StoreCorruptError:
+        return None
+
+
+def read(root: Path) -> tuple[str, dict[str, Any], dict[str, bytes]]:
+    """The current generation: ``(name, manifest, files)``, every checksum verified. Raises
+    :class:`StoreCorruptError` on any damage; retries when a writer replaced it meanwhile."""
+    for _ in range(_READ_ATTEMPTS):
+        pointer = _pointer(root)
+        if pointer is None:
+            raise StoreCorruptError(f"no saved store at {root} (no {CURRENT} file)")
+        try:
+            return (pointer[0], *_read_generation(root, *pointer))
+        except (OSError, StoreCorruptError) as exc:
+            if _pointer(root) != pointer:
+                continue  # a writer switched generations meanwhile: read the new one
+            if isinstance(exc, StoreCorruptError):
+                raise
+            raise StoreCorruptError(f"store at {root} is incomplete: {exc}") from exc
+    raise StoreCorruptError(f"the store at {root} kept changing while it was read")
+
+
+def _read_generation(
+    root: Path, gen: str, digest: str | None
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    base = root / gen
+    raw = (base / MANIFEST).read_bytes()
+    if digest is not None and hashlib.sha256(raw).hexdigest() != digest:
+        raise StoreCorruptError(f"{base / MANIFEST} is damaged (checksum)")
+    try:
+        manifest = json.loads(raw)
+        sums = manifest["sha256"]
+        fmt = manifest["format"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreCorruptError(f"{base / MANIFEST} is malformed: {exc}") from exc
+    if fmt not in (1, FORMAT_VERSION) or (fmt == FORMAT_VERSION) != (digest is not None):
+        raise StoreCorruptError(f"unsupported store format {fmt!r} at {base}")
+    if not isinstance(sums, dict):
+        raise StoreCorruptError(f"{base / MANIFEST} is malformed")
+    files = {}
+    for name, want in sums.items():
+        data = (base / str(name)).read_bytes()
+        if hashlib.sha256(data).hexdigest() != want:
+            raise StoreCorruptError(f"store file {base / name} is damaged (checksum)")
+        files[str(name)] = data
+    return manifest, files
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _sync_dir(root: Path) -> None:
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

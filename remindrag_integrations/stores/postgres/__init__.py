@@ -1,0 +1,37 @@
+"""PostgreSQL + pgvector graph store (extra ``postgres``): one database shared by many replicas.
+
+- Every table has a ``namespace`` column (the tenant) and every query filters by it.
+- Node embeddings sit in an untyped ``vector`` column with one partial HNSW expression index per
+  dimension (cosine), so seed search is an index scan and tenants may use different embedders.
+- Edge memory is sparse: a row in ``rr_edge_memory`` exists only once an edge was written.
+- Memory writes lock the edge rows (``SELECT ... FOR UPDATE`` in id order, one transaction),
+  compute SPEC §3 with :func:`remindrag_integrations.memory.apply_updates` and write back, so
+  writers in any number of processes serialise per edge and no update is lost.
+- Neighbour, memory and embedding lookups are indexed point queries; the graph is never loaded.
+- Foreign keys cascade node → edges → memory, so a deleted node leaves no orphan behind.
+
+``journal=True`` also records every applied memory update (edge, operation, query vector) in
+``rr_memory_journal`` in the order it was applied: an audit trail that can be replayed.
+"""
+
+from __future__ import annotations
+
+from .graph import GraphWrites
+from .memory import Memory
+from .reads import Reads
+from .sql import _NEIGHBORS, TABLES
+from .traces import Traces
+
+__all__ = ["TABLES", "PostgresGraphStore", "_NEIGHBORS"]
+
+
+class PostgresGraphStore(GraphWrites, Reads, Memory, Traces):
+    """A :class:`~remindrag_integrations.core.protocols.GraphStore` on PostgreSQL with pgvector.
+
+    ``dsn`` is a libpq connection string (``postgresql://user@host:5432/db``); the schema is
+    created on first use. ``dim`` pins the embedding dimension up front (else the first
+    :meth:`add_graph` sets it). One store object serves one ``namespace``. ``ef_search`` is
+    the HNSW candidate list of seed search (higher: better recall, slower). Its parts:
+    :mod:`.base` (connections, schema), :mod:`.graph`, :mod:`.reads`, :mod:`.memory`,
+    :mod:`.traces` (and settings).
+    """

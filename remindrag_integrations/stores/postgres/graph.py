@@ -1,0 +1,212 @@
+"""Graph writes of the PostgreSQL store: documents, chunks, nodes, edges; deletes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import psycopg
+from psycopg import errors
+from psycopg.types.json import Jsonb
+
+from ...core.ids import norm_name
+from ...core.types import Chunk, Edge, Node, UnknownNodeError
+from .. import validate
+from .base import PgBase, _bulk
+from .sql import _ORPHAN_ENTITIES
+
+
+class GraphWrites(PgBase):
+    """Adding and deleting documents with their graph, each in one transaction."""
+
+    def add_graph(
+        self,
+        *,
+        documents: Sequence[tuple[str, str, dict]],
+        chunks: Sequence[Chunk],
+        nodes: Sequence[Node],
+        embeddings: np.ndarray,
+        edges: Sequence[Edge],
+        entity_aliases: Mapping[str, Sequence[str]],
+        replace: Sequence[str] = (),
+    ) -> None:
+        emb = validate.graph_embeddings(nodes, embeddings, None)
+
+        def write(cur: psycopg.Cursor) -> None:
+            dim = self._set_dim(cur, int(emb.shape[1])) if len(nodes) else self._dim
+            validate.edge_endpoints(edges, nodes, lambda ids: self._known(cur, ids))
+            if replace:  # the old versions go in this transaction, but not what the batch uses
+                keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
+                self._delete(cur, sorted(set(replace)), sorted(keep))
+            self._write_documents(cur, documents, chunks)
+            self._write_nodes(cur, nodes, emb, dim)
+            for node_id, aliases in entity_aliases.items():
+                self._add_aliases(cur, node_id, aliases)
+            try:
+                _bulk(
+                    cur,
+                    "rr_edges",
+                    ("namespace", "id", "u", "v", "kind", "text"),
+                    [(self.namespace, e.id, e.u, e.v, e.kind, e.text) for e in edges],
+                    "ON CONFLICT (namespace, id) DO NOTHING",
+                )
+            except errors.ForeignKeyViolation as exc:  # a node deleted meanwhile
+                raise UnknownNodeError(
+                    f"an edge joins unknown node(s): {exc.diag.message_detail}"
+                ) from None
+
+        self._tx(write)
+
+    def _known(self, cur: psycopg.Cursor, ids: list[str]) -> list[str]:
+        cur.execute(
+            "SELECT id FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (self.namespace, ids)
+        )
+        return [r[0] for r in cur]
+
+    def _write_documents(
+        self,
+        cur: psycopg.Cursor,
+        documents: Sequence[tuple[str, str, dict]],
+        chunks: Sequence[Chunk],
+    ) -> None:
+        ns = self.namespace
+        if documents:
+            cur.executemany(
+                "INSERT INTO rr_documents (namespace, id, hash, metadata) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, id) DO UPDATE "
+                "SET hash = EXCLUDED.hash, metadata = EXCLUDED.metadata",
+                [(ns, d, h, Jsonb(dict(m))) for d, h, m in documents],
+            )
+        _bulk(
+            cur,
+            "rr_chunks",
+            ("namespace", "id", "doc_id", "idx", "text", "start_char", "end_char", "metadata"),
+            [
+                (ns, c.id, c.doc_id, c.index, c.text, c.start, c.end, json.dumps(c.metadata))
+                for c in chunks
+            ],
+            "ON CONFLICT (namespace, id) DO UPDATE SET doc_id = EXCLUDED.doc_id, "
+            "idx = EXCLUDED.idx, text = EXCLUDED.text, start_char = EXCLUDED.start_char, "
+            "end_char = EXCLUDED.end_char, metadata = EXCLUDED.metadata",
+        )
+
+    def _write_nodes(
+        self, cur: psycopg.Cursor, nodes: Sequence[Node], emb: np.ndarray, dim: int | None
+    ) -> None:
+        ns = self.namespace
+        cols = ("namespace", "id", "kind", "name", "doc_id", "chunk_id", "aliases", "dim")
+        new = _bulk(
+            cur,
+            "rr_nodes",
+            (*cols, "embedding"),
+            [
+                (ns, n.id, n.kind, n.name, n.doc_id, n.chunk_id, list(n.aliases), dim, row)
+                for n, row in zip(nodes, emb)
+            ],
+            "ON CONFLICT (namespace, id) DO NOTHING RETURNING id, kind, name",
+        )
+        added = {nid for nid, kind, _ in new if kind == "entity"}
+        names = [(ns, norm_name(n.name), n.id) for n in nodes if n.id in added]
+        if names:
+            cur.executemany(
+                "INSERT INTO rr_entity_names (namespace, name, node_id) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, name) DO UPDATE SET node_id = EXCLUDED.node_id",
+                names,
+            )
+        aliases = [(ns, norm_name(a), n.id) for n in nodes if n.id in added for a in n.aliases]
+        if aliases:
+            cur.executemany(
+                "INSERT INTO rr_entity_names (namespace, name, node_id) "
+                "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                aliases,
+            )
+
+    def _add_aliases(self, cur: psycopg.Cursor, node_id: str, aliases: Sequence[str]) -> None:
+        row = cur.execute(
+            "SELECT name, aliases FROM rr_nodes WHERE namespace = %s AND id = %s FOR UPDATE",
+            (self.namespace, node_id),
+        ).fetchone()
+        if row is None:
+            raise UnknownNodeError(f"unknown entity {node_id}")
+        name, have = row
+        new = [a for a in dict.fromkeys(aliases) if a not in have and a != name]
+        if new:
+            cur.execute(
+                "UPDATE rr_nodes SET aliases = aliases || %s::text[] "
+                "WHERE namespace = %s AND id = %s",
+                (new, self.namespace, node_id),
+            )
+        if aliases:
+            cur.executemany(
+                "INSERT INTO rr_entity_names (namespace, name, node_id) "
+                "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                [(self.namespace, norm_name(a), node_id) for a in aliases],
+            )
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
+        ids = sorted(set(doc_ids))
+        return self._tx(lambda cur: self._delete(cur, ids, []))
+
+    def _delete(self, cur: psycopg.Cursor, ids: list[str], keep: list[str]) -> dict[str, int]:
+        """Delete documents (rows locked in id order) with their chunks, anchors and the
+        entities left with no mention, except the nodes in ``keep``."""
+        ns = self.namespace
+        cur.execute(
+            "SELECT id FROM rr_documents WHERE namespace = %s AND id = ANY(%s) "
+            "ORDER BY id FOR UPDATE",
+            (ns, ids),
+        )
+        docs = [r[0] for r in cur]
+        if not docs:
+            return {"documents": 0, "chunks": 0, "nodes": 0, "edges": 0}
+        cur.execute(
+            "SELECT id FROM rr_nodes WHERE namespace = %s AND doc_id = ANY(%s) "
+            "AND kind IN ('chunk', 'anchor')",
+            (ns, docs),
+        )
+        kept = set(keep)
+        doomed = [r[0] for r in cur if r[0] not in kept]
+        orphans = cur.execute(_ORPHAN_ENTITIES, {"ns": ns, "doomed": doomed})
+        doomed += [r[0] for r in orphans if r[0] not in kept]
+        cur.execute(
+            "SELECT count(*) FROM rr_edges WHERE namespace = %(ns)s "
+            "AND (u = ANY(%(d)s) OR v = ANY(%(d)s))",
+            {"ns": ns, "d": doomed},
+        )
+        n_edges = cur.fetchone()[0]  # type: ignore[index]
+        # the foreign keys cascade: edges, their memory and journal, entity names
+        cur.execute("DELETE FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, doomed))
+        n_nodes = cur.rowcount
+        cur.execute("DELETE FROM rr_chunks WHERE namespace = %s AND doc_id = ANY(%s)", (ns, docs))
+        n_chunks = cur.rowcount
+        cur.execute("DELETE FROM rr_documents WHERE namespace = %s AND id = ANY(%s)", (ns, docs))
+        return {"documents": len(docs), "chunks": n_chunks, "nodes": n_nodes, "edges": int(n_edges)}
+
+    def drop_namespace(self) -> dict[str, int]:
+        """Delete everything this namespace holds (graph, memory, traces); other tenants
+        are untouched. Returns rows removed per table."""
+
+        def drop(cur: psycopg.Cursor) -> dict[str, int]:
+            out = {}
+            for table in (
+                "rr_settings",
+                "rr_traces",
+                "rr_memory_journal",
+                "rr_edge_memory",
+                "rr_edges",
+                "rr_entity_names",
+                "rr_nodes",
+                "rr_chunks",
+                "rr_documents",
+            ):
+                cur.execute(f"DELETE FROM {table} WHERE namespace = %s", (self.namespace,))
+                out[table] = cur.rowcount
+            cur.execute(
+                "UPDATE rr_namespaces SET dim = NULL WHERE namespace = %s", (self.namespace,)
+            )
+            return out
+
+        result = self._tx(drop)
+        self._dim = None
+        return result

@@ -1,0 +1,175 @@
+"""Edge memory on PostgreSQL: sparse rows, row-locked atomic updates, admin."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import psycopg
+
+from ...core.memory import math as mem
+from ...core.protocols import MemoryFn
+from ...core.types import UnknownNodeError
+from .. import validate
+from .base import PgBase
+
+
+class Memory(PgBase):
+    """Edge memory: reads, atomic updates under row locks, the journal and admin."""
+
+    def memory(self, edge_ids: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(edge_ids), self.dim or 0), dtype=np.float32)
+        if not edge_ids:
+            return out
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT edge_id, vec FROM rr_edge_memory "
+                "WHERE namespace = %s AND edge_id = ANY(%s)",
+                (self.namespace, list(dict.fromkeys(edge_ids))),
+            )
+            found = {r[0]: r[1] for r in cur}
+        for i, eid in enumerate(edge_ids):
+            if eid in found:
+                out[i] = found[eid]
+        return out
+
+    def update_memory(self, edge_ids: Sequence[str], fn: MemoryFn) -> np.ndarray:
+        ids = validate.memory_ids(edge_ids)
+        if not ids:
+            return np.zeros((0, self.dim or 0), dtype=np.float32)
+        return self._tx(lambda cur: self._update(cur, ids, fn))
+
+    def _update(self, cur: psycopg.Cursor, ids: list[str], fn: MemoryFn) -> np.ndarray:
+        """Lock the edges and their memory rows in id order, apply ``fn``, write back."""
+        ns, dim = self.namespace, self.dim or 0
+        self._lock_edges(cur, sorted(ids))
+        cur.execute(
+            "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s "
+            "AND edge_id = ANY(%s) ORDER BY edge_id FOR UPDATE",
+            (ns, ids),
+        )
+        found = {r[0]: r[1] for r in cur}
+        current = np.zeros((len(ids), dim), dtype=np.float32)
+        for i, eid in enumerate(ids):
+            if eid in found:
+                current[i] = found[eid]
+        new = validate.memory_rows(fn(current), len(ids), dim)
+        order = sorted(range(len(ids)), key=ids.__getitem__)  # write in id order
+        rows = [(ns, ids[i], new[i]) for i in order if np.any(new[i]) or ids[i] in found]
+        cur.executemany(
+            "INSERT INTO rr_edge_memory (namespace, edge_id, vec) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, edge_id) DO UPDATE SET vec = EXCLUDED.vec, "
+            "writes = rr_edge_memory.writes + 1, updated_at = now()",
+            rows,
+        )
+        if self.journal:  # SPEC writes: the operation and q; other functions: the result
+            if isinstance(fn, mem.MemoryUpdate):
+                entries = [(ns, ids[i], fn.ops[ids[i]], fn.q_hat) for i in order]
+            else:
+                entries = [(ns, ids[i], "f", new[i]) for i in order]
+            cur.executemany(
+                "INSERT INTO rr_memory_journal (namespace, edge_id, op, query) "
+                "VALUES (%s, %s, %s, %s)",
+                entries,
+            )
+        return new
+
+    def _lock_edges(self, cur: psycopg.Cursor, ids: list[str]) -> None:
+        """Lock the edge rows in id order (no deadlock between writers); unknown ids raise."""
+        cur.execute(
+            "SELECT id FROM rr_edges WHERE namespace = %s AND id = ANY(%s) ORDER BY id FOR UPDATE",
+            (self.namespace, ids),
+        )
+        missing = set(ids) - {r[0] for r in cur}
+        if missing:
+            raise UnknownNodeError(f"unknown edge id {min(missing)!r}")
+
+    def memory_writes(self, edge_ids: Sequence[str]) -> dict[str, int]:
+        """How many memory writes each edge received since its memory row was created."""
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT edge_id, writes FROM rr_edge_memory "
+                "WHERE namespace = %s AND edge_id = ANY(%s)",
+                (self.namespace, list(edge_ids)),
+            )
+            return {r[0]: int(r[1]) for r in cur}
+
+    def touched_edges(self) -> int:
+        with self._cursor() as cur:
+            row = cur.execute(
+                "SELECT count(*) FROM rr_edge_memory WHERE namespace = %s", (self.namespace,)
+            ).fetchone()
+        return int(row[0])  # type: ignore[index]
+
+    def top_memory(self, query: np.ndarray | None, k: int) -> list[tuple[str, float]]:
+        if k <= 0:
+            return []
+        with self._cursor() as cur:
+            if query is None:
+                cur.execute(
+                    "SELECT edge_id, vector_norm(vec) AS s FROM rr_edge_memory "
+                    "WHERE namespace = %s ORDER BY s DESC, edge_id LIMIT %s",
+                    (self.namespace, k),
+                )
+            else:
+                cur.execute(
+                    "SELECT edge_id, -(vec <#> %(q)s) AS s FROM rr_edge_memory "
+                    "WHERE namespace = %(ns)s ORDER BY s DESC, edge_id LIMIT %(k)s",
+                    {"q": mem.unit(query), "ns": self.namespace, "k": k},
+                )
+            return [(r[0], float(r[1])) for r in cur]
+
+    def reset_memory(self, *, all_namespaces: bool = False) -> int:
+        """Forget the memory of this namespace (or, with ``all_namespaces``, of every tenant
+        in the database). Returns the edges reset."""
+        with self._cursor() as cur:
+            if all_namespaces:
+                cur.execute("DELETE FROM rr_edge_memory")
+            else:
+                cur.execute("DELETE FROM rr_edge_memory WHERE namespace = %s", (self.namespace,))
+            return cur.rowcount
+
+    def namespaces(self) -> list[str]:
+        """Every namespace (tenant) this database holds."""
+        with self._cursor() as cur:
+            cur.execute("SELECT namespace FROM rr_namespaces ORDER BY namespace")
+            return [r[0] for r in cur]
+
+    def decay_memory(self, factor: float) -> int:
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError("decay factor must be in [0, 1]")
+        with self._cursor() as cur:  # one UPDATE: row locks serialise it with update_memory
+            cur.execute(
+                "UPDATE rr_edge_memory SET vec = vec * array_fill(%s::real, "
+                "ARRAY[vector_dims(vec)])::vector, updated_at = now() "
+                "WHERE namespace = %s",
+                (factor, self.namespace),
+            )
+            return cur.rowcount
+
+    def export_memory(self) -> dict[str, list[float]]:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s ORDER BY edge_id",
+                (self.namespace,),
+            )
+            return {r[0]: r[1].astype(float).tolist() for r in cur}
+
+    def import_memory(self, vectors: dict[str, list[float]]) -> int:
+        rows = []
+        for eid, v in vectors.items():
+            rows.append((self.namespace, eid, validate.memory_vector(eid, v, self.dim)))
+        if not rows:
+            return 0
+
+        def write(cur: psycopg.Cursor) -> None:
+            self._lock_edges(cur, sorted(vectors))
+            cur.executemany(
+                "INSERT INTO rr_edge_memory (namespace, edge_id, vec) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, edge_id) DO UPDATE SET vec = EXCLUDED.vec, "
+                "updated_at = now()",
+                rows,
+            )
+
+        self._tx(write)
+        return len(rows)

@@ -1,0 +1,143 @@
+"""Reads of the PostgreSQL store: indexed point lookups and HNSW seed search."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import psycopg
+
+from ...core.memory import math as mem
+from ...core.types import Chunk, Edge, EmbeddingError, Node, NodeKind, UnknownNodeError
+from .base import PgBase, _get
+from .sql import _NEIGHBORS
+
+
+class Reads(PgBase):
+    """Sizes, documents, nodes, chunks, edges, neighbours and search."""
+
+    def counts(self) -> dict[str, int]:
+        with self._cursor() as cur:
+            cur.execute(
+                """SELECT (SELECT count(*) FROM rr_documents WHERE namespace = %(ns)s),
+                     (SELECT count(*) FROM rr_nodes WHERE namespace = %(ns)s AND kind = 'chunk'),
+                     (SELECT count(*) FROM rr_nodes WHERE namespace = %(ns)s AND kind = 'anchor'),
+                     (SELECT count(*) FROM rr_nodes WHERE namespace = %(ns)s AND kind = 'entity'),
+                     (SELECT count(*) FROM rr_edges WHERE namespace = %(ns)s),
+                     (SELECT count(*) FROM rr_edge_memory WHERE namespace = %(ns)s)""",
+                {"ns": self.namespace},
+            )
+            row = cur.fetchone() or ()
+        keys = ("documents", "chunks", "anchors", "entities", "edges", "touched_edges")
+        return dict(zip(keys, (int(x) for x in row)))
+
+    def document_hash(self, doc_id: str) -> str | None:
+        with self._cursor() as cur:
+            row = cur.execute(
+                "SELECT hash FROM rr_documents WHERE namespace = %s AND id = %s",
+                (self.namespace, doc_id),
+            ).fetchone()
+        return row[0] if row else None
+
+    def document_ids(self) -> list[str]:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT id FROM rr_documents WHERE namespace = %s ORDER BY id", (self.namespace,)
+            )
+            return [r[0] for r in cur]
+
+    def get_node(self, node_id: str) -> Node:
+        return self.get_nodes([node_id])[0]
+
+    def get_nodes(self, node_ids: Sequence[str]) -> list[Node]:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
+                "WHERE namespace = %s AND id = ANY(%s)",
+                (self.namespace, list(node_ids)),
+            )
+            found = {r[0]: Node(r[0], r[1], r[2], r[3], r[4], tuple(r[5])) for r in cur}
+        return [_get(found, n, "node") for n in node_ids]
+
+    def get_chunk(self, chunk_id: str) -> Chunk:
+        with self._cursor() as cur:
+            row = cur.execute(
+                "SELECT id, doc_id, idx, text, start_char, end_char, metadata "
+                "FROM rr_chunks WHERE namespace = %s AND id = %s",
+                (self.namespace, chunk_id),
+            ).fetchone()
+        if row is None:
+            raise UnknownNodeError(f"unknown chunk id {chunk_id!r}")
+        return Chunk(*row)
+
+    def get_edge(self, edge_id: str) -> Edge:
+        with self._cursor() as cur:
+            row = cur.execute(
+                "SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %s AND id = %s",
+                (self.namespace, edge_id),
+            ).fetchone()
+        if row is None:
+            raise UnknownNodeError(f"unknown edge id {edge_id!r}")
+        return Edge(*row)
+
+    def node_embeddings(self, node_ids: Sequence[str]) -> np.ndarray:
+        if not node_ids:
+            return np.zeros((0, self.dim or 0), dtype=np.float32)
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT id, embedding FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)",
+                (self.namespace, list(dict.fromkeys(node_ids))),
+            )
+            found = {r[0]: r[1] for r in cur}
+        return np.stack([_get(found, n, "node") for n in node_ids]).astype(np.float32)
+
+    def neighbors(self, node_id: str) -> list[Edge]:
+        with self._cursor() as cur:
+            cur.execute(_NEIGHBORS, {"ns": self.namespace, "n": node_id})
+            out = [Edge(*r) for r in cur]
+            if (
+                not out
+                and cur.execute(
+                    "SELECT 1 FROM rr_nodes WHERE namespace = %s AND id = %s",
+                    (self.namespace, node_id),
+                ).fetchone()
+                is None
+            ):
+                raise UnknownNodeError(f"unknown node id {node_id!r}")
+        return out
+
+    def search(
+        self, query: np.ndarray, k: int, kinds: Sequence[NodeKind]
+    ) -> list[tuple[str, float]]:
+        dim = self.dim
+        if dim is None or k <= 0 or not kinds:
+            return []
+        q = mem.unit(query)
+        if q.shape != (dim,):
+            raise EmbeddingError(f"query dimension {q.shape} != store dimension {dim}")
+
+        def run(cur: psycopg.Cursor) -> list[tuple[str, float]]:
+            if 2 * k > self.ef_search:  # widen the HNSW candidate list for a large k
+                cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(2 * k),))
+            cur.execute(  # dim is an int literal so the planner can match the partial index
+                f"SELECT id, 1 - ((embedding::vector({dim})) <=> %(q)s::vector({dim})) "
+                f"FROM rr_nodes WHERE namespace = %(ns)s AND dim = {dim} AND kind = ANY(%(k)s) "
+                f"ORDER BY (embedding::vector({dim})) <=> %(q)s::vector({dim}) LIMIT %(n)s",
+                {"q": q, "ns": self.namespace, "k": list(kinds), "n": k},
+            )
+            return [(r[0], float(r[1])) for r in cur]
+
+        if 2 * k > self.ef_search:
+            hits = self._tx(run)
+        else:
+            with self._cursor() as cur:
+                hits = run(cur)
+        return sorted(hits, key=lambda t: (-t[1], t[0]))
+
+    def find_entity_by_name(self, normalized_name: str) -> str | None:
+        with self._cursor() as cur:
+            row = cur.execute(
+                "SELECT node_id FROM rr_entity_names WHERE namespace = %s AND name = %s",
+                (self.namespace, normalized_name),
+            ).fetchone()
+        return row[0] if row else None

@@ -1,0 +1,84 @@
+"""The schema and the longer SQL statements of the PostgreSQL store."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+SCHEMA_LOCK = 0x7252_0001  # pg_advisory_xact_lock key: one schema creator at a time
+
+SCHEMA = """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE IF NOT EXISTS rr_namespaces (
+  namespace text PRIMARY KEY, dim integer, schema_version integer NOT NULL);
+CREATE TABLE IF NOT EXISTS rr_documents (
+  namespace text NOT NULL, id text NOT NULL, hash text NOT NULL,
+  metadata jsonb NOT NULL DEFAULT '{}', PRIMARY KEY (namespace, id));
+CREATE TABLE IF NOT EXISTS rr_chunks (
+  namespace text NOT NULL, id text NOT NULL, doc_id text NOT NULL, idx integer NOT NULL,
+  text text NOT NULL, start_char integer NOT NULL, end_char integer NOT NULL,
+  metadata jsonb NOT NULL DEFAULT '{}', PRIMARY KEY (namespace, id));
+CREATE INDEX IF NOT EXISTS rr_chunks_doc ON rr_chunks (namespace, doc_id);
+CREATE TABLE IF NOT EXISTS rr_nodes (
+  namespace text NOT NULL, id text NOT NULL, kind text NOT NULL, name text NOT NULL,
+  doc_id text, chunk_id text, aliases text[] NOT NULL DEFAULT '{}',
+  dim integer NOT NULL, embedding vector NOT NULL, PRIMARY KEY (namespace, id));
+CREATE INDEX IF NOT EXISTS rr_nodes_doc ON rr_nodes (namespace, doc_id);
+CREATE TABLE IF NOT EXISTS rr_entity_names (
+  namespace text NOT NULL, name text NOT NULL, node_id text NOT NULL,
+  PRIMARY KEY (namespace, name),
+  FOREIGN KEY (namespace, node_id) REFERENCES rr_nodes (namespace, id) ON DELETE CASCADE);
+CREATE INDEX IF NOT EXISTS rr_entity_names_node ON rr_entity_names (namespace, node_id);
+CREATE TABLE IF NOT EXISTS rr_edges (
+  namespace text NOT NULL, id text NOT NULL, u text NOT NULL, v text NOT NULL,
+  kind text NOT NULL, text text NOT NULL, PRIMARY KEY (namespace, id),
+  FOREIGN KEY (namespace, u) REFERENCES rr_nodes (namespace, id) ON DELETE CASCADE,
+  FOREIGN KEY (namespace, v) REFERENCES rr_nodes (namespace, id) ON DELETE CASCADE);
+CREATE INDEX IF NOT EXISTS rr_edges_u ON rr_edges (namespace, u);
+CREATE INDEX IF NOT EXISTS rr_edges_v ON rr_edges (namespace, v);
+CREATE TABLE IF NOT EXISTS rr_edge_memory (
+  namespace text NOT NULL, edge_id text NOT NULL, vec vector NOT NULL,
+  writes bigint NOT NULL DEFAULT 1, updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (namespace, edge_id),
+  FOREIGN KEY (namespace, edge_id) REFERENCES rr_edges (namespace, id) ON DELETE CASCADE);
+CREATE TABLE IF NOT EXISTS rr_memory_journal (
+  namespace text NOT NULL, seq bigserial, edge_id text NOT NULL, op char(1) NOT NULL,
+  query vector NOT NULL, at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, seq),
+  FOREIGN KEY (namespace, edge_id) REFERENCES rr_edges (namespace, id) ON DELETE CASCADE);
+CREATE INDEX IF NOT EXISTS rr_memory_journal_edge ON rr_memory_journal (namespace, edge_id);
+CREATE TABLE IF NOT EXISTS rr_traces (
+  namespace text NOT NULL, id text NOT NULL, seq bigserial, data jsonb NOT NULL,
+  PRIMARY KEY (namespace, id));
+CREATE INDEX IF NOT EXISTS rr_traces_seq ON rr_traces (namespace, seq);
+CREATE TABLE IF NOT EXISTS rr_settings (
+  namespace text NOT NULL, key text NOT NULL, value jsonb NOT NULL, PRIMARY KEY (namespace, key));
+"""
+
+TABLES = (
+    "rr_documents",
+    "rr_chunks",
+    "rr_nodes",
+    "rr_entity_names",
+    "rr_edges",
+    "rr_edge_memory",
+    "rr_memory_journal",
+    "rr_traces",
+    "rr_settings",
+    "rr_namespaces",
+)
+
+_NEIGHBORS = """
+SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %(ns)s AND u = %(n)s
+UNION SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %(ns)s AND v = %(n)s
+ORDER BY id
+"""
+
+_ORPHAN_ENTITIES = """
+WITH m AS (
+  SELECT v AS ent FROM rr_edges WHERE namespace = %(ns)s AND kind = 'mention' AND u = ANY(%(doomed)s)
+  UNION SELECT u FROM rr_edges WHERE namespace = %(ns)s AND kind = 'mention' AND v = ANY(%(doomed)s)
+)
+SELECT n.id FROM m JOIN rr_nodes n ON n.namespace = %(ns)s AND n.id = m.ent AND n.kind = 'entity'
+WHERE NOT EXISTS (
+  SELECT 1 FROM rr_edges e WHERE e.namespace = %(ns)s AND e.kind = 'mention'
+    AND (e.u = n.id OR e.v = n.id)
+    AND (CASE WHEN e.u = n.id THEN e.v ELSE e.u END) <> ALL(%(doomed)s))
+"""

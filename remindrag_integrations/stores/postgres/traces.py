@@ -1,0 +1,67 @@
+"""Traces and per-namespace settings on PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from .base import PgBase
+
+
+class Traces(PgBase):
+    """Persisted traces (newest kept) and JSON settings of the namespace."""
+
+    def save_trace(self, trace: dict) -> None:
+        self._saved_traces += 1
+        trim = self.max_traces is not None and self._saved_traces % 100 == 1
+
+        def write(cur: psycopg.Cursor) -> None:
+            cur.execute(
+                "INSERT INTO rr_traces (namespace, id, data) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, id) DO UPDATE SET data = EXCLUDED.data",
+                (self.namespace, trace["trace_id"], Jsonb(trace)),
+            )
+            if trim:  # now and then: keep the newest ``max_traces`` (approximately)
+                cur.execute(
+                    "DELETE FROM rr_traces WHERE namespace = %(ns)s AND seq <= ("
+                    "SELECT seq FROM rr_traces WHERE namespace = %(ns)s "
+                    "ORDER BY seq DESC OFFSET %(n)s LIMIT 1)",
+                    {"ns": self.namespace, "n": self.max_traces},
+                )
+
+        self._tx(write)
+
+    def load_trace(self, trace_id: str) -> dict | None:
+        with self._cursor() as cur:
+            row = cur.execute(
+                "SELECT data FROM rr_traces WHERE namespace = %s AND id = %s",
+                (self.namespace, trace_id),
+            ).fetchone()
+        return row[0] if row else None
+
+    def flush(self) -> None:
+        return None  # every write is committed when its method returns
+
+    def settings(self) -> dict[str, Any]:
+        """JSON settings kept with this namespace (e.g. the embedding model, engine config):
+        what a saved directory holds for the embedded store."""
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT key, value FROM rr_settings WHERE namespace = %s", (self.namespace,)
+            )
+            return {r[0]: r[1] for r in cur}
+
+    def update_settings(self, values: dict[str, Any]) -> None:
+        """Set (overwrite) settings of this namespace; values must be JSON-serialisable."""
+
+        def write(cur: psycopg.Cursor) -> None:
+            cur.executemany(
+                "INSERT INTO rr_settings (namespace, key, value) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value",
+                [(self.namespace, k, Jsonb(v)) for k, v in values.items()],
+            )
+
+        if values:
+            self._tx(write)

@@ -1,0 +1,105 @@
+"""The embedded store's content as files (JSON and ``.npy``, never pickle), and back."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.types import Chunk, Edge, Node, StoreCorruptError
+
+if TYPE_CHECKING:
+    from .memory_store import InMemoryGraphStore
+
+FILES = (
+    "documents.json",
+    "chunks.json",
+    "nodes.json",
+    "edges.json",
+    "embeddings.npy",
+    "memory_ids.json",
+    "memory.npy",
+    "traces.json",
+)
+
+
+def dump(store: InMemoryGraphStore) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """``(files, metadata)`` of a consistent snapshot of ``store`` (taken under its lock)."""
+    with store._lock:
+        node_ids = list(store._nodes)
+        mem_ids = list(store._memory)
+        payload: dict[str, Any] = {
+            "documents.json": {k: [v[0], v[1]] for k, v in store._docs.items()},
+            "chunks.json": [c.to_dict() for c in store._chunks.values()],
+            "nodes.json": [store._nodes[n].to_dict() for n in node_ids],
+            "edges.json": [e.to_dict() for e in store._edges.values()],
+            "memory_ids.json": mem_ids,
+            "traces.json": list(store._traces.values()),
+        }
+        dim = store._dim or 0
+        emb = _rows([store._emb[n] for n in node_ids], dim)
+        memory = _rows([store._memory[e] for e in mem_ids], dim)
+        files = {name: json.dumps(obj).encode() for name, obj in payload.items()}
+    files["embeddings.npy"] = _npy(emb)
+    files["memory.npy"] = _npy(memory)
+    return files, {"namespace": store.namespace, "dim": store._dim}
+
+
+def load(
+    cls: type[InMemoryGraphStore], manifest: dict, files: dict[str, bytes], root: Path
+) -> InMemoryGraphStore:
+    """The store the files of a verified generation describe; malformed content raises
+    :class:`StoreCorruptError`."""
+    missing = [f for f in FILES if f not in files]
+    if missing:
+        raise StoreCorruptError(f"store at {root} lacks {', '.join(missing)}")
+    try:
+        return _restore(cls, manifest, files)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise StoreCorruptError(f"store at {root} has malformed content: {exc}") from exc
+
+
+def _restore(
+    cls: type[InMemoryGraphStore], manifest: dict, files: dict[str, bytes]
+) -> InMemoryGraphStore:
+    def read(name: str) -> Any:
+        return json.loads(files[name])
+
+    namespace, dim = manifest["namespace"], manifest["dim"]
+    if not isinstance(namespace, str) or not (dim is None or isinstance(dim, int)):
+        raise ValueError("manifest namespace / dim have the wrong type")
+    store = cls(namespace=namespace)
+    nodes = [Node.from_dict(d) for d in read("nodes.json")]
+    store._dim = dim
+    store.add_graph(
+        documents=[(k, v[0], v[1]) for k, v in read("documents.json").items()],
+        chunks=[Chunk.from_dict(d) for d in read("chunks.json")],
+        nodes=nodes,
+        embeddings=_array(files["embeddings.npy"]),
+        edges=[Edge.from_dict(d) for d in read("edges.json")],
+        entity_aliases={},
+    )
+    memory = _array(files["memory.npy"])
+    mem_ids = read("memory_ids.json")
+    if len(mem_ids) != len(memory) or (len(memory) and memory.shape[1] != dim):
+        raise ValueError("memory rows do not match their ids or the dimension")
+    store._memory = {str(e): memory[i] for i, e in enumerate(mem_ids)}
+    store._traces = {t["trace_id"]: t for t in read("traces.json")}
+    return store
+
+
+def _rows(rows: list[np.ndarray], dim: int) -> np.ndarray:
+    return np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
+
+
+def _npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr.astype(np.float32), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _array(data: bytes) -> np.ndarray:
+    return np.asarray(np.load(io.BytesIO(data), allow_pickle=False), dtype=np.float32)

@@ -1,0 +1,71 @@
+"""Checks every store makes before it writes, written once: the rows of an ``add_graph`` batch
+and of an ``update_memory`` function. Each raises a typed error before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+
+import numpy as np
+
+from ..core.types import Edge, EmbeddingError, Node, UnknownNodeError
+
+
+def graph_embeddings(nodes: Sequence[Node], embeddings: np.ndarray, dim: int | None) -> np.ndarray:
+    """The batch's embeddings as float32 rows, one per node, of the store's dimension
+    (``dim`` None: the store has none yet, the batch sets it). Raises :class:`EmbeddingError`."""
+    emb = np.asarray(embeddings, dtype=np.float32)
+    if not len(nodes):
+        return emb
+    if emb.ndim != 2 or emb.shape[0] != len(nodes):
+        raise EmbeddingError(f"expected {len(nodes)} embedding rows, got {emb.shape}")
+    if dim is not None and emb.shape[1] != dim:
+        raise EmbeddingError(f"embedding dimension {emb.shape[1]} != store dimension {dim}")
+    if emb.shape[1] == 0 or not np.all(np.isfinite(emb)):
+        raise EmbeddingError("embeddings must be finite rows of positive dimension")
+    return emb
+
+
+def edge_endpoints(
+    edges: Sequence[Edge], nodes: Sequence[Node], known: Callable[[list[str]], Collection[str]]
+) -> None:
+    """Every edge joins nodes of the batch or nodes the store has (``known(ids)`` returns the
+    ids it holds). Raises :class:`UnknownNodeError`."""
+    batch = {n.id for n in nodes}
+    ends = sorted({x for e in edges for x in (e.u, e.v)} - batch)
+    have = set(known(ends)) if ends else set()
+    for e in edges:
+        missing = [x for x in (e.u, e.v) if x not in batch and x not in have]
+        if missing:
+            raise UnknownNodeError(f"edge {e.id} joins unknown node(s) {', '.join(missing)}")
+
+
+def memory_ids(edge_ids: Sequence[str]) -> list[str]:
+    """The edge ids of a memory update: a list of distinct strings."""
+    ids = list(edge_ids)
+    if isinstance(edge_ids, str) or not all(isinstance(e, str) for e in ids):
+        raise TypeError("edge_ids must be a sequence of edge id strings")
+    if len(set(ids)) != len(ids):
+        raise ValueError("edge_ids of a memory update must be distinct")
+    return ids
+
+
+def memory_rows(new: object, n: int, dim: int) -> np.ndarray:
+    """What a memory-update function returned, checked: ``[n, dim]`` finite float32 rows."""
+    out = np.asarray(new, dtype=np.float32)
+    if out.shape != (n, dim) or not np.all(np.isfinite(out)):
+        raise EmbeddingError(f"a memory update must return finite rows of shape {(n, dim)}")
+    return out
+
+
+def memory_vector(edge_id: str, vector: object, dim: int | None) -> np.ndarray:
+    """One imported memory vector: finite, of the store's dimension, norm at most 1 (the
+    memory math never leaves the unit ball)."""
+    try:
+        arr = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise EmbeddingError(f"memory vector of {edge_id} is not a list of numbers") from exc
+    if arr.shape != (dim,) or not np.all(np.isfinite(arr)):
+        raise EmbeddingError(f"memory vector of {edge_id} has shape {arr.shape}, want ({dim},)")
+    if float(np.linalg.norm(arr)) > 1.0 + 1e-3:
+        raise EmbeddingError(f"memory vector of {edge_id} has norm > 1")
+    return arr
