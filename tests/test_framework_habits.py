@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pg_fixture
 import pytest
 from langchain_core.documents import Document as LCDocument
 from langchain_core.language_models import GenericFakeChatModel
@@ -35,6 +36,9 @@ from remindrag_integrations.core.filters import parse
 from remindrag_integrations.core.indexing import make_chunks
 from remindrag_integrations.core.types import NoTraceError
 from remindrag_integrations.testing import HashEmbedder, OracleLLM
+
+make_pg_store = pg_fixture.make_pg_store
+pg_dsn = pg_fixture.pg_dsn  # a real PostgreSQL, started once per process when a test needs it
 
 N_QUESTIONS = 3
 
@@ -65,7 +69,7 @@ def _retriever(corpus: Any, llm: Any = None, **kwargs: Any) -> ReMindRetriever:
     return ReMindRetriever.from_documents(corpus[1], llm=llm, embeddings=HashEmbedder(), **kwargs)
 
 
-def _oracle(corpus: Any) -> ReMindRetriever:
+def _oracle(corpus: Any, **kwargs: Any) -> ReMindRetriever:
     """A guided walk whose navigator heads for the gold chunks of each question, in either
     half of the corpus."""
     qs, docs = corpus
@@ -79,7 +83,7 @@ def _oracle(corpus: Any) -> ReMindRetriever:
         for q in qs
     }
     oracle = OracleLLM(gold=gold)
-    r = _retriever(corpus, llm=oracle)
+    r = _retriever(corpus, llm=oracle, **kwargs)
     oracle.store = r.engine.store
     return r
 
@@ -170,10 +174,20 @@ def _entered_documents(r: ReMindRetriever, trace_id: str) -> set[str]:
     return {n.doc_id for n in nodes if n.kind != "entity" and n.doc_id}
 
 
-def test_filter_holds_for_seeds_walk_replay_and_fill(corpus: Any) -> None:
+@pytest.mark.parametrize(
+    "backend", ["memory", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_filter_holds_for_seeds_walk_replay_and_fill(
+    corpus: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
     qs, docs = corpus
     half = {d.id: d.metadata["half"] for d in docs}
-    r = _oracle(corpus)
+    if backend == "postgres":
+        dsn = request.getfixturevalue("pg_dsn")
+        r = _oracle(corpus, store=dsn, namespace="habits-filter")
+        request.addfinalizer(r.engine.store.drop_namespace)
+    else:
+        r = _oracle(corpus)
     for q in qs:  # memory from unfiltered walks, so replay would cross into both halves
         r.invoke(q["question"])
         r.memorize(answer="x", supporting=[d.id for d in r.invoke(q["question"])])
@@ -184,6 +198,36 @@ def test_filter_holds_for_seeds_walk_replay_and_fill(corpus: Any) -> None:
             assert {half[d] for d in _entered_documents(r, r.last_trace_id)} <= ok
     late = r.invoke(qs[0]["question"], filter={"year": {"$gte": 2000 + len(docs) - 2}})
     assert {d.metadata["remindrag"]["doc_id"] for d in late} <= {d.id for d in docs[-2:]}
+
+
+@pytest.mark.postgres
+def test_postgres_filters_documents_in_sql_on_the_metadata_index(
+    pg_dsn: str, make_pg_store: Any
+) -> None:
+    import psycopg
+
+    make_pg_store("habits-plan")  # the schema
+
+    from remindrag_integrations.core.filters import parse
+    from remindrag_integrations.stores.postgres.filter_sql import where_sql
+
+    params: dict[str, Any] = {"ns": "habits-plan"}
+    cond = where_sql(parse({"dept": {"$in": ["d1", "d2"]}}), params)  # type: ignore[arg-type]
+    with psycopg.connect(pg_dsn) as conn:  # 50,000 documents in 5,000 departments
+        conn.execute(
+            "INSERT INTO rr_documents (namespace, id, hash, metadata) SELECT 'habits-plan', "
+            "'doc' || i, 'h', jsonb_build_object('dept', 'd' || (i % 5000)) "
+            "FROM generate_series(1, 50000) i"
+        )
+        conn.execute("ANALYZE rr_documents")
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                f"EXPLAIN SELECT id FROM rr_documents WHERE namespace = %(ns)s AND {cond}", params
+            )
+        )
+        conn.rollback()
+    assert "rr_documents_meta" in plan
 
 
 def test_llamaindex_metadata_filters(corpus: Any) -> None:

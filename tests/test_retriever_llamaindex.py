@@ -258,7 +258,7 @@ def test_event_handler_waits_for_a_streamed_response(hotpot: Any) -> None:
 def test_event_handler_never_writes_for_an_errored_query(hotpot: Any) -> None:
     r, qs = oracle_retriever(hotpot)
     qe = RetrieverQueryEngine.from_args(r, llm=BrokenLLM())
-    with ReMindMemoryEventHandler(r) as handler:
+    with ReMindMemoryEventHandler(r):
         with pytest.raises(RuntimeError):
             qe.query(qs[0]["question"])
     assert r.memory_stats().writes_applied == 0

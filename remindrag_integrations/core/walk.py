@@ -102,18 +102,9 @@ class Walk:
     def search(
         self, query: np.ndarray, n: int, kinds: Sequence[NodeKind]
     ) -> list[tuple[str, float]]:
-        """The store's top-``n`` nodes of ``kinds`` that the filter allows (the store is asked
-        for more until ``n`` pass or it has no more)."""
-        if self.filter is None:
-            return self.store.search(query, n, kinds)
-        want = max(4 * n, 16)
-        while True:
-            found = self.store.search(query, want, kinds)
-            ok = self.allowed([i for i, _ in found])
-            hits = [h for h, keep in zip(found, ok) if keep]
-            if len(hits) >= n or len(found) < want:
-                return hits[:n]
-            want *= 4
+        """The store's top-``n`` nodes of ``kinds`` that the filter allows (the store applies
+        it: in SQL for PostgreSQL)."""
+        return self.store.search(query, n, kinds, where=self.cfg.filter)
 
     # --- growing the subgraph ---------------------------------------------------------------
     def add(self, node_id: str, parent: str | None, edge: Edge | None, source: str) -> None:

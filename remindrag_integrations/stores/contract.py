@@ -11,6 +11,7 @@ import numpy as np
 from ..core.protocols import GraphStore
 from ..core.types import Chunk, Edge, Node
 from ..testing import HashEmbedder
+from .contract_views import ViewsContract
 
 
 def contract_graph(doc_ids: Sequence[str] = ("d1", "d2"), dim: int = 32, salt: str = "") -> dict:
@@ -93,7 +94,7 @@ def _raises(
     raise AssertionError(f"expected {exc}")
 
 
-class StoreContract:
+class StoreContract(ViewsContract):
     """The behaviour every :class:`~.protocols.GraphStore` must show.
 
     Subclass it in a pytest module and provide a ``make_store`` fixture: a callable
@@ -273,6 +274,7 @@ class StoreContract:
         assert np.array_equal(store.update_memory(ids, lambda cur: cur + step), step)
         assert np.array_equal(store.update_memory(ids, lambda cur: cur * 2), step * 2)
         assert np.array_equal(store.memory(ids), step * 2)
+
         # a function that fails, or returns the wrong shape or NaN, writes nothing
         def fails(cur: np.ndarray) -> np.ndarray:
             raise ZeroDivisionError
