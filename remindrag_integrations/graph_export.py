@@ -1,9 +1,9 @@
 """The whole graph out of a store: as plain lists, or as a ``networkx.MultiGraph`` for your own
 analysis and drawing.
 
-Reads go through the :class:`~.core.protocols.GraphStore` protocol only (every node of every
-kind by a top-k search as wide as the graph, the edges from each node's neighbours, memory
-vectors in one batch), so any store that passes the store contract can be exported.
+Reads go through the :class:`~.core.protocols.GraphStore` protocol only (``whole_graph()``,
+then the memory vectors in one batch), so any store that passes the store contract can be
+exported.
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .core.protocols import GraphStore
-from .core.types import Edge, Node, NodeKind
+from .core.types import Edge, Node
 
 if TYPE_CHECKING:
     import networkx as nx
-
-KINDS: tuple[NodeKind, ...] = ("chunk", "anchor", "entity")
 
 
 @dataclass(frozen=True)
@@ -33,21 +31,9 @@ class GraphData:
 
 def read_graph(store: GraphStore) -> GraphData:
     """The whole graph of ``store`` (its namespace)."""
-    counts = store.counts()
-    total = sum(counts.get(k, 0) for k in ("chunks", "anchors", "entities"))
-    if not total or store.dim is None:
-        return GraphData([], [], {})
-    probe = np.zeros(store.dim, dtype=np.float32)
-    probe[0] = 1.0
-    ids = [i for i, _ in store.search(probe, total, KINDS)]
-    nodes = store.get_nodes(ids)
-    edges: dict[str, Edge] = {}
-    for n in ids:
-        for e in store.neighbors(n):
-            edges.setdefault(e.id, e)
-    edge_list = list(edges.values())
-    norms = np.linalg.norm(store.memory([e.id for e in edge_list]), axis=1) if edge_list else []
-    return GraphData(nodes, edge_list, {e.id: float(v) for e, v in zip(edge_list, norms)})
+    nodes, edges = store.whole_graph()
+    norms = np.linalg.norm(store.memory([e.id for e in edges]), axis=1) if edges else []
+    return GraphData(nodes, edges, {e.id: float(v) for e, v in zip(edges, norms)})
 
 
 def to_networkx(store: GraphStore) -> nx.MultiGraph:

@@ -98,6 +98,15 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
     closed.stdout.close()
     assert closed.wait(timeout=600) == 141 and b"Traceback" not in closed.stderr.read()
 
+    view = tmp_path / "memory.html"
+    out = run("memory", "view", "--store", str(store), "--html", str(view), cwd=tmp_path).stdout
+    assert f"{touched:,} remembered edges, 1 queries" in out
+    page = view.read_text(encoding="utf-8")
+    assert set(re.findall(r'data-edge="([^"]+)" data-memory-norm', page)) >= set(
+        first["memory"]["enhanced"]
+    )
+    assert question in page  # the past query that shaped it
+
     text = run("trace", first["trace_id"], "--store", str(store), cwd=tmp_path).stdout
     assert f"trace: {first['trace_id']}" in text and "memory: " in text
     assert re.search(r"^  seed ", text, re.MULTILINE) and re.search(r"^  forward ", text, re.M)

@@ -139,6 +139,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     engine = open_engine(args)
+    if args.action == "view":
+        return _memory_view(engine, args)
     if args.action == "reset":
         print(f"forgot the memory of {engine.reset_memory():,} edges")
     elif args.action == "decay":
@@ -156,6 +158,20 @@ def cmd_memory(args: argparse.Namespace) -> int:
         n = engine.import_memory(args.file, skip_unknown=args.skip_unknown)
         print(f"loaded {n:,} memory vectors from {args.file}")
     save_engine(engine, args)
+    return 0
+
+
+def _memory_view(engine: Any, args: argparse.Namespace) -> int:
+    from ..core.types import Trace
+    from .memory_view import render_memory_view
+
+    if not args.html:
+        raise CLIError("view needs --html PATH (the page to write)")
+    traces = [Trace.from_dict(t) for t in engine.store.recent_traces(args.traces)]
+    out = Path(args.html)
+    out.write_text(render_memory_view(engine.store, traces), encoding="utf-8")
+    shaped = sum(t.memorized for t in traces)
+    print(f"wrote {out} ({engine.store.touched_edges():,} remembered edges, {shaped} queries)")
     return 0
 
 
@@ -278,10 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "memory",
-        help="reset, decay, export or import edge memory",
-        description="Administer the edge memory of a store (one namespace).",
+        help="view, reset, decay, export or import edge memory",
+        description="Administer the edge memory of a store (one namespace); 'view --html "
+        "FILE' draws where memory lives and which past queries shaped it.",
     )
-    p.add_argument("action", choices=("reset", "decay", "export", "import"))
+    p.add_argument("action", choices=("view", "reset", "decay", "export", "import"))
     _store_args(p, llm=False)
     p.add_argument("--factor", type=float, help="decay: scale every memory vector by F in [0, 1]")
     p.add_argument("--file", help="export / import: a JSON file")
@@ -289,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip-unknown",
         action="store_true",
         help="import: leave out edges the store does not have",
+    )
+    p.add_argument("--html", help="view: the HTML page to write")
+    p.add_argument(
+        "--traces", type=int, default=1000, help="view: the newest N saved traces (default 1000)"
     )
     p.set_defaults(func=cmd_memory, llm="none")
 
