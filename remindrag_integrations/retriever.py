@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import uuid
+import sys
+import warnings
 from collections.abc import Iterable, Sequence
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +41,30 @@ from .core.types import (
 )
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import from_langchain_document, to_langchain_document
+from .last_trace import LastTrace
 from .llama_index.convert import from_llamaindex_node, to_llamaindex_node
 from .llama_index.events import ReMindMemoryEventHandler
 from .results import content_id, jsonable, path_names
 from .search_args import call_overrides, construction_args
 from .stores import open_store
 
+
+def _quiet_notebook_progress() -> None:
+    """In a notebook without ipywidgets, ``tqdm.auto`` (imported later by the embedding
+    libraries) warns "IProgress not found" on import and falls back to text bars; import it
+    once here with that one warning silenced (text bars, no noise)."""
+    if "IPython" in sys.modules and "tqdm.auto" not in sys.modules:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="IProgress not found")
+            try:
+                import tqdm.auto  # noqa: F401
+            except ImportError:  # pragma: no cover - tqdm is optional here
+                pass
+
+
+_quiet_notebook_progress()
 _RETRIEVER_FILE = "retriever.json"
 _RETRIEVER_ARGS = ("k", "filter", "search_kwargs", "search_type", "similarity_top_k", "filters")
-# retriever key -> its last trace id, in this thread / task (a copy per asyncio task)
-_LAST_TRACE: ContextVar[dict[str, str] | None] = ContextVar("remindrag_last_trace", default=None)
 
 
 def as_engine_document(item: Any) -> Any:
@@ -105,10 +118,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     callback_manager: Any = Field(default=None, exclude=True, repr=False)
     object_map: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
     _verbose: bool = PrivateAttr(default=False)
-    _last_trace_id: str | None = PrivateAttr(default=None)
-    _key: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
-    _flight: list[int] = PrivateAttr(default_factory=lambda: [0, 0])  # running, overlapped
-    _flight_lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _last: LastTrace = PrivateAttr(default_factory=LastTrace)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**construction_args(data, set(type(self).model_fields)))
@@ -228,40 +238,20 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return None
 
     def _run(self, query: str, llm: Any, kwargs: dict[str, Any]) -> Retrieval:
-        self._begin()
+        seq, r = self._last.begin(), None
         try:
             r = self.engine.retrieve(query, llm=llm, **self._overrides(kwargs))
         finally:
-            self._end()
-        return self._retrieved(r)
+            self._last.end(seq, r.trace_id if r is not None else None)
+        return r
 
     async def _arun(self, query: str, llm: Any, kwargs: dict[str, Any]) -> Retrieval:
-        self._begin()
+        seq, r = self._last.begin(), None
         try:
             r = await self.engine.aretrieve(query, llm=llm, **self._overrides(kwargs))
         finally:
-            self._end()
-        return self._retrieved(r)
-
-    def _begin(self) -> None:
-        with self._flight_lock:
-            self._flight[0] += 1
-            self._flight[1] |= self._flight[0] > 1
-
-    def _end(self) -> None:
-        with self._flight_lock:
-            self._flight[0] -= 1
-
-    def _retrieved(self, retrieval: Retrieval) -> Retrieval:
-        """Remember the trace as the last one of this thread / task and, unless retrievals
-        overlapped, of the retriever."""
-        with self._flight_lock:
-            overlapped = bool(self._flight[1])
-            if self._flight[0] == 0:
-                self._flight[1] = 0
-        self._last_trace_id = None if overlapped else retrieval.trace_id
-        _LAST_TRACE.set({**(_LAST_TRACE.get() or {}), self._key: retrieval.trace_id})
-        return retrieval
+            self._last.end(seq, r.trace_id if r is not None else None)
+        return r
 
     def search(self, query: str, **overrides: Any) -> Retrieval:
         """The engine's full result: chunks, triples and the trace."""
@@ -297,11 +287,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     # --- memory --------------------------------------------------------------------------
     @property
     def last_trace_id(self) -> str | None:
-        """The trace of the most recent retrieval made in this thread / asyncio task, else
-        this retriever's most recent one; ``None`` when several ran at once (pass the trace
-        id: ``docs[0].metadata["remindrag"]["trace_id"]``)."""
-        mine = (_LAST_TRACE.get() or {}).get(self._key)
-        return mine or self._last_trace_id
+        """The trace of this retriever's most recent retrieval. After retrievals that ran at
+        once: inside each asyncio task / thread its own one, elsewhere ``None`` (pass the
+        trace id: ``docs[0].metadata["remindrag"]["trace_id"]``); see :mod:`.last_trace`."""
+        return self._last.current()
 
     def trace(self, trace_id: str | None = None) -> Trace:
         return self.engine.trace(self._trace_id(trace_id))

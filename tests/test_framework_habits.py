@@ -338,6 +338,17 @@ def test_memorize_refuses_to_guess_after_overlapping_retrievals(corpus: Any) -> 
     assert r.memorize(answer="x").trace_id == r.last_trace_id
 
 
+def test_last_trace_follows_a_chain_that_retrieves_in_a_worker_thread(corpus: Any) -> None:
+    from langchain_core.runnables import RunnableParallel
+
+    qs = corpus[0]
+    r = _retriever(corpus)
+    r.invoke(qs[0]["question"])  # an earlier retrieval in this thread
+    chain = RunnableParallel(docs=r, other=lambda q: q)  # LangChain runs branches in threads
+    out = chain.invoke(qs[1]["question"])
+    assert r.last_trace_id == out["docs"][0].metadata["remindrag"]["trace_id"]
+
+
 # --- 5. id-less documents -------------------------------------------------------------------
 
 
