@@ -37,8 +37,24 @@ from remindrag_integrations.core.indexing import make_chunks
 from remindrag_integrations.core.types import NoTraceError
 from remindrag_integrations.testing import HashEmbedder, OracleLLM
 
-make_pg_store = pg_fixture.make_pg_store
 pg_dsn = pg_fixture.pg_dsn  # a real PostgreSQL, started once per process when a test needs it
+
+
+@pytest.fixture(scope="module")
+def habits_dsn(pg_dsn: str) -> str:
+    """A database of its own on the test server: these tests' rows and planner statistics
+    leave the other PostgreSQL tests' database as it was."""
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        try:
+            conn.execute("CREATE DATABASE remindrag_habits")
+        except psycopg.errors.DuplicateDatabase:
+            pass
+    return urlsplit(pg_dsn)._replace(path="/remindrag_habits").geturl()
+
 
 N_QUESTIONS = 3
 
@@ -183,7 +199,7 @@ def test_filter_holds_for_seeds_walk_replay_and_fill(
     qs, docs = corpus
     half = {d.id: d.metadata["half"] for d in docs}
     if backend == "postgres":
-        dsn = request.getfixturevalue("pg_dsn")
+        dsn = request.getfixturevalue("habits_dsn")
         r = _oracle(corpus, store=dsn, namespace="habits-filter")
         request.addfinalizer(r.engine.store.drop_namespace)
     else:
@@ -201,19 +217,18 @@ def test_filter_holds_for_seeds_walk_replay_and_fill(
 
 
 @pytest.mark.postgres
-def test_postgres_filters_documents_in_sql_on_the_metadata_index(
-    pg_dsn: str, make_pg_store: Any
-) -> None:
+def test_postgres_filters_documents_in_sql_on_the_metadata_index(habits_dsn: str) -> None:
     import psycopg
 
-    make_pg_store("habits-plan")  # the schema
+    from remindrag_integrations.stores.postgres import PostgresGraphStore
 
+    PostgresGraphStore(habits_dsn, namespace="habits-plan").close()  # the schema
     from remindrag_integrations.core.filters import parse
     from remindrag_integrations.stores.postgres.filter_sql import where_sql
 
     params: dict[str, Any] = {"ns": "habits-plan"}
     cond = where_sql(parse({"dept": {"$in": ["d1", "d2"]}}), params)  # type: ignore[arg-type]
-    with psycopg.connect(pg_dsn) as conn:  # 50,000 documents in 5,000 departments
+    with psycopg.connect(habits_dsn) as conn:  # 50,000 documents in 5,000 departments
         conn.execute(
             "INSERT INTO rr_documents (namespace, id, hash, metadata) SELECT 'habits-plan', "
             "'doc' || i, 'h', jsonb_build_object('dept', 'd' || (i % 5000)) "
