@@ -127,8 +127,9 @@ def _svg(store: GraphStore, trace: Trace) -> str:
     roles = edge_roles(trace)
     width = max((x for x, _ in pos.values()), default=0) + 200
     height = max((y for _, y in pos.values()), default=0) + PAD + 30
-    # scales down to the window (never below a readable size), scrolls when deeper than that
-    style = f"width:100%;min-width:{min(width, 720)}px;max-width:{width}px;height:auto"
+    # scales down to the window, never below 60 % (labels stay readable); deeper walks scroll
+    floor = round(max(min(width, 720), 0.6 * width))
+    style = f"width:100%;min-width:{floor}px;max-width:{width}px;height:auto"
     out = [
         f'<div class="graph"><svg xmlns="http://www.w3.org/2000/svg" style="{style}" '
         f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet">',
