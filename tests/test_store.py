@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from remindrag_integrations import Document, ReMindRAG, StoreCorruptError
+from remindrag_integrations.core.types import Edge
 from remindrag_integrations.stores import InMemoryGraphStore
 from remindrag_integrations.testing import HashEmbedder
 
@@ -26,14 +27,26 @@ def engine() -> ReMindRAG:
     return eng
 
 
-def _snapshot(store: InMemoryGraphStore) -> dict:
+def _node_ids(store: InMemoryGraphStore) -> list[str]:
+    """Every node id, through the public API (chunks share their anchor's hex part)."""
+    q = np.ones(store.dim or 1, dtype=np.float32)
+    ids = [n for n, _ in store.search(q, 10**6, ("entity", "anchor", "chunk"))]
+    return sorted(ids)
+
+
+def _edges(store: InMemoryGraphStore) -> dict[str, Edge]:
+    return {e.id: e for n in _node_ids(store) for e in store.neighbors(n)}
+
+
+def _snapshot(store: InMemoryGraphStore, trace_ids: tuple[str, ...] = ()) -> dict:
+    ids = _node_ids(store)
     return {
         "counts": store.counts(),
-        "nodes": sorted(n.to_dict().__repr__() for n in store._nodes.values()),
-        "edges": sorted(e.id for e in store._edges.values()),
-        "memory": {k: v.tolist() for k, v in sorted(store._memory.items())},
-        "docs": store._docs,
-        "traces": sorted(store._traces),
+        "nodes": [n.to_dict() for n in store.get_nodes(ids)],
+        "edges": sorted(_edges(store)),
+        "memory": store.export_memory(),
+        "docs": {d: store.document_hash(d) for d in sorted(store.document_ids())},
+        "traces": [store.load_trace(t) for t in trace_ids],
     }
 
 
@@ -45,8 +58,9 @@ def test_round_trip_keeps_everything_including_memory(engine: ReMindRAG, tmp_pat
     assert engine.store.touched_edges() > 0
     engine.save(tmp_path / "s")
     loaded = ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder())
-    assert _snapshot(loaded.store) == _snapshot(engine.store)
-    ids = list(engine.store._nodes)
+    traces = (r.trace_id,)
+    assert _snapshot(loaded.store, traces) == _snapshot(engine.store, traces)
+    ids = _node_ids(engine.store)
     assert np.array_equal(loaded.store.node_embeddings(ids), engine.store.node_embeddings(ids))
     # the trace survives too: memorize after reload is refused as a duplicate, not unknown
     assert loaded.memorize(r.trace_id).skipped_reason == "already memorized"
@@ -116,25 +130,27 @@ def test_saves_keep_the_current_and_the_previous_generation(
 def test_delete_document_removes_orphans_and_keeps_other_memory(engine: ReMindRAG) -> None:
     r = engine.retrieve("Ed Wood filmmaker Conrad Brooks")
     engine.memorize(r.trace_id, supporting=r.trace.chunk_ids)
+    edges = _edges(engine.store)
     kept = {
-        e: v.copy()
-        for e, v in engine.store._memory.items()
-        if all(
-            engine.store.get_node(n).doc_id != "d1"
-            for n in (engine.store._edges[e].u, engine.store._edges[e].v)
-        )
+        e: v
+        for e, v in engine.store.export_memory().items()
+        if all(engine.store.get_node(n).doc_id != "d1" for n in (edges[e].u, edges[e].v))
     }
     engine.delete(["d1"])
     s = engine.store
     assert "d1" not in s.document_ids()
-    assert all(n.doc_id != "d1" for n in s._nodes.values())
-    for e in s._edges.values():
-        assert e.u in s._nodes and e.v in s._nodes
-    names = {n.name for n in s._nodes.values() if n.kind == "entity"}
+    nodes = s.get_nodes(_node_ids(s))
+    assert all(n.doc_id != "d1" for n in nodes)
+    node_ids = {n.id for n in nodes}
+    remaining = _edges(s)
+    for e in remaining.values():
+        assert e.u in node_ids and e.v in node_ids
+    names = {n.name for n in nodes if n.kind == "entity"}
     assert "Scott Derrickson" not in names and "Sinister" in names  # Sinister still in d3
+    after = s.export_memory()
     for eid, v in kept.items():
-        if eid in s._edges:
-            assert np.array_equal(s._memory[eid], v)
+        if eid in remaining:
+            assert after[eid] == v
 
 
 def test_reinserting_unchanged_document_is_a_noop(engine: ReMindRAG) -> None:
@@ -146,6 +162,9 @@ def test_reinserting_unchanged_document_is_a_noop(engine: ReMindRAG) -> None:
 
 def test_update_replaces_the_old_version(engine: ReMindRAG) -> None:
     engine.insert([Document("d2", "Conrad Brooks was born in Baltimore, Maryland.")])
-    texts = [c.text for c in engine.store._chunks.values() if c.doc_id == "d2"]
+    nodes = engine.store.get_nodes(_node_ids(engine.store))
+    texts = [
+        engine.store.get_chunk(n.id).text for n in nodes if n.kind == "chunk" and n.doc_id == "d2"
+    ]
     assert texts == ["Conrad Brooks was born in Baltimore, Maryland."]
-    assert "Ed Wood" not in {n.name for n in engine.store._nodes.values()}
+    assert "Ed Wood" not in {n.name for n in nodes}

@@ -17,8 +17,8 @@ from ..adapters.embeddings import as_embedder
 from ..adapters.llm import as_chat_llm
 from ..stores import InMemoryGraphStore, open_store
 from . import answer as answering
+from . import arguments, persist, pipeline
 from . import insert as inserting
-from . import persist, pipeline
 from .config import IndexConfig, RetrievalConfig
 from .memory import admin
 from .memory import write as memory_write
@@ -26,7 +26,7 @@ from .memory.filter import Support, llm_filter, similarity_filter
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import Prompts
-from .protocols import ChatLLM, GraphStore
+from .protocols import ChatLLM, GraphStore, TraceClaims
 from .steps import (
     LLMDecider,
     NoLLM,
@@ -41,7 +41,9 @@ from .steps import (
 from .types import (
     Answer,
     CostLedger,
+    Document,
     IndexReport,
+    InvalidArgumentError,
     MemoryStats,
     MemoryWrite,
     Retrieval,
@@ -101,6 +103,8 @@ class ReMindRAG:
 
     # --- insert --------------------------------------------------------------------------
     def _inserting(self, documents: Iterable[Any]) -> tuple[inserting.Plan, list[Step], Runtime]:
+        if isinstance(documents, (str, bytes, Document)):
+            raise InvalidArgumentError("insert takes a list of documents, not one document")
         p = inserting.plan(self.store, documents, self.index_config)
         _, rt = self._setup(None, {})
         steps = p.extraction_steps(self.index_config, self.prompts.extraction, self._uses_llm(rt))
@@ -138,7 +142,7 @@ class ReMindRAG:
 
     def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
         """Remove documents with their chunks, anchors, orphaned entities and edge memory."""
-        return self.store.delete_documents(list(doc_ids))
+        return self.store.delete_documents(arguments.id_list(doc_ids, "doc_ids") or [])
 
     # --- retrieve and answer ---------------------------------------------------------------
     def _retrieve_step(
@@ -159,6 +163,7 @@ class ReMindRAG:
         )
 
     def _call(self, make: Callable[..., Step], query: str, llm: Any, overrides: dict) -> tuple:
+        arguments.query(query)
         cfg, rt = self._setup(llm, overrides)
         ledger = CostLedger()
         return make(query, cfg, rt, ledger), rt, ledger
@@ -188,6 +193,8 @@ class ReMindRAG:
         self.store.save_trace(trace.to_dict())
 
     def trace(self, trace_id: str) -> Trace:
+        if not isinstance(trace_id, str) or not arguments.storable(trace_id):
+            raise UnknownTraceError(f"unknown trace id {trace_id!r}")
         with self._lock:
             found = self._traces.get(trace_id)
         if found is not None:
@@ -215,6 +222,9 @@ class ReMindRAG:
         return memory_write.write(trace, self.store, support, max_depth=cfg.feedback_max_depth)
 
     def _memorizing(self, trace_id: str, answer: Any, supporting: Any, llm: Any) -> tuple:
+        supporting = arguments.id_list(supporting, "supporting", optional=True)
+        if answer is not None and not isinstance(answer, str):
+            raise InvalidArgumentError(f"answer must be a string, got {type(answer).__name__}")
         trace, ledger = self.trace(trace_id), CostLedger()
         _, rt = self._setup(llm, {})
 
@@ -222,13 +232,21 @@ class ReMindRAG:
             with self._lock:  # exactly once per trace, whatever runs concurrently
                 busy = trace.memorized or trace.trace_id in self._writing
                 self._writing.add(trace.trace_id)
+            claims = self.store if isinstance(self.store, TraceClaims) else None
+            if not busy and claims is not None and not claims.claim_trace(trace.trace_id):
+                busy = True  # another process holds or finished it (a shared store)
+                with self._lock:
+                    self._writing.discard(trace.trace_id)
             if busy:
                 return self._count(memory_write.skipped(trace, "already memorized"))
+            result = None
             try:
                 result = yield from self._memorize_step(trace, answer, supporting, rt)
                 trace.costs.merge(ledger)
                 return self._record(trace, result)
             finally:
+                if claims is not None and not (result is not None and result.applied):
+                    claims.release_trace(trace.trace_id)
                 with self._lock:
                     self._writing.discard(trace.trace_id)
 
@@ -265,6 +283,8 @@ class ReMindRAG:
         paths to ``chunk_ids`` (bridged when the walk missed them, at most
         ``feedback_max_depth`` hops) and penalises the rest; down penalises the paths to
         ``chunk_ids``, or every subgraph edge."""
+        arguments.flag(helpful, "helpful")
+        chunk_ids = arguments.id_list(chunk_ids, "chunk_ids", optional=True)
         trace = self.trace(trace_id)
         targets = list(chunk_ids) if chunk_ids is not None else list(trace.chunk_ids)
         support = Support(targets) if (helpful or chunk_ids is not None) else Support()
@@ -302,6 +322,9 @@ class ReMindRAG:
         each with its text, endpoint names, score and norm. Edges whose memory points the same
         way (cosine >= ``cluster_threshold``) share a ``cluster`` number: one per group of
         similar past queries (``None`` skips the grouping)."""
+        arguments.count(k, "k")
+        if query is not None:
+            arguments.query(query)
         q = embed_checked(self.embedder, [query], dim=self.store.dim)[0] if query else None
         return admin.inspect(self.store, q, k, cluster_threshold)
 

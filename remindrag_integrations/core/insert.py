@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import indexing
+from . import arguments, indexing
 from .config import IndexConfig
 from .prompts import Extraction
 from .protocols import Embedder, GraphStore
@@ -30,6 +30,7 @@ class Plan:
 def plan(store: GraphStore, documents: Iterable[Any], cfg: IndexConfig) -> Plan:
     docs = indexing.as_documents(documents)
     indexing.validate(docs, cfg)
+    arguments.documents(docs)  # what every store can keep, checked before any work
     fresh = [d for d in docs if store.document_hash(d.id) != indexing.content_hash(d)]
     chunks = [c for d in fresh for c in indexing.make_chunks(d, cfg)]
     return Plan(fresh, chunks, len(docs) - len(fresh))

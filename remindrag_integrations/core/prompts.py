@@ -136,7 +136,8 @@ _MAX_SCAN_STARTS = 200
 
 def extract_json(reply: str, want: type = dict) -> Any:
     """The first JSON value of type ``want`` in ``reply`` (whole reply, a fenced block, or an
-    object embedded in prose). Raises :class:`LLMOutputError` when there is none."""
+    object embedded in prose). Raises :class:`LLMOutputError` when there is none; hostile
+    replies (nesting too deep to parse, ``NaN``, lone surrogates, megabytes) raise it too."""
     if not isinstance(reply, str):
         raise LLMOutputError(f"expected a text reply, got {type(reply).__name__}")
     text = reply.strip()
@@ -144,23 +145,34 @@ def extract_json(reply: str, want: type = dict) -> Any:
         raise LLMOutputError("empty reply", reply)
     candidates = [text, *(m.group(1).strip() for m in _FENCE_RE.finditer(text))]
     for cand in candidates:
-        try:
-            value = json.loads(cand)
-        except ValueError:
-            continue
+        value = _decode(cand, 0)
         if isinstance(value, want):
             return value
     opener = "{" if want is dict else "["
-    decoder = json.JSONDecoder()
     starts = [i for i, ch in enumerate(text) if ch == opener][:_MAX_SCAN_STARTS]
     for i in starts:
-        try:
-            value, _ = decoder.raw_decode(text, i)
-        except ValueError:
-            continue
+        value = _decode(text, i)
         if isinstance(value, want):
             return value
-    raise LLMOutputError(f"no JSON {want.__name__} in the reply", reply)
+    raise LLMOutputError(f"no JSON {want.__name__} in the reply", reply[:2000])
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+def _decode(text: str, start: int) -> Any:
+    """The JSON value at ``text[start:]`` (trailing text allowed at an embedded start), or
+    None when there is none."""
+    try:
+        if start == 0:
+            return _DECODER.decode(text)
+        return _DECODER.raw_decode(text, start)[0]
+    except (ValueError, RecursionError):
+        return None
 
 
 def _str_list(value: Any, what: str, reply: str) -> list[str]:
@@ -172,7 +184,16 @@ def _str_list(value: Any, what: str, reply: str) -> list[str]:
 
 
 def _clean_name(name: str, max_chars: int = 120) -> str:
-    return " ".join(str(name).split())[:max_chars]
+    """A name or sentence from a reply: whitespace folded, control characters dropped, lone
+    surrogates replaced (they cannot be encoded, stored or hashed), cut to ``max_chars``."""
+    text = "".join(_clean_char(ch) for ch in str(name)[: 4 * max_chars])
+    return " ".join(text.split())[:max_chars]
+
+
+def _clean_char(ch: str) -> str:
+    if "\ud800" <= ch <= "\udfff":
+        return "\ufffd"
+    return " " if ch < " " or ch == "\x7f" else ch
 
 
 @dataclass(frozen=True)

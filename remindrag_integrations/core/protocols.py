@@ -175,3 +175,17 @@ class SettingsStore(Protocol):
     def settings(self) -> dict[str, Any]: ...
 
     def update_settings(self, values: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class TraceClaims(Protocol):
+    """Optional: a store shared by several processes claims a trace for its one memory write
+    (PostgreSQL does, in the trace's row), so a trace is memorized exactly once however many
+    processes try. An engine claims before it writes and releases the claim if nothing was
+    written; saving the memorized trace ends the claim."""
+
+    def claim_trace(self, trace_id: str) -> bool:
+        """True when this caller won the trace: it exists, is not memorized, not claimed."""
+        ...
+
+    def release_trace(self, trace_id: str) -> None: ...

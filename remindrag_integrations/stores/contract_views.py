@@ -16,7 +16,7 @@ class ViewsContract:
 
     def _tagged(self, make_store: Callable[..., GraphStore]) -> tuple[GraphStore, dict]:
         """The contract graph over documents d1..d3 with metadata to filter on."""
-        from .contract import contract_graph
+        from .contract_graph import contract_graph
 
         g = contract_graph(("d1", "d2", "d3"), dim=self.dim)
         meta: dict[str, dict[str, Any]] = {

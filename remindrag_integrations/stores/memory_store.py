@@ -12,15 +12,12 @@ from it raises :class:`StoreConflictError` instead of overwriting those changes.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from filelock import FileLock
 
 from ..core import filters
 from ..core.ids import norm_name
@@ -31,15 +28,13 @@ from ..core.types import (
     Edge,
     Node,
     NodeKind,
-    StoreConflictError,
     UnknownNodeError,
 )
-from . import generations, snapshot, validate
+from . import validate
+from .directory import Persisted
 
-_UNSEEN = "unseen"  # a directory this store never loaded from nor saved to
 
-
-class InMemoryGraphStore:
+class InMemoryGraphStore(Persisted):
     """A graph store in RAM; ``save(dir)`` / ``load(dir)`` round-trip everything."""
 
     def __init__(
@@ -62,7 +57,7 @@ class InMemoryGraphStore:
         self._dim: int | None = None
         self._index: dict[str, tuple[list[str], np.ndarray]] = {}
         self._bases: dict[Path, str | None] = {}  # directory -> generation this store knows
-        self._held: dict[Path, FileLock] = {}  # directories whose writer lock this store holds
+        self._held: dict[Path, Any] = {}  # directories whose writer lock this store holds
 
     # --- size and documents ---------------------------------------------------------------
     @property
@@ -364,85 +359,3 @@ class InMemoryGraphStore:
 
     def flush(self) -> None:
         return None
-
-    # --- persistence (files: .generations, their content: .snapshot) ---------------------
-    @staticmethod
-    def exists(directory: str | os.PathLike[str]) -> bool:
-        """True when ``directory`` holds a saved store (readable or damaged)."""
-        return generations.holds_data(Path(directory))
-
-    def save(self, directory: str | os.PathLike[str], *, wait: float | None = None) -> Path:
-        """Write a new generation under ``directory`` and switch to it atomically, holding
-        the directory's lock (waiting up to ``wait`` s, default :attr:`lock_wait`, then
-        :class:`StoreLockedError`). Raises :class:`StoreConflictError` when another writer
-        saved there since this store was loaded from (or last saved to) it."""
-        root = Path(directory).resolve()
-        files, meta = snapshot.dump(self)
-        held = root in self._held
-        with self._save_lock, self._dir_lock(root, held, wait):
-            now = generations.current_or_none(root)
-            base = self._bases.get(root, _UNSEEN)
-            if base != _UNSEEN and now != base:
-                raise StoreConflictError(
-                    f"the store at {root} was saved by another writer since this store was "
-                    "loaded from it: load it again, re-apply the changes, then save"
-                )
-            self._bases[root] = generations.write(root, files, meta)
-        return root
-
-    def _dir_lock(self, root: Path, held: bool, wait: float | None) -> Any:
-        if held:
-            return contextlib.nullcontext()
-        return generations.dir_lock(root, self.lock_wait if wait is None else wait)
-
-    @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> InMemoryGraphStore:
-        """Load a saved store (no lock taken); raises :class:`StoreCorruptError` on any
-        damage. A later :meth:`save` there refuses to overwrite another writer's save."""
-        root = Path(directory).resolve()
-        gen, manifest, files = generations.read(root)
-        store = snapshot.load(cls, manifest, files, root)
-        store._bases[root] = gen
-        return store
-
-    @classmethod
-    def open(
-        cls,
-        directory: str | os.PathLike[str],
-        namespace: str = "default",
-        *,
-        lock: bool = True,
-        wait: float | None = 0.0,
-    ) -> InMemoryGraphStore:
-        """The store saved in ``directory``, or an empty one if nothing is saved there. With
-        ``lock`` it is opened for writing: the directory's lock is held until :meth:`close`,
-        so a second writer gets :class:`StoreLockedError` (or waits up to ``wait`` s,
-        ``None``: forever). A directory holding damaged data raises
-        :class:`StoreCorruptError`; it is never taken for empty."""
-        root = Path(directory).resolve()
-        held = generations.acquire(root, wait) if lock else None
-        try:
-            if generations.holds_data(root):
-                store = cls.load(root)
-            else:
-                store = cls(namespace=namespace)
-                store._bases[root] = None
-        except BaseException:
-            if held is not None:
-                held.release()
-            raise
-        if held is not None:
-            store._held[root] = held
-        return store
-
-    def close(self) -> None:
-        """Release the directory locks taken by :meth:`open`."""
-        held, self._held = self._held, {}
-        for lock in held.values():
-            lock.release()
-
-    def __enter__(self) -> InMemoryGraphStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -26,7 +26,7 @@ FILES = (
 )
 
 
-def dump(store: InMemoryGraphStore) -> tuple[dict[str, bytes], dict[str, Any]]:
+def dump(store: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
     """``(files, metadata)`` of a consistent snapshot of ``store`` (taken under its lock)."""
     with store._lock:
         node_ids = list(store._nodes)
@@ -48,22 +48,20 @@ def dump(store: InMemoryGraphStore) -> tuple[dict[str, bytes], dict[str, Any]]:
     return files, {"namespace": store.namespace, "dim": store._dim}
 
 
-def load(
-    cls: type[InMemoryGraphStore], manifest: dict, files: dict[str, bytes], root: Path
-) -> InMemoryGraphStore:
+def load(cls: Any, manifest: dict, files: dict[str, bytes], root: Path) -> Any:
     """The store the files of a verified generation describe; malformed content raises
     :class:`StoreCorruptError`."""
     missing = [f for f in FILES if f not in files]
     if missing:
         raise StoreCorruptError(f"store at {root} lacks {', '.join(missing)}")
     try:
-        return _restore(cls, manifest, files)
+        return _restore(cls(namespace="default"), manifest, files)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise StoreCorruptError(f"store at {root} has malformed content: {exc}") from exc
 
 
 def _restore(
-    cls: type[InMemoryGraphStore], manifest: dict, files: dict[str, bytes]
+    store: InMemoryGraphStore, manifest: dict, files: dict[str, bytes]
 ) -> InMemoryGraphStore:
     def read(name: str) -> Any:
         return json.loads(files[name])
@@ -71,7 +69,7 @@ def _restore(
     namespace, dim = manifest["namespace"], manifest["dim"]
     if not isinstance(namespace, str) or not (dim is None or isinstance(dim, int)):
         raise ValueError("manifest namespace / dim have the wrong type")
-    store = cls(namespace=namespace)
+    store.namespace = namespace
     nodes = [Node.from_dict(d) for d in read("nodes.json")]
     store._dim = dim
     store.add_graph(

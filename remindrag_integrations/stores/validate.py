@@ -66,6 +66,6 @@ def memory_vector(edge_id: str, vector: object, dim: int | None) -> np.ndarray:
         raise EmbeddingError(f"memory vector of {edge_id} is not a list of numbers") from exc
     if arr.shape != (dim,) or not np.all(np.isfinite(arr)):
         raise EmbeddingError(f"memory vector of {edge_id} has shape {arr.shape}, want ({dim},)")
-    if float(np.linalg.norm(arr)) > 1.0 + 1e-3:
+    if float(np.linalg.norm(arr.astype(np.float64))) > 1.0 + 1e-3:
         raise EmbeddingError(f"memory vector of {edge_id} has norm > 1")
     return arr

@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from ..ids import EDGE_ID_RE
 from ..protocols import GraphStore
-from ..types import UnknownNodeError
+from ..types import InvalidArgumentError, UnknownNodeError
 
 MEMORY_FORMAT = "remindrag-memory/1"
 
@@ -70,13 +71,26 @@ def export_file(store: GraphStore, path: str | os.PathLike[str]) -> int:
     return len(vectors)
 
 
+def read_export(path: str | os.PathLike[str]) -> dict[str, list[float]]:
+    """The vectors of a memory export; anything else raises :class:`InvalidArgumentError`
+    (a vector of the wrong shape or norm is refused by the store)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InvalidArgumentError(f"cannot read a memory export from {path}: {exc}") from None
+    vectors = doc.get("vectors") if isinstance(doc, dict) else None
+    if not isinstance(vectors, dict) or doc.get("format") != MEMORY_FORMAT:
+        raise InvalidArgumentError(f"{path} is not a memory export ({MEMORY_FORMAT})")
+    for eid, v in vectors.items():
+        if not EDGE_ID_RE.match(eid) or not isinstance(v, list):
+            raise InvalidArgumentError(f"{path}: entry {eid[:40]!r} is not an edge id and a list")
+    return vectors
+
+
 def import_file(store: GraphStore, path: str | os.PathLike[str], skip_unknown: bool) -> int:
     """Load vectors written by :func:`export_file`; they replace those edges' vectors. Edges
     the graph lacks raise :class:`UnknownNodeError`, or are left out with ``skip_unknown``."""
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(doc, dict) or doc.get("format") != MEMORY_FORMAT:
-        raise ValueError(f"{path} is not a memory export ({MEMORY_FORMAT})")
-    vectors = doc["vectors"]
+    vectors = read_export(path)
     if skip_unknown:
         known = {}
         for eid, v in vectors.items():

@@ -19,7 +19,8 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format, TransactionStatus
 from psycopg.types import TypeInfo
 
-from ...core.types import EmbeddingError, StoreError, UnknownNodeError
+from ...core.arguments import storable
+from ...core.types import ConfigError, EmbeddingError, StoreError, UnknownNodeError
 from .sql import LAST_SCHEMA_OBJECT, SCHEMA, SCHEMA_LOCK, SCHEMA_VERSION
 
 T = TypeVar("T")
@@ -73,8 +74,8 @@ class PgBase:
         journal: bool = False,
         ef_search: int = 100,
     ) -> None:
-        if not namespace:
-            raise ValueError("namespace must be a non-empty string")
+        if not isinstance(namespace, str) or not namespace or not storable(namespace):
+            raise ConfigError("namespace must be a non-empty string without NUL or surrogates")
         self.dsn, self.namespace = dsn, namespace
         self.max_traces, self.journal, self.ef_search = max_traces, journal, int(ef_search)
         self._dim: int | None = None

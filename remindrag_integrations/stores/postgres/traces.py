@@ -33,6 +33,28 @@ class Traces(PgBase):
 
         self._tx(write)
 
+    claim_timeout = 600.0  # seconds after which a claim of a crashed writer may be taken over
+
+    def claim_trace(self, trace_id: str) -> bool:
+        """Mark the trace claimed (with the time) unless it is memorized or claimed within
+        :attr:`claim_timeout` seconds: one atomic UPDATE, so one caller wins."""
+        with self._cursor() as cur:
+            cur.execute(
+                "UPDATE rr_traces SET data = data || jsonb_build_object('claimed', "
+                "extract(epoch FROM clock_timestamp())) WHERE namespace = %s AND id = %s "
+                "AND coalesce(data->>'memorized', 'false') <> 'true' AND (NOT (data ? 'claimed')"
+                " OR (data->>'claimed')::float8 < extract(epoch FROM clock_timestamp()) - %s)",
+                (self.namespace, trace_id, self.claim_timeout),
+            )
+            return cur.rowcount == 1
+
+    def release_trace(self, trace_id: str) -> None:
+        with self._cursor() as cur:
+            cur.execute(
+                "UPDATE rr_traces SET data = data - 'claimed' WHERE namespace = %s AND id = %s",
+                (self.namespace, trace_id),
+            )
+
     def load_trace(self, trace_id: str) -> dict | None:
         with self._cursor() as cur:
             row = cur.execute(

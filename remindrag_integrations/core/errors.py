@@ -1,0 +1,83 @@
+"""The typed errors the library raises: every one a :class:`ReMindError`."""
+
+from __future__ import annotations
+
+
+class ReMindError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class ConfigError(ReMindError, ValueError):
+    """A configuration value is out of range or inconsistent."""
+
+
+class InvalidDocumentError(ReMindError, ValueError):
+    """A document cannot be indexed (empty text, bad id, wrong type)."""
+
+
+class InvalidQueryError(ReMindError, ValueError):
+    """A query that cannot be retrieved for (not a string, empty or whitespace only)."""
+
+
+class LLMError(ReMindError):
+    """The LLM call failed (exception from the provider)."""
+
+
+class LLMTimeoutError(LLMError, TimeoutError):
+    """The LLM did not answer within the configured timeout."""
+
+
+class LLMOutputError(ReMindError, ValueError):
+    """The LLM answered, but the reply cannot be parsed into the expected structure."""
+
+    def __init__(self, message: str, reply: str = "") -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class ExtractionError(ReMindError):
+    """Entity / relation extraction failed for some chunks; nothing was written."""
+
+
+class UnknownNodeError(ReMindError, KeyError):
+    """A node id that is not in the graph."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "unknown node"
+
+
+class UnknownTraceError(ReMindError, KeyError):
+    """A trace id that this engine never produced (or has forgotten)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown trace"
+
+
+class NoTraceError(ReMindError, ValueError):
+    """No trace id was given and none follows from the context (nothing retrieved yet, or
+    several retrievals ran at once and "the last one" would be a guess)."""
+
+
+class StoreError(ReMindError):
+    """A graph store failed to read or write."""
+
+
+class StoreCorruptError(StoreError):
+    """A persisted store is damaged (missing file, bad checksum, bad format)."""
+
+
+class StoreLockedError(StoreError):
+    """Another writer holds the store directory's lock (retry later, or wait for it)."""
+
+
+class StoreConflictError(StoreError):
+    """The store directory was saved by another writer since this store was loaded from it:
+    saving would lose that writer's changes. Load again, re-apply, save."""
+
+
+class InvalidArgumentError(ReMindError, ValueError, TypeError):
+    """A public method got an argument of the wrong type or out of range."""
+
+
+class EmbeddingError(ReMindError):
+    """The embedder returned something unusable (wrong shape, NaN, wrong dimension)."""

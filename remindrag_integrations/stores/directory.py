@@ -1,0 +1,114 @@
+"""Saving and loading the embedded store in a directory, with its writer lock: the part of
+:class:`~.memory_store.InMemoryGraphStore` that touches disk (files: :mod:`.generations`,
+their content: :mod:`.snapshot`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+from typing import Any, Self
+
+from filelock import FileLock
+
+from ..core.types import StoreConflictError
+from . import generations, snapshot
+
+_UNSEEN = "unseen"  # a directory this store never loaded from nor saved to
+
+
+class Persisted:
+    """Directory persistence for the embedded store. ``_bases`` maps each directory to the
+    generation this store loaded or saved there last (None: it held nothing), so a save can
+    tell when another writer saved meanwhile; ``_held`` holds the locks of :meth:`open`."""
+
+    namespace: str
+    lock_wait: float
+    _save_lock: threading.Lock
+    _bases: dict[Path, str | None]
+    _held: dict[Path, FileLock]
+
+    def __init__(self, namespace: str = "default") -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @staticmethod
+    def exists(directory: str | os.PathLike[str]) -> bool:
+        """True when ``directory`` holds a saved store (readable or damaged)."""
+        return generations.holds_data(Path(directory))
+
+    def save(self, directory: str | os.PathLike[str], *, wait: float | None = None) -> Path:
+        """Write a new generation under ``directory`` and switch to it atomically, holding
+        the directory's lock (waiting up to ``wait`` s, default :attr:`lock_wait`, then
+        :class:`StoreLockedError`). Raises :class:`StoreConflictError` when another writer
+        saved there since this store was loaded from (or last saved to) it."""
+        root = Path(directory).resolve()
+        files, meta = snapshot.dump(self)
+        held = root in self._held
+        with self._save_lock, self._dir_lock(root, held, wait):
+            now = generations.current_or_none(root)
+            base = self._bases.get(root, _UNSEEN)
+            if base != _UNSEEN and now != base:
+                raise StoreConflictError(
+                    f"the store at {root} was saved by another writer since this store was "
+                    "loaded from it: load it again, re-apply the changes, then save"
+                )
+            self._bases[root] = generations.write(root, files, meta)
+        return root
+
+    def _dir_lock(self, root: Path, held: bool, wait: float | None) -> Any:
+        if held:
+            return contextlib.nullcontext()
+        return generations.dir_lock(root, self.lock_wait if wait is None else wait)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> Self:
+        """Load a saved store (no lock taken); raises :class:`StoreCorruptError` on any
+        damage. A later :meth:`save` there refuses to overwrite another writer's save."""
+        root = Path(directory).resolve()
+        gen, manifest, files = generations.read(root)
+        store: Self = snapshot.load(cls, manifest, files, root)
+        store._bases[root] = gen
+        return store
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        namespace: str = "default",
+        *,
+        lock: bool = True,
+        wait: float | None = 0.0,
+    ) -> Self:
+        """The store saved in ``directory``, or an empty one if nothing is saved there. With
+        ``lock`` it is opened for writing: the directory's lock is held until :meth:`close`,
+        so a second writer gets :class:`StoreLockedError` (or waits up to ``wait`` s,
+        ``None``: forever). A directory holding damaged data raises
+        :class:`StoreCorruptError`; it is never taken for empty."""
+        root = Path(directory).resolve()
+        held = generations.acquire(root, wait) if lock else None
+        try:
+            if generations.holds_data(root):
+                store = cls.load(root)
+            else:
+                store = cls(namespace=namespace)
+                store._bases[root] = None
+        except BaseException:
+            if held is not None:
+                held.release()
+            raise
+        if held is not None:
+            store._held[root] = held
+        return store
+
+    def close(self) -> None:
+        """Release the directory locks taken by :meth:`open`."""
+        held, self._held = self._held, {}
+        for lock in held.values():
+            lock.release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,430 @@
+"""The fast part of the fault suite (issue 13): concurrent savers, two writers on one
+directory, failed updates, damaged files, hostile LLM replies, hung LLM calls, readers during
+updates. The long part is ``benchmarks/faults.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from remindrag_integrations import (
+    Document,
+    ReMindError,
+    ReMindRAG,
+    StoreConflictError,
+    StoreCorruptError,
+    StoreLockedError,
+)
+from remindrag_integrations.core.config import IndexConfig, RetrievalConfig
+from remindrag_integrations.core.prompts import extract_json, parse_extraction
+from remindrag_integrations.core.types import LLMOutputError
+from remindrag_integrations.stores import InMemoryGraphStore, open_store
+from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
+
+TEXTS = [
+    ("d1", "Scott Derrickson is an American director. He directed Sinister in Los Angeles."),
+    ("d2", "Ed Wood was an American filmmaker. Conrad Brooks acted in films by Ed Wood."),
+    ("d3", "Sinister is a horror film. Ethan Hawke starred in Sinister."),
+]
+
+
+def _engine(store: object = None, **kw: object) -> ReMindRAG:
+    eng = ReMindRAG(embeddings=HashEmbedder(64), store=store, **kw)  # type: ignore[arg-type]
+    if not eng.store.document_ids():
+        eng.insert([Document(i, t) for i, t in TEXTS])
+    return eng
+
+
+def _memorize_one(eng: ReMindRAG, query: str) -> None:
+    r = eng.retrieve(query, nav_min_similarity=-1.0)
+    assert eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks]).applied
+
+
+# --- saving -------------------------------------------------------------------------------
+
+
+def test_concurrent_saves_of_one_engine_always_leave_a_loadable_store(tmp_path: Path) -> None:
+    eng, root = _engine(), tmp_path / "s"
+    for _ in range(15):
+        errors: list[BaseException] = []
+
+        def save(errors: list[BaseException] = errors) -> None:
+            try:
+                eng.save(root)
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted on
+                errors.append(exc)
+
+        threads = [threading.Thread(target=save) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert ReMindRAG.load(root, embeddings=HashEmbedder(64)).store.counts() == (
+            eng.store.counts()
+        )
+    assert len(list(root.glob("gen-*"))) <= 2 and not list(root.glob(".*.tmp"))
+
+
+def test_a_save_over_another_writers_save_is_refused_not_lost(tmp_path: Path) -> None:
+    root = _engine().save(tmp_path / "s")
+    a = ReMindRAG(embeddings=HashEmbedder(64), store=str(root))
+    b = ReMindRAG(embeddings=HashEmbedder(64), store=str(root))
+    _memorize_one(a, "Who directed Sinister?")
+    _memorize_one(b, "Who acted in films by Ed Wood?")
+    a.save(root)
+    with pytest.raises(StoreConflictError):
+        b.save(root)
+    assert InMemoryGraphStore.load(root).export_memory() == a.store.export_memory()
+    # b loads again, re-applies its write, saves: both writes are kept
+    b = ReMindRAG(embeddings=HashEmbedder(64), store=str(root))
+    _memorize_one(b, "Who acted in films by Ed Wood?")
+    b.save(root)
+    both = InMemoryGraphStore.load(root).export_memory()
+    assert set(a.store.export_memory()) < set(both)
+
+
+def test_a_second_writer_gets_a_typed_error_or_waits(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    first = InMemoryGraphStore.open(root)
+    with pytest.raises(StoreLockedError):
+        InMemoryGraphStore.open(root)
+    with pytest.raises(StoreLockedError):
+        open_store(str(root), lock=True, wait=0.05)
+    threading.Timer(0.2, first.close).start()
+    second = InMemoryGraphStore.open(root, wait=10)  # waits until the first one closes
+    second.close()
+
+
+def test_stale_temp_folders_are_cleaned_and_the_current_generation_kept(tmp_path: Path) -> None:
+    eng = _engine()
+    root = eng.save(tmp_path / "s")
+    (root / ".gen-deadbeef.tmp").mkdir()  # left by a writer killed mid-save
+    before = (root / "CURRENT").read_text().split()[0]
+    eng.save(root)
+    assert not (root / ".gen-deadbeef.tmp").exists()
+    assert (root / before).exists()  # the previous generation stays for its readers
+
+
+def test_loads_during_saves_always_see_a_complete_generation(tmp_path: Path) -> None:
+    eng = _engine()
+    root = eng.save(tmp_path / "s")
+    want, stop = eng.store.counts(), threading.Event()
+
+    def save() -> None:
+        while not stop.is_set():
+            eng.save(root)
+
+    saver = threading.Thread(target=save)
+    saver.start()
+    try:
+        for _ in range(60):
+            assert InMemoryGraphStore.load(root).counts() == want
+    finally:
+        stop.set()
+        saver.join()
+
+
+def test_the_cli_takes_turns_on_a_locked_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from remindrag_integrations.app import session
+    from remindrag_integrations.app.cli import main
+
+    (tmp_path / "a.txt").write_text(TEXTS[0][1])
+    store = tmp_path / "store"
+    assert main(["index", str(tmp_path / "a.txt"), "--store", str(store)]) == 0
+    monkeypatch.setattr(session, "LOCK_WAIT", 0.1)
+    with InMemoryGraphStore.open(store):  # another writer holds the directory
+        assert main(["ask", "Who directed Sinister?", "--store", str(store)]) == 2
+        assert "locked by another writer" in capsys.readouterr().err
+    assert main(["ask", "Who directed Sinister?", "--store", str(store)]) == 0
+
+
+def test_a_directory_with_damaged_data_is_never_taken_for_empty(tmp_path: Path) -> None:
+    root = _engine().save(tmp_path / "s")
+    (root / "CURRENT").unlink()
+    with pytest.raises(StoreCorruptError):
+        ReMindRAG(embeddings=HashEmbedder(64), store=str(root))
+    with pytest.raises(StoreCorruptError):
+        open_store(str(root))
+    assert list(root.glob("gen-*"))  # and nothing was overwritten
+
+
+def _flip(path: Path, i: int) -> bytes:
+    data = path.read_bytes()
+    path.write_bytes(data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :])
+    return data
+
+
+@pytest.mark.parametrize("name", ["CURRENT", "manifest.json", "engine.json"])
+def test_every_byte_of_the_small_files_is_covered(tmp_path: Path, name: str) -> None:
+    eng = _engine()
+    root = eng.save(tmp_path / "s")
+    gen = root / (root / "CURRENT").read_text().split()[0]
+    path = root / name if name != "manifest.json" else gen / name
+    want = (eng.store.counts(), eng.store.namespace, eng.index_config, eng.retrieval_config)
+    for i in range(path.stat().st_size):
+        data = _flip(path, i)
+        try:
+            got = ReMindRAG.load(root, embeddings=HashEmbedder(64))
+            loaded = (got.store.counts(), got.store.namespace, got.index_config)
+            assert (*loaded, got.retrieval_config) == want, f"byte {i} of {name}: wrong data"
+        except StoreCorruptError:
+            pass
+        path.write_bytes(data)
+
+
+def test_a_damaged_checksum_key_is_a_store_error(tmp_path: Path) -> None:
+    root = _engine().save(tmp_path / "s")
+    gen = root / (root / "CURRENT").read_text().split()[0]
+    manifest = gen / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"sha256"', '"sha257"'))
+    with pytest.raises(StoreCorruptError):
+        InMemoryGraphStore.load(root)
+
+
+# --- updates ------------------------------------------------------------------------------
+
+
+class _FailingEmbedder(HashEmbedder):
+    fail = False
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        if self.fail:
+            raise RuntimeError("embedding service down")
+        return super().embed(texts)
+
+
+def test_a_failed_update_keeps_the_old_version_and_its_memory() -> None:
+    emb = _FailingEmbedder(64)
+    eng = ReMindRAG(embeddings=emb)
+    eng.insert([Document(i, t) for i, t in TEXTS])
+    _memorize_one(eng, "Who directed Sinister?")
+    before = (eng.store.counts(), eng.store.export_memory(), eng.store.document_hash("d1"))
+    emb.fail = True
+    with pytest.raises(RuntimeError):
+        eng.insert([Document("d1", "Scott Derrickson directed Doctor Strange in 2016.")])
+    assert (eng.store.counts(), eng.store.export_memory(), eng.store.document_hash("d1")) == before
+
+
+def test_an_update_keeps_entities_the_new_version_still_mentions() -> None:
+    eng = _engine()
+    eng.insert(
+        [Document("d1", "Scott Derrickson directed Doctor Strange. He lives in Los Angeles.")]
+    )
+    names = {n.name for n in eng.store.get_nodes(_entities(eng))}
+    assert {"Scott Derrickson", "Doctor Strange"} <= names
+    r = eng.retrieve("Who directed Doctor Strange?", nav_min_similarity=-1.0)
+    assert any("Doctor Strange" in c.chunk.text for c in r.chunks)
+
+
+def _entities(eng: ReMindRAG) -> list[str]:
+    q = np.ones(eng.store.dim or 1, dtype=np.float32)
+    return [n for n, _ in eng.store.search(q, 10_000, ("entity",))]
+
+
+# --- memorize exactly once ----------------------------------------------------------------
+
+
+def test_a_trace_is_memorized_once_under_threads_and_asyncio() -> None:
+    eng = _engine()
+    r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
+    sup = [c.chunk.id for c in r.chunks]
+    results = []
+    threads = [
+        threading.Thread(target=lambda: results.append(eng.memorize(r.trace_id, supporting=sup)))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(w.applied for w in results) == 1
+    r2 = eng.retrieve("Who acted in films by Ed Wood?", nav_min_similarity=-1.0)
+
+    async def many() -> list:
+        return await asyncio.gather(*(eng.amemorize(r2.trace_id) for _ in range(10)))
+
+    assert sum(w.applied for w in asyncio.run(many())) <= 1
+
+
+# --- hostile LLM replies and hung calls -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["[" * 1000, '{"a":' * 1000, '{"title": NaN, "entities": [Infinity]}', "x" * 1_000_000],
+)
+def test_hostile_replies_are_output_errors(reply: str) -> None:
+    with pytest.raises(LLMOutputError):
+        extract_json(reply)
+
+
+def test_lone_surrogates_and_nul_in_entity_names_are_cleaned() -> None:
+    x = parse_extraction(
+        '{"title": "T", "entities": ["Al\\ud800ice", "B\\u0000ob"],'
+        ' "triples": [["Al\\ud800ice", "knows", "B\\u0000ob"]]}'
+    )
+    for name in [x.title, *x.entities, *(s for t in x.triples for s in t)]:
+        name.encode("utf-8")  # encodable, so storable and hashable everywhere
+        assert "\x00" not in name
+
+
+@pytest.mark.parametrize("on_error", ["raise", "fallback"])
+def test_an_llm_replying_deep_nesting_never_raises_an_untyped_error(on_error: str) -> None:
+    llm = ScriptedLLM(lambda prompt: "[" * 1000)
+    eng = ReMindRAG(
+        llm=llm,
+        embeddings=HashEmbedder(64),
+        index_config=IndexConfig(on_extraction_error=on_error),  # type: ignore[arg-type]
+    )
+    try:
+        eng.insert([Document(i, t) for i, t in TEXTS])
+    except ReMindError:
+        return  # ExtractionError: nothing written
+    r = eng.retrieve("Who directed Sinister?")
+    assert eng.answer("Who directed Sinister?").text
+    eng.memorize(r.trace_id)
+
+
+def test_hung_llm_calls_do_not_starve_a_healthy_engine() -> None:
+    release = threading.Event()
+
+    def hang(prompt: str) -> str:
+        release.wait(30)
+        return "{}"
+
+    cfg = RetrievalConfig(llm_timeout=0.2)
+    hung = ReMindRAG(llm=ScriptedLLM(hang), embeddings=HashEmbedder(64), retrieval_config=cfg)
+    healthy = _engine(retrieval_config=cfg)
+    healthy.llm = ScriptedLLM(lambda p: '{"need_retrieval": true, "subquestions": []}')
+    try:
+        for _ in range(10):  # more hung calls than the old global pool had threads
+            hung.retrieve("Who directed Sinister?")
+        for _ in range(3):
+            r = healthy.retrieve("Who directed Sinister?")
+            calls = sum(v["calls"] for v in r.trace.costs.to_dict().values())
+            assert calls >= 1  # its LLM answered: the hung calls held no shared thread
+    finally:
+        release.set()
+
+
+def test_max_concurrency_is_what_the_config_says() -> None:
+    n = 12  # above the old pool's 8: all twelve calls must be in flight at once
+    barrier = threading.Barrier(n, timeout=20)
+
+    def meet(prompt: str) -> str:
+        barrier.wait()
+        return '{"title": "t", "entities": ["Alice"], "triples": []}'
+
+    eng = ReMindRAG(
+        llm=ScriptedLLM(meet),
+        embeddings=HashEmbedder(64),
+        index_config=IndexConfig(max_concurrency=n, chunk_tokens=40),
+    )
+    report = eng.insert([Document(f"d{i}", f"Alice visited place number {i}.") for i in range(n)])
+    assert report.chunks == n and report.fallback_chunks == 0
+
+
+# --- readers during a writer --------------------------------------------------------------
+
+
+def test_readers_during_updates_see_only_typed_errors() -> None:
+    eng = _engine()
+    stop, crashes = threading.Event(), []
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
+                eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
+            except ReMindError:
+                pass
+            except Exception as exc:  # noqa: BLE001 - what this test looks for
+                crashes.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for t in readers:
+        t.start()
+    for i in range(15):
+        eng.insert([Document("d1", f"Scott Derrickson directed film number {i} in Texas.")])
+        eng.delete(["d3"])
+        eng.insert([Document("d3", TEXTS[2][1])])
+    stop.set()
+    for t in readers:
+        t.join()
+    assert crashes == []
+
+
+# --- arguments ----------------------------------------------------------------------------
+
+
+def test_bad_arguments_are_typed_errors_and_change_nothing(tmp_path: Path) -> None:
+    from remindrag_integrations import InvalidArgumentError, InvalidDocumentError, InvalidQueryError
+
+    eng = _engine()
+    r = eng.retrieve("Who directed Sinister?")
+    cid = r.chunks[0].chunk.id
+    before = (eng.store.counts(), eng.store.export_memory())
+    bad_calls = [
+        (InvalidArgumentError, lambda: eng.delete("d1")),  # type: ignore[arg-type]
+        (InvalidArgumentError, lambda: eng.memorize(r.trace_id, supporting=cid)),
+        (InvalidArgumentError, lambda: eng.feedback(r.trace_id, True, chunk_ids=cid)),
+        (InvalidArgumentError, lambda: eng.feedback(r.trace_id, "no")),  # type: ignore[arg-type]
+        (InvalidArgumentError, lambda: eng.inspect_memory(k=-1)),
+        (InvalidArgumentError, lambda: eng.insert("just one text")),
+        (InvalidQueryError, lambda: eng.retrieve("Alice\x00")),
+        (InvalidQueryError, lambda: eng.retrieve("Al\ud800ice")),
+    ]
+    import datetime
+
+    for meta in ({"when": datetime.datetime(2024, 1, 1)}, {"x": float("nan")}, {1: "a"}):
+        bad_calls.append((InvalidDocumentError, lambda m=meta: eng.insert([Document("n", "t", m)])))
+    bad_calls.append((InvalidDocumentError, lambda: eng.insert([Document("n\x00", "text")])))
+    for exc, call in bad_calls:
+        with pytest.raises(exc):
+            call()
+    assert (eng.store.counts(), eng.store.export_memory()) == before
+    eng.save(tmp_path / "s")  # still saveable
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[" * 2000,
+        '{"format": "remindrag-memory/1", "vectors": [1, 2]}',
+        '{"format": "remindrag-memory/1", "vectors": {"r-1": "x"}}',
+        '["format"]',
+        "not json",
+    ],
+)
+def test_malformed_memory_files_are_typed_errors(tmp_path: Path, content: str) -> None:
+    from remindrag_integrations import InvalidArgumentError
+
+    eng = _engine()
+    (tmp_path / "m.json").write_text(content)
+    with pytest.raises(InvalidArgumentError):
+        eng.import_memory(tmp_path / "m.json")
+
+
+def test_a_memory_vector_outside_the_unit_ball_is_refused(tmp_path: Path) -> None:
+    from remindrag_integrations import EmbeddingError
+
+    eng = _engine()
+    _memorize_one(eng, "Who directed Sinister?")
+    eng.export_memory(tmp_path / "m.json")
+    import json
+
+    doc = json.loads((tmp_path / "m.json").read_text())
+    eid = next(iter(doc["vectors"]))
+    doc["vectors"][eid] = [1e30] * len(doc["vectors"][eid])
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    before = eng.store.export_memory()
+    with pytest.raises(EmbeddingError):
+        eng.import_memory(tmp_path / "m.json")
+    assert eng.store.export_memory() == before
