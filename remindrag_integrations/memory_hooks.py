@@ -1,9 +1,11 @@
 """What both frameworks' memory hooks share: memorize each trace of a retriever at most once,
 recording the writes and the errors (a hook must never break the user's chain).
 
-The rule both hooks follow: a retrieval belongs to the outermost run (LangChain) or the nearest
-query (LlamaIndex) it happened in; when that run ends with an answer, every trace it produced
-is memorized with the answer text; when it errors, nothing is written.
+The rule both hooks follow: a trace is memorized with the answer that used it. LangChain: a
+retrieval belongs to the outermost run it happened in; when that run ends with an answer, every
+trace it produced is memorized with the answer text; a run that is itself a tool call hands its
+traces to the next run that answers (a bare tool-calling loop). LlamaIndex: every synthesized
+answer memorizes the traces its source nodes came from. A run that errors writes nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .core.types import MemoryWrite, UnknownTraceError
+from .results import own_metadata
 
 if TYPE_CHECKING:
     from .retriever import ReMindRetriever
@@ -22,7 +25,8 @@ log = logging.getLogger(__name__)
 
 
 def trace_ids(metadatas: Sequence[Any]) -> list[str]:
-    ids = (m.get("trace_id") for m in metadatas if isinstance(m, dict))
+    """The trace ids that results' ``metadata["remindrag"]`` names, once each, in order."""
+    ids = (own_metadata(m).get("trace_id") for m in metadatas)
     return list(dict.fromkeys(t for t in ids if isinstance(t, str)))
 
 
@@ -34,6 +38,16 @@ class MemoryWriter:
         self.writes: list[MemoryWrite] = []
         self.errors: list[BaseException] = []
         self._lock = threading.Lock()
+        self._claimed: set[str] = set()
+
+    def claim(self, trace_ids: Sequence[str]) -> list[str]:
+        """Of these traces, the ones of this retriever not claimed before (now claimed): the
+        traces an answer is about to be memorized with, each at most once."""
+        mine = [t for t in trace_ids if self.owns(t)]
+        with self._lock:
+            fresh = [t for t in mine if t not in self._claimed]
+            self._claimed.update(fresh)
+        return fresh
 
     def owns(self, trace_id: str) -> bool:
         try:

@@ -4,34 +4,31 @@ provenance and the walk that found it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from .core.ids import hex_id
-from .core.types import RetrievedChunk, Trace
+from .core.protocols import GraphStore
+from .core.types import Retrieval, RetrievedChunk, Trace
 
-# metadata keys that describe the walk, not the source: hidden from the LLM and the embedder
-TRAVERSAL_KEYS = (
-    "chunk_id",
-    "chunk_index",
-    "start",
-    "end",
-    "score",
-    "trace_id",
-    "source",
-    "_path",
-    "_path_edges",
-    "_replayed",
-)
+NAMESPACE = "remindrag"
+"""The one metadata key the library writes: everything it adds to a result lives under
+``metadata["remindrag"]``; the document's own metadata keys are returned untouched."""
 
 
-def chunk_metadata(rc: RetrievedChunk, trace: Trace) -> dict[str, Any]:
-    """The JSON-serialisable metadata of one retrieved chunk: its document's metadata, its
-    provenance, and the traversal facts (``_path`` seed → chunk, ``_replayed``)."""
+def chunk_metadata(
+    rc: RetrievedChunk, trace: Trace, names: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The JSON-serialisable metadata of one retrieved chunk: its document's metadata as
+    given, plus ``metadata["remindrag"]``: ``doc_id``, ``chunk_id``, ``chunk_index``,
+    ``start`` / ``end`` (offsets in the document), ``score``, ``trace_id``, ``found_by``
+    (seed, replay, traversal or dense_fill), ``path`` (node names seed → chunk), ``path_ids``,
+    ``path_edges`` and ``replayed`` (whether remembered edges led there)."""
     c = rc.chunk
     nodes, edges = path_to(trace.parents, c.id)
     replayed = set(trace.replayed_edges)
-    return {
-        **c.metadata,
+    names = names or {}
+    own = {
         "doc_id": c.doc_id,
         "chunk_id": c.id,
         "chunk_index": c.index,
@@ -39,11 +36,29 @@ def chunk_metadata(rc: RetrievedChunk, trace: Trace) -> dict[str, Any]:
         "end": c.end,
         "score": float(rc.score),
         "trace_id": trace.trace_id,
-        "source": rc.source,
-        "_path": nodes,
-        "_path_edges": edges,
-        "_replayed": rc.source == "replay" or any(e in replayed for e in edges),
+        "found_by": rc.source,
+        "path": [names.get(n, n) for n in nodes],
+        "path_ids": nodes,
+        "path_edges": edges,
+        "replayed": rc.source == "replay" or any(e in replayed for e in edges),
     }
+    return {**c.metadata, NAMESPACE: own}
+
+
+def own_metadata(metadata: Any) -> dict[str, Any]:
+    """What the library added to a result's metadata (``{}`` for anything else)."""
+    own = metadata.get(NAMESPACE) if isinstance(metadata, Mapping) else None
+    return own if isinstance(own, dict) else {}
+
+
+def path_names(store: GraphStore, retrieval: Retrieval) -> dict[str, str]:
+    """Node id -> name for every node on the paths to the retrieved chunks (one store call)."""
+    ids = list(
+        dict.fromkeys(
+            n for rc in retrieval.chunks for n in path_to(retrieval.trace.parents, rc.chunk.id)[0]
+        )
+    )
+    return {n.id: n.name for n in store.get_nodes(ids)} if ids else {}
 
 
 def path_to(

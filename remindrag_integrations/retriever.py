@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from .adapters.llm import LangChainLLM
+from .core import filters
 from .core.config import IndexConfig, RetrievalConfig
 from .core.engine import ReMindRAG
 from .core.memory.teach import TeachReport
@@ -33,17 +36,36 @@ from .core.types import (
     IndexReport,
     MemoryStats,
     MemoryWrite,
+    NoTraceError,
     Retrieval,
     Trace,
 )
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import from_langchain_document, to_langchain_document
+from .last_trace import LastTrace
 from .llama_index.convert import from_llamaindex_node, to_llamaindex_node
 from .llama_index.events import ReMindMemoryEventHandler
-from .results import content_id, jsonable
+from .results import content_id, jsonable, path_names
+from .search_args import call_overrides, construction_args
 from .stores import open_store
 
+
+def _quiet_notebook_progress() -> None:
+    """In a notebook without ipywidgets, ``tqdm.auto`` (imported later by the embedding
+    libraries) warns "IProgress not found" on import and falls back to text bars; import it
+    once here with that one warning silenced (text bars, no noise)."""
+    if "IPython" in sys.modules and "tqdm.auto" not in sys.modules:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="IProgress not found")
+            try:
+                import tqdm.auto  # noqa: F401
+            except ImportError:  # pragma: no cover - tqdm is optional here
+                pass
+
+
+_quiet_notebook_progress()
 _RETRIEVER_FILE = "retriever.json"
+_RETRIEVER_ARGS = ("k", "filter", "search_kwargs", "search_type", "similarity_top_k", "filters")
 
 
 def as_engine_document(item: Any) -> Any:
@@ -73,9 +95,13 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     """A ReMindRAG knowledge-graph retriever for LangChain and LlamaIndex at once.
 
     LangChain: ``invoke`` / ``ainvoke`` / ``batch`` return ``Document`` s (``id`` = chunk id);
-    ``invoke(query, k=3)`` or any other :class:`RetrievalConfig` field overrides one call.
-    LlamaIndex: ``retrieve`` / ``aretrieve`` return ``NodeWithScore`` s. Each call leaves a
-    trace; :meth:`memorize` / :meth:`feedback` write it into edge memory (or let
+    ``invoke(query, k=3, filter={"dept": "x"})`` or any other :class:`RetrievalConfig` field
+    overrides one call. LlamaIndex: ``retrieve`` / ``aretrieve`` return ``NodeWithScore`` s.
+    The user's metadata comes back untouched; the library's own keys are under
+    ``metadata["remindrag"]``. Construction also takes ``search_kwargs={"k", "filter"}``,
+    ``similarity_top_k`` and ``filters=MetadataFilters(...)``; any other argument is a
+    :class:`ConfigError` (see :mod:`.search_args`). Each call leaves a trace;
+    :meth:`memorize` / :meth:`feedback` write it into edge memory (or let
     :class:`ReMindMemoryCallback` / :class:`ReMindMemoryEventHandler` do it after the answer).
     """
 
@@ -85,12 +111,18 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     """The engine: graph store, navigator LLM (``None`` = zero-token mode), embedder."""
     k: int | None = Field(default=None, ge=1)
     """Chunks per query; ``None`` uses the engine's ``retrieval_config.k``."""
+    filter: dict[str, Any] | None = None
+    """A metadata filter every call of this retriever applies (AND-ed with a per-call one);
+    LangChain syntax, see :mod:`.core.filters`."""
 
     # LlamaIndex's BaseRetriever sets these in its __init__; declared so pydantic accepts them
     callback_manager: Any = Field(default=None, exclude=True, repr=False)
     object_map: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
     _verbose: bool = PrivateAttr(default=False)
-    _last_trace_id: str | None = PrivateAttr(default=None)
+    _last: LastTrace = PrivateAttr(default_factory=LastTrace)
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**construction_args(data, set(type(self).model_fields)))
 
     def model_post_init(self, context: Any, /) -> None:
         LIBaseRetriever.__init__(
@@ -119,6 +151,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         keyword arguments are :class:`IndexConfig` / :class:`RetrievalConfig` fields (``k``
         included), ``store=`` a :class:`~.protocols.GraphStore` or a ``postgresql://`` DSN,
         and ``namespace=`` the tenant whose graph and memory this retriever sees."""
+        mine = {k: config.pop(k) for k in _RETRIEVER_ARGS if k in config and k != "k"}
         store = open_store(config.pop("store", None), namespace=config.pop("namespace", "default"))
         index_cfg, retrieval_cfg = split_config(config)
         engine = ReMindRAG(
@@ -128,7 +161,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             index_config=index_cfg,
             retrieval_config=retrieval_cfg,
         )
-        retriever = cls(engine=engine)
+        retriever = cls(engine=engine, **mine)
         docs = list(documents)
         if docs:
             retriever.add_documents(docs)
@@ -172,7 +205,9 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Persist the graph, its memory and the configuration (see :meth:`load`)."""
         root = self.engine.save(path)
-        (root / _RETRIEVER_FILE).write_text(json.dumps({"k": self.k}), encoding="utf-8")
+        (root / _RETRIEVER_FILE).write_text(
+            json.dumps({"k": self.k, "filter": self.filter}), encoding="utf-8"
+        )
         return root
 
     @classmethod
@@ -188,9 +223,11 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
 
     # --- retrieval -----------------------------------------------------------------------
     def _overrides(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        kwargs = {k: v for k, v in kwargs.items() if k != "verbose"}
+        kwargs = call_overrides(kwargs)
         if self.k is not None:
             kwargs.setdefault("k", self.k)
+        if self.filter:
+            kwargs["filter"] = filters.both(self.filter, kwargs.get("filter"))
         return kwargs
 
     def _child_llm(self, run_manager: Any) -> Any:
@@ -201,56 +238,72 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             return llm.with_callbacks(run_manager.get_child())
         return None
 
-    def _retrieved(self, retrieval: Retrieval) -> Retrieval:
-        self._last_trace_id = retrieval.trace_id
-        return retrieval
+    def _run(self, query: str, llm: Any, kwargs: dict[str, Any]) -> Retrieval:
+        seq, r = self._last.begin(), None
+        try:
+            r = self.engine.retrieve(query, llm=llm, **self._overrides(kwargs))
+        finally:
+            self._last.end(seq, r.trace_id if r is not None else None)
+        return r
+
+    async def _arun(self, query: str, llm: Any, kwargs: dict[str, Any]) -> Retrieval:
+        seq, r = self._last.begin(), None
+        try:
+            r = await self.engine.aretrieve(query, llm=llm, **self._overrides(kwargs))
+        finally:
+            self._last.end(seq, r.trace_id if r is not None else None)
+        return r
 
     def search(self, query: str, **overrides: Any) -> Retrieval:
         """The engine's full result: chunks, triples and the trace."""
-        return self._retrieved(self.engine.retrieve(query, **self._overrides(overrides)))
+        return self._run(query, None, overrides)
 
     async def asearch(self, query: str, **overrides: Any) -> Retrieval:
-        return self._retrieved(await self.engine.aretrieve(query, **self._overrides(overrides)))
+        return await self._arun(query, None, overrides)
+
+    def _documents(self, r: Retrieval) -> list[LCDocument]:
+        names = path_names(self.engine.store, r)
+        return [to_langchain_document(rc, r.trace, names) for rc in r.chunks]
+
+    def _nodes(self, r: Retrieval) -> list[NodeWithScore]:
+        names = path_names(self.engine.store, r)
+        return [to_llamaindex_node(rc, r.trace, names) for rc in r.chunks]
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[LCDocument]:
-        r = self._retrieved(
-            self.engine.retrieve(query, llm=self._child_llm(run_manager), **self._overrides(kwargs))
-        )
-        return [to_langchain_document(rc, r.trace) for rc in r.chunks]
+        return self._documents(self._run(query, self._child_llm(run_manager), kwargs))
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[LCDocument]:
-        r = self._retrieved(
-            await self.engine.aretrieve(
-                query, llm=self._child_llm(run_manager), **self._overrides(kwargs)
-            )
-        )
-        return [to_langchain_document(rc, r.trace) for rc in r.chunks]
+        return self._documents(await self._arun(query, self._child_llm(run_manager), kwargs))
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        r = self.search(query_bundle.query_str)
-        return [to_llamaindex_node(rc, r.trace) for rc in r.chunks]
+        return self._nodes(self.search(query_bundle.query_str))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        r = await self.asearch(query_bundle.query_str)
-        return [to_llamaindex_node(rc, r.trace) for rc in r.chunks]
+        return self._nodes(await self.asearch(query_bundle.query_str))
 
     # --- memory --------------------------------------------------------------------------
     @property
     def last_trace_id(self) -> str | None:
-        """The trace id of this retriever's most recent retrieval."""
-        return self._last_trace_id
+        """The trace of this retriever's most recent retrieval. After retrievals that ran at
+        once: inside each asyncio task / thread its own one, elsewhere ``None`` (pass the
+        trace id: ``docs[0].metadata["remindrag"]["trace_id"]``); see :mod:`.last_trace`."""
+        return self._last.current()
 
     def trace(self, trace_id: str | None = None) -> Trace:
         return self.engine.trace(self._trace_id(trace_id))
 
     def _trace_id(self, trace_id: str | None) -> str:
-        tid = trace_id or self._last_trace_id
+        tid = trace_id or self.last_trace_id
         if tid is None:
-            raise ValueError("no trace id given and this retriever has not retrieved yet")
+            raise NoTraceError(
+                "no trace id given, and 'the last retrieval' is unknown here: nothing was "
+                "retrieved yet, or several retrievals ran at once; pass the trace id from the "
+                "results' metadata['remindrag']['trace_id']"
+            )
         return tid
 
     def memorize(
@@ -289,6 +342,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     def memory_stats(self) -> MemoryStats:
         """Touched edges, memory writes applied, writes skipped."""
         return self.engine.memory_stats()
+
+    def to_networkx(self) -> Any:
+        """The whole graph as a ``networkx.MultiGraph`` (see :meth:`ReMindRAG.to_networkx`)."""
+        return self.engine.to_networkx()
 
     def memory_callback(self) -> ReMindMemoryCallback:
         """A LangChain callback handler that memorizes after each answered question."""

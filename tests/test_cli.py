@@ -88,6 +88,28 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
     assert "10 documents" in info and "10 chunks" in info
     touched = int(re.search(r"memory: (\d+) touched edges", info).group(1))
     assert touched > 0 and "strongest remembered edges" in info
+    closed = subprocess.Popen(  # `remindrag inspect | head`: the reader is gone at once
+        [sys.executable, "-m", "remindrag_integrations.app.cli", "inspect", "--store", str(store)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    closed.stdout.close()
+    assert closed.wait(timeout=600) == 141 and b"Traceback" not in closed.stderr.read()
+
+    view = tmp_path / "memory.html"
+    out = run("memory", "view", "--store", str(store), "--html", str(view), cwd=tmp_path).stdout
+    assert f"{touched:,} remembered edges, 1 queries" in out
+    page = view.read_text(encoding="utf-8")
+    assert set(re.findall(r'data-edge="([^"]+)" data-memory-norm', page)) >= set(
+        first["memory"]["enhanced"]
+    )
+    assert question in page  # the past query that shaped it
+
+    text = run("trace", first["trace_id"], "--store", str(store), cwd=tmp_path).stdout
+    assert f"trace: {first['trace_id']}" in text and "memory: " in text
+    assert re.search(r"^  seed ", text, re.MULTILINE) and re.search(r"^  forward ", text, re.M)
 
     html = tmp_path / "trace.html"
     run("trace", first["trace_id"], "--store", str(store), "--html", str(html), cwd=tmp_path)
@@ -219,3 +241,17 @@ def test_memory_admin_commands(corpus, tmp_path):
     assert bad.returncode == 2 and "0 <= F <= 1" in bad.stderr
     wrong = run("inspect", "--store", str(store), "--namespace", "other", cwd=tmp_path, check=False)
     assert wrong.returncode == 2 and "namespace" in wrong.stderr
+
+
+def test_document_ids_are_the_same_from_anywhere(corpus, monkeypatch):
+    from remindrag_integrations.app.documents import read_documents
+
+    monkeypatch.chdir(corpus)
+    here = [(d.id, d.metadata["source"]) for d in read_documents(["docs"])]
+    monkeypatch.chdir("/")
+    there = [(d.id, d.metadata["source"]) for d in read_documents([str(corpus / "docs")])]
+    assert here == there and len(here) == 10
+    assert ("docs/alu.txt", "docs/alu.txt") in here
+    monkeypatch.chdir(corpus / "docs")
+    (single,) = read_documents(["alu.txt"])
+    assert single.id == "alu.txt"

@@ -52,15 +52,24 @@ def readme_blocks(section: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", body, re.DOTALL)
 
 
-def test_readme_retriever_examples_run_as_written() -> None:
+def test_readme_retriever_examples_run_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """The framework examples run in order, in one scope (later ones reuse ``retriever``)."""
     blocks = readme_blocks("retriever")
-    assert len(blocks) >= 2
-    for code in blocks:
-        scope: dict = {"__name__": "__readme__"}
-        try:
+    assert len(blocks) == 4
+    scope: dict = {"__name__": "__readme__"}
+    try:
+        for code in blocks:
             exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - our own README
-        finally:
-            for value in scope.values():  # leave no LlamaIndex handler attached
-                if isinstance(value, ReMindMemoryEventHandler):
-                    value.detach()
-        assert scope["retriever"].memory_stats().writes_applied == 1
+    finally:
+        for value in scope.values():  # leave no LlamaIndex handler attached
+            if isinstance(value, ReMindMemoryEventHandler):
+                value.detach()
+    out = capsys.readouterr().out.splitlines()
+    found = eval(out[0])  # (source, found_by) pairs: the user's own source, untouched
+    assert found[0][0] == "warsaw.txt" and {s for s, _ in found} <= {"warsaw.txt", "paris.txt"}
+    assert out[1].startswith("The Vistula. MemoryStats(") and "writes_applied=1" in out[1]
+    assert out[2] == "In Warsaw. [True]"  # the tool loop memorized with the final answer
+    assert out[3].startswith("2 MemoryStats(") and "writes_applied=2" in out[3]  # query + chat
+    assert out[4] == "['places']"  # the MetadataFilters kept places only
+    nodes, edges, remembered = (int(x) for x in out[5].split())
+    assert nodes > 0 and edges > 0 and remembered > 0

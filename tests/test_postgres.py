@@ -320,7 +320,7 @@ def test_retriever_on_a_dsn_is_isolated_per_namespace(pg_dsn: str) -> None:
     )
     try:
         got = a.invoke("Which river flows through the capital of France?")
-        assert got and got[0].metadata["doc_id"] == "paris"
+        assert got and got[0].metadata["remindrag"]["doc_id"] == "paris"
         assert b.invoke("Which river flows through the capital of France?") == []
     finally:
         a.engine.store.drop_namespace()

@@ -104,16 +104,22 @@ def test_documents_carry_ids_provenance_and_traversal_facts(hotpot: Any) -> None
     gold = gold_chunks(q, hotpot[1])
     assert gold <= {d.id for d in docs}
     for d in docs:
-        m = d.metadata
-        assert d.id == m["chunk_id"] and m["doc_id"] in {x.id for x in lc_docs(hotpot)[1]}
-        assert m["trace_id"] == r.last_trace_id
-        assert m["title"] == hotpot[1][m["doc_id"]]["title"]  # the document's own metadata
-        assert d.page_content in text_of(hotpot[1][m["doc_id"]])
-        assert isinstance(m["_replayed"], bool) and isinstance(m["_path"], list)
+        m, own = d.metadata, d.metadata["remindrag"]
+        assert set(m) == {"title", "remindrag"}  # the document's own keys, plus ours
+        assert d.id == own["chunk_id"] and own["doc_id"] in {x.id for x in lc_docs(hotpot)[1]}
+        assert own["trace_id"] == r.last_trace_id
+        assert m["title"] == hotpot[1][own["doc_id"]]["title"]  # the document's own metadata
+        assert d.page_content in text_of(hotpot[1][own["doc_id"]])
+        assert isinstance(own["replayed"], bool) and isinstance(own["path"], list)
         json.dumps(m)  # JSON-serialisable
-    walked = [d for d in docs if d.metadata["source"] != "dense_fill"]
-    assert all(d.metadata["_path"][-1] == d.id for d in walked)
-    assert sorted(d.metadata["doc_id"] for d in docs if d.id in gold) == sorted(q["gold_pids"])
+    walked = [d for d in docs if d.metadata["remindrag"]["found_by"] != "dense_fill"]
+    assert all(d.metadata["remindrag"]["path_ids"][-1] == d.id for d in walked)
+    names = {
+        n.id: n.name for n in r.engine.store.get_nodes(walked[0].metadata["remindrag"]["path_ids"])
+    }
+    assert walked[0].metadata["remindrag"]["path"] == list(names.values())
+    got = sorted(d.metadata["remindrag"]["doc_id"] for d in docs if d.id in gold)
+    assert got == sorted(q["gold_pids"])
 
 
 def test_document_ids_fall_back_to_metadata_then_content_hash() -> None:
@@ -142,7 +148,7 @@ def test_from_texts_with_metadatas_ids_and_config() -> None:
     )
     assert r.engine.index_config.chunk_tokens == 64 and r.engine.retrieval_config.k == 1
     (doc,) = r.invoke("capital of Germany")
-    assert doc.metadata["doc_id"] == "de" and doc.metadata["lang"] == "de"
+    assert doc.metadata["remindrag"]["doc_id"] == "de" and doc.metadata["lang"] == "de"
     with pytest.raises(ConfigError):
         ReMindRetriever.from_texts(["x y z"], embeddings=HashEmbedder(), no_such_field=1)
 
@@ -154,7 +160,7 @@ def test_add_documents_makes_new_text_retrievable(zero: ReMindRetriever) -> None
         [LCDocument(id="b", page_content="Emus are flightless birds of Australia.")]
     )
     assert report.documents == 1
-    assert r.invoke("Which birds live in Australia?", k=1)[0].metadata["doc_id"] == "b"
+    assert r.invoke("Which birds live in Australia?", k=1)[0].metadata["remindrag"]["doc_id"] == "b"
 
 
 def test_save_and_load_keep_graph_memory_and_k(hotpot: Any, tmp_path: Any) -> None:
@@ -162,7 +168,7 @@ def test_save_and_load_keep_graph_memory_and_k(hotpot: Any, tmp_path: Any) -> No
     r.k = 3
     q = qs[0]["question"]
     first = r.invoke(q)
-    assert r.memorize(first[0].metadata["trace_id"], answer="a spirit").applied
+    assert r.memorize(first[0].metadata["remindrag"]["trace_id"], answer="a spirit").applied
     r.save(tmp_path / "idx")
     loaded = ReMindRetriever.load(tmp_path / "idx", embeddings=HashEmbedder())
     assert loaded.k == 3
@@ -207,7 +213,7 @@ def test_ainvoke_is_a_real_async_path(zero: ReMindRetriever, hotpot: Any) -> Non
     )
     q = hotpot[0][0]["question"]
     docs = asyncio.run(r.ainvoke(q))
-    trace = r.trace(docs[0].metadata["trace_id"])
+    trace = r.trace(docs[0].metadata["remindrag"]["trace_id"])
     assert trace.traversal_calls == 1 and trace.stop_reason == "enough"
 
 
@@ -249,7 +255,7 @@ def test_inner_llm_calls_are_children_and_tokens_are_reported(
     q = hotpot[0][1]["question"]
     docs = asyncio.run(r.ainvoke(q, config)) if use_async else r.invoke(q, config)
     assert tree.model_parents and set(tree.model_parents) == set(tree.retriever_runs)
-    trace = r.trace(docs[0].metadata["trace_id"])
+    trace = r.trace(docs[0].metadata["remindrag"]["trace_id"])
     assert usage.usage_metadata["fake-nav"]["input_tokens"] == 100 * trace.traversal_calls
     assert trace.tokens["traversal"] == 107 * trace.traversal_calls > 0
 
@@ -378,7 +384,7 @@ def test_callback_never_writes_for_an_errored_run_or_a_bare_retrieval(hotpot: An
     with pytest.raises(RuntimeError):
         broken.invoke(qs[0]["question"], config={"callbacks": [cb]})
     r.invoke(qs[0]["question"], config={"callbacks": [cb]})  # no answer to learn from
-    assert r.memory_stats().writes_applied == 0 and cb.writes == [] and cb._pending == {}
+    assert r.memory_stats().writes_applied == 0 and cb.writes == []
 
 
 def test_callback_with_async_chain(hotpot: Any) -> None:
@@ -400,7 +406,7 @@ def test_explicit_memorize_and_feedback(hotpot: Any) -> None:
     q = qs[0]["question"]
     gold = gold_chunks(qs[0], hotpot[1])
     docs = r.invoke(q)
-    w = r.memorize(docs[0].metadata["trace_id"], supporting=sorted(gold))
+    w = r.memorize(docs[0].metadata["remindrag"]["trace_id"], supporting=sorted(gold))
     assert w.applied and set(w.supporting_chunks) == gold
     assert not r.memorize(w.trace_id).applied  # each trace is written once
     r.invoke(qs[1]["question"])

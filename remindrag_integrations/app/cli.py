@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -168,6 +169,8 @@ def cmd_teach(engine: Any, path: str | None) -> None:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     engine = open_engine(args)
+    if args.action == "view":
+        return _memory_view(engine, args)
     if args.action == "teach":
         cmd_teach(engine, args.path or args.file)
     elif args.action == "reset":
@@ -190,14 +193,45 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_trace(args: argparse.Namespace) -> int:
-    from .html_trace import render_trace
+def _memory_view(engine: Any, args: argparse.Namespace) -> int:
+    from ..core.types import Trace
+    from .memory_view import render_memory_view
 
+    if not args.html:
+        raise CLIError("view needs --html PATH (the page to write)")
+    traces = [Trace.from_dict(t) for t in engine.store.recent_traces(args.traces)]
+    out = Path(args.html)
+    out.write_text(render_memory_view(engine.store, traces), encoding="utf-8")
+    shaped = sum(t.memorized for t in traces)
+    print(f"wrote {out} ({engine.store.touched_edges():,} remembered edges, {shaped} queries)")
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     trace = engine.trace(args.trace_id)
-    out = Path(args.html)
-    out.write_text(render_trace(engine.store, trace), encoding="utf-8")
-    print(f"wrote {out} ({len(trace.parents)} nodes, {len(trace.moves)} moves)")
+    if args.html:
+        from .html_trace import render_trace
+
+        out = Path(args.html)
+        out.write_text(render_trace(engine.store, trace), encoding="utf-8")
+        print(f"wrote {out} ({len(trace.parents)} nodes, {len(trace.moves)} moves)")
+        return 0
+    print(f"query: {trace.query}")
+    print(f"trace: {trace.trace_id} ({len(trace.parents)} nodes, {len(trace.moves)} moves)")
+    for line in describe_path(engine, trace):
+        print(f"  {line}")
+    print("chunks:")
+    for cid in trace.chunk_ids:
+        chunk = engine.store.get_chunk(cid)
+        print(f"  [{cid}] {chunk.doc_id}: {' '.join(chunk.text.split())[:120]}")
+    result = trace.memory_result or {}
+    print(
+        f"memory: {len(result.get('enhanced', []))} edges enhanced, "
+        f"{len(result.get('penalised', []))} penalised"
+        if trace.memorized
+        else "memory: not memorized"
+    )
     return 0
 
 
@@ -292,11 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "memory",
-        help="teach, reset, decay, export or import edge memory",
+        help="teach, view, reset, decay, export or import edge memory",
         description="Administer the edge memory of a store (one namespace); 'teach' "
-        "writes known question / passage pairs into it (no LLM).",
+        "writes known question / passage pairs into it (no LLM); 'view --html FILE' draws "
+        "where memory lives and which past queries shaped it.",
     )
-    p.add_argument("action", choices=("teach", "reset", "decay", "export", "import"))
+    p.add_argument("action", choices=("teach", "view", "reset", "decay", "export", "import"))
     p.add_argument(
         "path",
         nargs="?",
@@ -310,17 +345,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="import: leave out edges the store does not have",
     )
+    p.add_argument("--html", help="view: the HTML page to write")
+    p.add_argument(
+        "--traces", type=int, default=1000, help="view: the newest N saved traces (default 1000)"
+    )
     p.set_defaults(func=cmd_memory, llm="none")
 
     p = sub.add_parser(
         "trace",
-        help="write an HTML picture of one retrieval",
-        description="Render a trace (seeds, replayed edges, moves, memory "
-        "updates) as a self-contained HTML file.",
+        help="show one retrieval (text, or an HTML picture)",
+        description="Print a trace (seeds, replayed edges, moves, chunks, memory "
+        "update), or render it as a self-contained HTML file with --html.",
     )
     p.add_argument("trace_id")
     _store_args(p, llm=False)
-    p.add_argument("--html", required=True, help="output .html file")
+    p.add_argument("--html", help="write an HTML picture to this file instead of printing")
     p.set_defaults(func=cmd_trace, llm="none")
 
     p = sub.add_parser(
@@ -347,10 +386,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "bench" and args.bench_args[:1] == ["--"]:
         args.bench_args = args.bench_args[1:]
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
     except (CLIError, ReMindError) as exc:
         print(f"remindrag {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `remindrag inspect | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

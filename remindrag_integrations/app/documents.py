@@ -1,4 +1,11 @@
-"""Documents from files: .txt / .md (one each) and .jsonl (one per line)."""
+"""Documents from files: .txt / .md (one each) and .jsonl (one per line).
+
+Document ids are stable wherever the command runs: a file's id is its path relative to the
+folder given, prefixed with that folder's name (``remindrag index docs`` and
+``cd / && remindrag index /abs/path/docs`` both name ``docs/a.txt``); a file given directly is
+named by its file name. A .jsonl line's id is its ``id`` / ``pid`` field, else
+``<file id>:<line number>``. ``metadata["source"]`` holds the same relative name.
+"""
 
 from __future__ import annotations
 
@@ -21,15 +28,25 @@ def read_documents(paths: Sequence[str]) -> Iterator[Document]:
             raise CLIError(f"no such file or folder: {root}")
         files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
         for f in files:
+            name = stable_name(root, f)
             if f.suffix in TEXT_SUFFIXES:
-                yield Document(str(f), f.read_text(encoding="utf-8"), {"source": str(f)})
+                yield Document(name, f.read_text(encoding="utf-8"), {"source": name})
             elif f.suffix == ".jsonl":
-                yield from _jsonl_documents(f)
+                yield from _jsonl_documents(f, name)
             elif not root.is_dir():
                 raise CLIError(f"{f}: only .txt, .md and .jsonl files can be indexed")
 
 
-def _jsonl_documents(path: Path) -> Iterator[Document]:
+def stable_name(root: Path, file: Path) -> str:
+    """``file``'s name relative to the folder ``root`` (prefixed with the folder's name), or its
+    file name when it was given directly: the same wherever the command runs."""
+    if not root.is_dir():
+        return file.name
+    folder = root.resolve()
+    return (Path(folder.name or "root") / file.resolve().relative_to(folder)).as_posix()
+
+
+def _jsonl_documents(path: Path, name: str) -> Iterator[Document]:
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -38,8 +55,8 @@ def _jsonl_documents(path: Path) -> Iterator[Document]:
             text = row["text"]
         except (ValueError, KeyError, TypeError) as exc:
             raise CLIError(f"{path}:{n}: expected a JSON object with 'text' ({exc})") from exc
-        doc_id = str(row.get("id") or row.get("pid") or f"{path}:{n}")
+        doc_id = str(row.get("id") or row.get("pid") or f"{name}:{n}")
         title = row.get("title")
         if title and not text.startswith(title):
             text = f"{title}\n{text}"
-        yield Document(doc_id, text, {"source": str(path), "title": title or doc_id})
+        yield Document(doc_id, text, {"source": name, "title": title or doc_id})

@@ -23,6 +23,7 @@ h1{font-size:20px;margin:0 0 4px} .meta{color:#555;margin-bottom:12px}
 table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}
 td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f4} svg text{font-size:12px} .legend span{margin-right:16px}
+.graph{overflow-x:auto;max-width:100%}
 """
 
 
@@ -97,8 +98,8 @@ def _edge_svg(
         f'x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{colour}" '
         f'stroke-width="2.2"{dash}><title>{tip}</title></line>'
     )
-    if role["step"] is not None:
-        mx, my = x1 + 0.7 * (x2 - x1), y1 + 0.7 * (y2 - y1)
+    if role["step"] is not None:  # at the child's end: one per child row, never overlapping
+        mx, my = x2 - 11, y2
         out.append(
             f'<circle cx="{mx}" cy="{my}" r="9" fill="#e07b00"/>'
             f'<text x="{mx}" y="{my + 4}" text-anchor="middle" fill="white" '
@@ -126,9 +127,12 @@ def _svg(store: GraphStore, trace: Trace) -> str:
     roles = edge_roles(trace)
     width = max((x for x, _ in pos.values()), default=0) + 200
     height = max((y for _, y in pos.values()), default=0) + PAD + 30
+    # scales down to the window, never below 60 % (labels stay readable); deeper walks scroll
+    floor = round(max(min(width, 720), 0.6 * width))
+    style = f"width:100%;min-width:{floor}px;max-width:{width}px;height:auto"
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">',
+        f'<div class="graph"><svg xmlns="http://www.w3.org/2000/svg" style="{style}" '
+        f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet">',
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
         'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
         'fill="#7b3fb5"/></marker></defs>',
@@ -150,7 +154,7 @@ def _svg(store: GraphStore, trace: Trace) -> str:
     seeds = set(trace.seeds)
     nodes = {n.id: n for n in store.get_nodes(list(pos))}
     out += [_node_svg(nodes[n], x, y, n in seeds) for n, (x, y) in pos.items()]
-    out.append("</svg>")
+    out.append("</svg></div>")
     return "\n".join(out)
 
 

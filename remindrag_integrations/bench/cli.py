@@ -7,6 +7,7 @@
     scale  latency, RAM and disk size on synthetic graphs of growing size
     plot   PNG charts from result JSON files
     table  the Markdown tables of result JSON files
+    prepare  HotpotQA / MuSiQue / 2WikiMultihopQA files as downloaded -> the format above
 
 Each command prints a Markdown table and writes a JSON result file.
 """
@@ -34,8 +35,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data",
         default=None,
-        help="directory of <set>.*.jsonl files "
-        "(default $REMINDRAG_BENCH_DATA or ../shared/datasets)",
+        help="directory of <set>.*.jsonl files, e.g. written by 'bench prepare' "
+        "(default $REMINDRAG_BENCH_DATA)",
     )
     p.add_argument("--set", dest="set_name", required=True, help="dataset prefix")
     p.add_argument("--setting", choices=("pooled", "per-question"), default="pooled")
@@ -114,7 +115,32 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("files", nargs="+")
     tb = sub.add_parser("table", help="Markdown tables of result files")
     tb.add_argument("files", nargs="+")
+    pr = sub.add_parser(
+        "prepare",
+        help="convert a downloaded HotpotQA / MuSiQue / 2Wiki file into --data format",
+        description="Write <out>/<name>.questions.jsonl and .corpus.jsonl from a HotpotQA "
+        "(hotpot_dev_distractor_v1.json), MuSiQue (musique_ans_v1.0_dev.jsonl) or "
+        "2WikiMultihopQA (dev.json) file; then: bench run --data <out> --set <name>.",
+    )
+    pr.add_argument("file", help="the downloaded .json / .jsonl file")
+    pr.add_argument("--out", required=True, help="directory to write into (the --data DIR)")
+    pr.add_argument("--name", required=True, help="dataset prefix (the --set NAME)")
+    pr.add_argument("--format", choices=("auto", "hotpotqa", "musique", "2wiki"), default="auto")
+    pr.add_argument("--limit", type=int, default=None, help="first N questions only")
     return parser
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from .prepare import PrepareError, prepare
+
+    try:
+        qpath, cpath, nq, nc = prepare(args.file, args.out, args.name, args.format, args.limit)
+    except PrepareError as exc:
+        print(f"remindrag bench prepare: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {nq} questions to {qpath} and {nc} passages to {cpath}")
+    print(f"next: remindrag bench run --data {args.out} --set {args.name}")
+    return 0
 
 
 def _write(result: dict[str, Any], out: str | None, stem: str, plot: bool) -> Path:
@@ -138,6 +164,8 @@ def _stem(args: argparse.Namespace, kind: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.command == "prepare":
+        return _prepare(args)
     if args.command in ("plot", "table"):
         for f in args.files:
             res = json.loads(Path(f).read_text(encoding="utf-8"))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import filters
 from .types import ConfigError
 
 
@@ -82,6 +83,13 @@ class RetrievalConfig(_Config):
     nav_enough_chunks: int = Field(4, ge=1)
     nav_min_similarity: float = Field(0.2, ge=-1.0, le=1.0)
     nav_filter_top: int = Field(2, ge=1)
+    # metadata filter on documents (LangChain syntax; see core/filters.py)
+    filter: dict[str, Any] | None = None
+
+    @field_validator("filter", mode="before")
+    @classmethod
+    def _valid_filter(cls, value: Any) -> dict[str, Any] | None:
+        return filters.normalise(value)
 
     @model_validator(mode="after")
     def _iterations_cover_hops(self) -> RetrievalConfig:

@@ -388,6 +388,13 @@ class ReMindRAG:
         left out with ``skip_unknown=True``."""
         return admin.import_file(self.store, path, skip_unknown)
 
+    def to_networkx(self) -> Any:
+        """The whole graph as a ``networkx.MultiGraph``: nodes with ``kind``, ``name`` and
+        ``document``; edges keyed by id with ``kind``, ``text`` and ``memory`` (norm)."""
+        from ..graph_export import to_networkx
+
+        return to_networkx(self.store)
+
     # --- persistence ---------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Persist the store (atomically) and the configuration."""

@@ -53,6 +53,11 @@ class UnknownTraceError(ReMindError, KeyError):
         return str(self.args[0]) if self.args else "unknown trace"
 
 
+class NoTraceError(ReMindError, ValueError):
+    """No trace id was given and none follows from the context (nothing retrieved yet, or
+    several retrievals ran at once and "the last one" would be a guess)."""
+
+
 class StoreError(ReMindError):
     """A graph store failed to read or write."""
 

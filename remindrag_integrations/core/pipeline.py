@@ -45,7 +45,7 @@ def pre_query(query: str, cfg: RetrievalConfig, template: str = PRE_QUERY_PROMPT
 
 def seed(walk: Walk, query_vecs: np.ndarray) -> None:
     """Start the walk at the top ``cfg.seeds`` nodes of each (sub)query."""
-    for s in find_seeds(walk.store, list(query_vecs), walk.cfg.seeds):
+    for s in find_seeds(walk, list(query_vecs), walk.cfg.seeds):
         walk.add(s, None, None, "seed")
 
 
@@ -64,7 +64,7 @@ def rank(walk: Walk) -> list[RetrievedChunk]:
     walk.evidence = {c: {"cosine": cs, "memory": m, "score": s} for c, s, cs, m in scored}
     if cfg.fill_to_k and len(out) < cfg.k:
         have = set(ids)
-        for anchor, sim in walk.store.search(walk.q_hat, cfg.k + len(have), ("anchor",)):
+        for anchor, sim in walk.search(walk.q_hat, cfg.k + len(have), ("anchor",)):
             cid = walk.nodes([anchor])[0].chunk_id
             if cid and cid not in have and len(out) < cfg.k:
                 have.add(cid)

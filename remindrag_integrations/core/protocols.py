@@ -106,9 +106,19 @@ class GraphStore(Protocol):
     def neighbors(self, node_id: str) -> list[Edge]: ...
 
     def search(
-        self, query: np.ndarray, k: int, kinds: Sequence[NodeKind]
+        self,
+        query: np.ndarray,
+        k: int,
+        kinds: Sequence[NodeKind],
+        where: Mapping[str, Any] | None = None,
     ) -> list[tuple[str, float]]:
-        """Top-k node ids of the given kinds by cosine similarity, best first."""
+        """Top-k node ids of the given kinds by cosine similarity, best first. ``where`` (a
+        :mod:`~.filters` dict) keeps only chunks and anchors of documents whose metadata
+        passes it; entities always pass."""
+        ...
+
+    def whole_graph(self) -> tuple[list[Node], list[Edge]]:
+        """Every node and edge of the namespace (for exports and views, not the query path)."""
         ...
 
     def find_entity_by_name(self, normalized_name: str) -> str | None: ...
@@ -145,6 +155,10 @@ class GraphStore(Protocol):
     def save_trace(self, trace: dict) -> None: ...
 
     def load_trace(self, trace_id: str) -> dict | None: ...
+
+    def recent_traces(self, limit: int) -> list[dict]:
+        """Up to ``limit`` saved traces, the most recently first saved first."""
+        ...
 
     # --- persistence ----------------------------------------------------------------------
     def flush(self) -> None:

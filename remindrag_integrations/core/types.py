@@ -18,6 +18,7 @@ from .errors import (  # noqa: F401 - the errors are importable from here too
     LLMError,
     LLMOutputError,
     LLMTimeoutError,
+    NoTraceError,
     ReMindError,
     StoreConflictError,
     StoreCorruptError,
@@ -153,6 +154,12 @@ class CostLedger:
         self.stages.setdefault(stage, StageCost()).add(
             StageCost(calls, prompt_tokens, completion_tokens)
         )
+
+    def __repr__(self) -> str:
+        used = ", ".join(
+            f"{k}: {v.calls} calls / {v.tokens} tokens" for k, v in self.stages.items() if v.calls
+        )
+        return f"CostLedger({used or 'no LLM calls'})"
 
     def merge(self, other: CostLedger) -> None:
         for k, v in other.stages.items():

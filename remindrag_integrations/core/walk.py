@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import filters
 from .config import RetrievalConfig
 from .ids import is_chunk
 from .protocols import GraphStore
-from .types import Chunk, Edge, Move, Node, Triple
+from .types import Chunk, Edge, Move, Node, NodeKind, Triple
 
 Parents = dict[str, tuple[str | None, str | None]]
 
@@ -39,6 +40,10 @@ class Walk:
     _nodes: dict[str, Node] = field(default_factory=dict)
     _chunks: dict[str, Chunk] = field(default_factory=dict)
     _sims: dict[str, float] = field(default_factory=dict)
+    _doc_ok: dict[str, bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.filter = filters.parse(self.cfg.filter)
 
     # --- graph access with per-walk caches ------------------------------------------------
     def neighbors(self, node_id: str) -> list[Edge]:
@@ -73,8 +78,35 @@ class Walk:
         return [self._sims[n] for n in node_ids]
 
     def frontier(self, node_id: str) -> list[Edge]:
-        """Edges from ``node_id`` to nodes not yet in the subgraph."""
-        return [e for e in self.neighbors(node_id) if e.other(node_id) not in self.parents]
+        """Edges from ``node_id`` to nodes not yet in the subgraph that the filter allows."""
+        edges = [e for e in self.neighbors(node_id) if e.other(node_id) not in self.parents]
+        if self.filter is None or not edges:
+            return edges
+        ok = self.allowed([e.other(node_id) for e in edges])
+        return [e for e, keep in zip(edges, ok) if keep]
+
+    def allowed(self, node_ids: Sequence[str]) -> list[bool]:
+        """Whether the metadata filter lets the walk enter each node: entities always, an
+        anchor or chunk when its document passes (decided once per document)."""
+        if self.filter is None:
+            return [True] * len(node_ids)
+        out = []
+        for node in self.nodes(node_ids):
+            doc, chunk = node.doc_id, node.chunk_id or (node.id if is_chunk(node.id) else None)
+            if node.kind == "entity" or doc is None or chunk is None:
+                out.append(True)
+                continue
+            if doc not in self._doc_ok:
+                self._doc_ok[doc] = self.filter.test(self.chunk(chunk).metadata)
+            out.append(self._doc_ok[doc])
+        return out
+
+    def search(
+        self, query: np.ndarray, n: int, kinds: Sequence[NodeKind]
+    ) -> list[tuple[str, float]]:
+        """The store's top-``n`` nodes of ``kinds`` that the filter allows (the store applies
+        it: in SQL for PostgreSQL)."""
+        return self.store.search(query, n, kinds, where=self.cfg.filter)
 
     # --- growing the subgraph ---------------------------------------------------------------
     def add(self, node_id: str, parent: str | None, edge: Edge | None, source: str) -> None:
@@ -106,8 +138,9 @@ class Walk:
         return [n for n in self.parents if not is_chunk(n)]
 
 
-def find_seeds(store: GraphStore, query_vecs: Sequence[np.ndarray], n: int) -> list[str]:
-    """Top-``n`` entity / anchor nodes per (sub)query, best first, without repeats."""
+def find_seeds(store: GraphStore | Walk, query_vecs: Sequence[np.ndarray], n: int) -> list[str]:
+    """Top-``n`` entity / anchor nodes per (sub)query, best first, without repeats (given a
+    :class:`Walk`, only those its filter allows)."""
     seeds: list[str] = []
     for q in query_vecs:
         for node_id, _ in store.search(q, n, ("entity", "anchor")):

@@ -3,17 +3,22 @@ documents."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.documents import Document as LCDocument
 
 from ..core.types import Document, RetrievedChunk, Trace
-from ..results import chunk_metadata, content_id, jsonable
+from ..results import NAMESPACE, chunk_metadata, content_id, jsonable
 
 
-def to_langchain_document(rc: RetrievedChunk, trace: Trace) -> LCDocument:
+def to_langchain_document(
+    rc: RetrievedChunk, trace: Trace, names: Mapping[str, str] | None = None
+) -> LCDocument:
+    """A chunk as a ``Document``: the user's metadata untouched, the library's own under
+    ``metadata["remindrag"]`` (see :func:`..results.chunk_metadata`)."""
     return LCDocument(
-        id=rc.chunk.id, page_content=rc.chunk.text, metadata=chunk_metadata(rc, trace)
+        id=rc.chunk.id, page_content=rc.chunk.text, metadata=chunk_metadata(rc, trace, names)
     )
 
 
@@ -22,7 +27,7 @@ def from_langchain_document(item: Any) -> Document | None:
     ``doc.id``, else ``metadata["doc_id"]`` / ``metadata["id"]``, else a content hash."""
     if not isinstance(item, LCDocument):
         return None
-    meta = jsonable(item.metadata)
+    meta = jsonable({k: v for k, v in item.metadata.items() if k != NAMESPACE})
     doc_id = item.id or meta.get("doc_id") or meta.get("id")
     return Document(
         str(doc_id) if doc_id else content_id(item.page_content), item.page_content, meta

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import filters
 from ..core.ids import norm_name
 from ..core.memory import math as mem
 from ..core.protocols import MemoryFn
@@ -244,16 +245,35 @@ class InMemoryGraphStore(Persisted):
             return self._index[key]
 
     def search(
-        self, query: np.ndarray, k: int, kinds: Sequence[NodeKind]
+        self,
+        query: np.ndarray,
+        k: int,
+        kinds: Sequence[NodeKind],
+        where: Mapping[str, Any] | None = None,
     ) -> list[tuple[str, float]]:
         ids, mat = self._kind_index(kinds)
         if not ids or k <= 0:
             return []
         sims = mat @ mem.unit(query)
-        k = min(k, len(ids))
+        if where:  # chunks and anchors of documents failing the filter drop out
+            sims = np.where(self._passing(ids, where), sims, -np.inf)
+        k = min(k, int(np.isfinite(sims).sum()))
+        if k == 0:
+            return []
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.lexsort((top, -sims[top]))]
         return [(ids[i], float(sims[i])) for i in top]
+
+    def _passing(self, ids: list[str], where: Mapping[str, Any]) -> np.ndarray:
+        f = filters.parse(where)
+        with self._lock:
+            ok = {d: f is None or f.test(meta) for d, (_, meta) in self._docs.items()}
+            docs = [self._nodes[i].doc_id for i in ids]
+        return np.array([d is None or ok.get(d, False) for d in docs])
+
+    def whole_graph(self) -> tuple[list[Node], list[Edge]]:
+        with self._lock:
+            return list(self._nodes.values()), list(self._edges.values())
 
     def find_entity_by_name(self, normalized_name: str) -> str | None:
         return self._entity_names.get(normalized_name)
@@ -332,6 +352,10 @@ class InMemoryGraphStore(Persisted):
 
     def load_trace(self, trace_id: str) -> dict | None:
         return self._traces.get(trace_id)
+
+    def recent_traces(self, limit: int) -> list[dict]:
+        with self._lock:
+            return list(reversed(self._traces.values()))[: max(limit, 0)]
 
     def flush(self) -> None:
         return None

@@ -21,7 +21,7 @@ from psycopg.types import TypeInfo
 
 from ...core.arguments import storable
 from ...core.types import ConfigError, EmbeddingError, StoreError, UnknownNodeError
-from .sql import SCHEMA, SCHEMA_LOCK, SCHEMA_VERSION
+from .sql import LAST_SCHEMA_OBJECT, SCHEMA, SCHEMA_LOCK, SCHEMA_VERSION
 
 T = TypeVar("T")
 
@@ -88,7 +88,8 @@ class PgBase:
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 with conn.transaction():
                     # DDL only when missing: IF NOT EXISTS still locks tables busy elsewhere
-                    if conn.execute("SELECT to_regclass('rr_settings')").fetchone() == (None,):
+                    last = conn.execute("SELECT to_regclass(%s)", (LAST_SCHEMA_OBJECT,))
+                    if last.fetchone() == (None,):
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
                         conn.execute(SCHEMA)
                     conn.execute(

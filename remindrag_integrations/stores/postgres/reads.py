@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import psycopg
 
+from ...core import filters
 from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, EmbeddingError, Node, NodeKind, UnknownNodeError
 from .base import PgBase, _get
+from .filter_sql import where_sql
 from .sql import _NEIGHBORS
 
 
@@ -107,7 +110,11 @@ class Reads(PgBase):
         return out
 
     def search(
-        self, query: np.ndarray, k: int, kinds: Sequence[NodeKind]
+        self,
+        query: np.ndarray,
+        k: int,
+        kinds: Sequence[NodeKind],
+        where: Mapping[str, Any] | None = None,
     ) -> list[tuple[str, float]]:
         dim = self.dim
         if dim is None or k <= 0 or not kinds:
@@ -116,14 +123,24 @@ class Reads(PgBase):
         if q.shape != (dim,):
             raise EmbeddingError(f"query dimension {q.shape} != store dimension {dim}")
 
+        params: dict[str, Any] = {"q": q, "ns": self.namespace, "k": list(kinds), "n": k}
+        parsed = filters.parse(where)
+        docs = (  # chunks and anchors of passing documents (GIN index on the metadata)
+            " AND (doc_id IS NULL OR doc_id IN (SELECT id FROM rr_documents WHERE "
+            f"namespace = %(ns)s AND {where_sql(parsed, params)}))"
+            if parsed is not None
+            else ""
+        )
+
         def run(cur: psycopg.Cursor) -> list[tuple[str, float]]:
             if 2 * k > self.ef_search:  # widen the HNSW candidate list for a large k
                 cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(2 * k),))
             cur.execute(  # dim is an int literal so the planner can match the partial index
                 f"SELECT id, 1 - ((embedding::vector({dim})) <=> %(q)s::vector({dim})) "
-                f"FROM rr_nodes WHERE namespace = %(ns)s AND dim = {dim} AND kind = ANY(%(k)s) "
-                f"ORDER BY (embedding::vector({dim})) <=> %(q)s::vector({dim}) LIMIT %(n)s",
-                {"q": q, "ns": self.namespace, "k": list(kinds), "n": k},
+                f"FROM rr_nodes WHERE namespace = %(ns)s AND dim = {dim} AND kind = ANY(%(k)s)"
+                f"{docs} ORDER BY (embedding::vector({dim})) <=> %(q)s::vector({dim}) "
+                "LIMIT %(n)s",
+                params,
             )
             return [(r[0], float(r[1])) for r in cur]
 
@@ -133,6 +150,20 @@ class Reads(PgBase):
             with self._cursor() as cur:
                 hits = run(cur)
         return sorted(hits, key=lambda t: (-t[1], t[0]))
+
+    def whole_graph(self) -> tuple[list[Node], list[Edge]]:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
+                "WHERE namespace = %s ORDER BY id",
+                (self.namespace,),
+            )
+            nodes = [Node(r[0], r[1], r[2], r[3], r[4], tuple(r[5])) for r in cur]
+            cur.execute(
+                "SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %s ORDER BY id",
+                (self.namespace,),
+            )
+            return nodes, [Edge(*r) for r in cur]
 
     def find_entity_by_name(self, normalized_name: str) -> str | None:
         with self._cursor() as cur:

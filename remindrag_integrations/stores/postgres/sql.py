@@ -50,7 +50,9 @@ CREATE TABLE IF NOT EXISTS rr_traces (
 CREATE INDEX IF NOT EXISTS rr_traces_seq ON rr_traces (namespace, seq);
 CREATE TABLE IF NOT EXISTS rr_settings (
   namespace text NOT NULL, key text NOT NULL, value jsonb NOT NULL, PRIMARY KEY (namespace, key));
+CREATE INDEX IF NOT EXISTS rr_documents_meta ON rr_documents USING gin (metadata jsonb_path_ops);
 """
+LAST_SCHEMA_OBJECT = "rr_documents_meta"  # missing: the schema (or its newest part) is to run
 
 TABLES = (
     "rr_documents",

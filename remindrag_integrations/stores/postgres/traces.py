@@ -63,6 +63,14 @@ class Traces(PgBase):
             ).fetchone()
         return row[0] if row else None
 
+    def recent_traces(self, limit: int) -> list[dict]:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT data FROM rr_traces WHERE namespace = %s ORDER BY seq DESC LIMIT %s",
+                (self.namespace, max(int(limit), 0)),
+            )
+            return [r[0] for r in cur]
+
     def flush(self) -> None:
         return None  # every write is committed when its method returns
 

@@ -1,0 +1,91 @@
+"""Each framework's names for "how many" and "which documents", accepted or refused loudly.
+
+At construction ``ReMindRetriever`` takes ``k`` / ``filter`` (its own), LangChain's
+``search_kwargs={"k": ..., "filter": ...}`` and ``search_type="similarity"``, and LlamaIndex's
+``similarity_top_k`` and ``filters=MetadataFilters(...)``. Per call (``invoke(q, ...)``) it
+takes ``k``, ``filter`` and any :class:`RetrievalConfig` field. Anything else is a
+:class:`ConfigError` naming what is accepted: an argument is never silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .core import filters
+from .core.config import RetrievalConfig
+from .core.types import ConfigError
+
+SEARCH_KWARGS = ("k", "filter")
+CALL_EXTRAS = ("verbose",)  # passed by some framework helpers; no effect on the walk
+
+
+def _set(out: dict[str, Any], key: str, value: Any, source: str) -> None:
+    if value is None:
+        return
+    if key in out and out[key] != value:
+        raise ConfigError(f"{key} given twice with different values ({out[key]!r}, {source})")
+    out[key] = value
+
+
+def construction_args(data: dict[str, Any], fields: set[str]) -> dict[str, Any]:
+    """The retriever's constructor arguments with the frameworks' aliases folded into ``k``
+    and ``filter``; raises :class:`ConfigError` for anything it would not honour."""
+    data = dict(data)
+    search_type = data.pop("search_type", "similarity")
+    if search_type != "similarity":
+        raise ConfigError(
+            f"search_type={search_type!r} is not supported: ReMindRAG ranks the chunks its "
+            "graph walk reads ('similarity' is accepted and means the same)"
+        )
+    search_kwargs = data.pop("search_kwargs", None) or {}
+    if not isinstance(search_kwargs, Mapping):
+        raise ConfigError("search_kwargs must be a dict")
+    unknown = sorted(set(search_kwargs) - set(SEARCH_KWARGS))
+    if unknown:
+        raise ConfigError(
+            f"search_kwargs: unsupported key(s) {', '.join(unknown)}; "
+            f"ReMindRetriever takes {', '.join(SEARCH_KWARGS)}"
+        )
+    out: dict[str, Any] = {}
+    _set(out, "k", data.pop("k", None), "k")
+    _set(out, "k", search_kwargs.get("k"), "search_kwargs['k']")
+    _set(out, "k", data.pop("similarity_top_k", None), "similarity_top_k")
+    found = [
+        filters.normalise(data.pop("filter", None)),
+        filters.normalise(search_kwargs.get("filter")),
+        llamaindex_filter(data.pop("filters", None)),
+    ]
+    for f in found:
+        out["filter"] = filters.both(out.get("filter"), f)
+    unknown = sorted(set(data) - fields - set(CALL_EXTRAS))
+    if unknown:
+        raise ConfigError(
+            f"unknown argument(s) to ReMindRetriever: {', '.join(unknown)} (accepted: "
+            "engine, k, filter, search_kwargs, search_type, similarity_top_k, filters)"
+        )
+    data.pop("verbose", None)
+    return {**data, **{k: v for k, v in out.items() if v is not None}}
+
+
+def call_overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Per-call arguments as :class:`RetrievalConfig` overrides (``filter`` validated)."""
+    kwargs = {k: v for k, v in kwargs.items() if k not in CALL_EXTRAS}
+    unknown = sorted(set(kwargs) - set(RetrievalConfig.model_fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown argument(s) for this retrieval: {', '.join(unknown)} (accepted: k, "
+            "filter and the RetrievalConfig fields)"
+        )
+    if "filter" in kwargs:
+        kwargs["filter"] = filters.normalise(kwargs["filter"])
+    return kwargs
+
+
+def llamaindex_filter(spec: Any) -> dict[str, Any] | None:
+    """LlamaIndex ``MetadataFilters`` (or ``None``) as a filter dict."""
+    if spec is None:
+        return None
+    from .llama_index.convert import metadata_filters_to_dict
+
+    return filters.normalise(metadata_filters_to_dict(spec))

@@ -1,0 +1,44 @@
+"""Metadata filters (:mod:`...core.filters`) as SQL over ``rr_documents.metadata`` (jsonb,
+GIN-indexed with ``jsonb_path_ops``): equality and ``$in`` use containment (``@>``, served by
+the index); comparisons check the JSON type first, so ``"a" > 3`` is false as in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from ...core.filters import Condition, Filter
+
+_SQL_OP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def where_sql(f: Filter | Condition, params: dict[str, Any]) -> str:
+    """A boolean SQL expression over ``metadata`` for ``f``; its values are added to
+    ``params`` (named ``f0``, ``f1``...)."""
+    if isinstance(f, Filter):
+        joiner = " OR " if f.any_of else " AND "
+        return "(" + joiner.join(where_sql(p, params) for p in f.parts) + ")"
+    if f.op in ("$eq", "$ne", "$in", "$nin"):
+        values = f.value if f.op in ("$in", "$nin") else (f.value,)
+        contains = [f"metadata @> %({_bind(params, Jsonb({f.key: v}))})s" for v in values]
+        anyof = "(" + " OR ".join(contains) + ")"
+        return anyof if f.op in ("$eq", "$in") else f"NOT {anyof}"
+    key, value = _bind(params, f.key), _bind(params, f.value)
+    if isinstance(f.value, bool):
+        json_type, cast = "boolean", "::boolean"
+    elif isinstance(f.value, int | float):
+        json_type, cast = "number", "::numeric"
+    else:  # strings compare by code point, as Python does
+        json_type, cast = "string", ' COLLATE "C"'
+    return (
+        f"(CASE WHEN jsonb_typeof(metadata -> %({key})s) = '{json_type}' "
+        f"THEN (metadata ->> %({key})s){cast} {_SQL_OP[f.op]} %({value})s{cast} ELSE false END)"
+    )
+
+
+def _bind(params: dict[str, Any], value: Any) -> str:
+    name = f"f{len(params)}"
+    params[name] = value
+    return name
