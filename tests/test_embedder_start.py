@@ -16,6 +16,7 @@ from remindrag_integrations.adapters.embeddings import (
     identity_of,
     packaged_model_path,
 )
+from remindrag_integrations.core.persist import read_checked_json
 from remindrag_integrations.core.types import ConfigError
 from remindrag_integrations.testing import HashEmbedder
 
@@ -73,7 +74,7 @@ def test_save_records_the_embedder_and_load_uses_it(tmp_path):
     engine = ReMindRAG()  # the packaged embedder
     engine.insert(["Marie Curie worked in Paris."])
     engine.save(tmp_path / "s")
-    saved = json.loads((tmp_path / "s" / "engine.json").read_text())
+    saved = read_checked_json(tmp_path / "s" / "engine.json")
     assert saved["embedder"] == {"name": "all-MiniLM-L6-v2", "dimension": 384}
     back = ReMindRAG.load(tmp_path / "s")
     assert identity_of(back.embedder) == "all-MiniLM-L6-v2"
