@@ -20,9 +20,9 @@ from . import answer as answering
 from . import arguments, persist, pipeline
 from . import insert as inserting
 from .config import IndexConfig, RetrievalConfig
-from .memory import admin
 from .memory import teach as teaching
 from .memory import write as memory_write
+from .memory.admin import MemoryAdmin
 from .memory.filter import Support, llm_filter, similarity_filter
 from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
@@ -38,7 +38,6 @@ from .steps import (
     adrive_many,
     drive,
     drive_many,
-    embed_checked,
 )
 from .types import (
     Answer,
@@ -57,7 +56,7 @@ from .types import (
 ProgressFn = Callable[[int, int], None]
 
 
-class ReMindRAG:
+class ReMindRAG(MemoryAdmin):
     """ReMindRAG over a graph store.
 
     ``llm`` is any LangChain chat model, LlamaIndex LLM, ``str -> str`` callable or
@@ -355,45 +354,6 @@ class ReMindRAG:
         return MemoryStats(
             self.store.touched_edges(), self._writes["applied"], self._writes["skipped"]
         )
-
-    # --- memory admin ----------------------------------------------------------------------
-    def inspect_memory(
-        self, k: int = 10, query: str | None = None, *, cluster_threshold: float | None = 0.8
-    ) -> list[dict[str, Any]]:
-        """The ``k`` edges with the strongest memory (by norm, or by alignment with ``query``),
-        each with its text, endpoint names, score and norm. Edges whose memory points the same
-        way (cosine >= ``cluster_threshold``) share a ``cluster`` number: one per group of
-        similar past queries (``None`` skips the grouping)."""
-        arguments.count(k, "k")
-        if query is not None:
-            arguments.query(query)
-        q = embed_checked(self.embedder, [query], dim=self.store.dim)[0] if query else None
-        return admin.inspect(self.store, q, k, cluster_threshold)
-
-    def reset_memory(self) -> int:
-        """Forget all edge memory of this engine's store (its namespace only)."""
-        return self.store.reset_memory()
-
-    def decay_memory(self, factor: float) -> int:
-        """Scale every memory vector by ``factor`` in [0, 1]; returns the edges touched."""
-        return self.store.decay_memory(factor)
-
-    def export_memory(self, path: str | os.PathLike[str]) -> int:
-        """Write the memory vectors to a JSON file; returns how many were written."""
-        return admin.export_file(self.store, path)
-
-    def import_memory(self, path: str | os.PathLike[str], *, skip_unknown: bool = False) -> int:
-        """Load memory vectors written by :meth:`export_memory` (they replace the current
-        vectors of those edges). Edges the graph lacks raise :class:`UnknownNodeError`, or are
-        left out with ``skip_unknown=True``."""
-        return admin.import_file(self.store, path, skip_unknown)
-
-    def to_networkx(self) -> Any:
-        """The whole graph as a ``networkx.MultiGraph``: nodes with ``kind``, ``name`` and
-        ``document``; edges keyed by id with ``kind``, ``text`` and ``memory`` (norm)."""
-        from ..graph_export import to_networkx
-
-        return to_networkx(self.store)
 
     # --- persistence ---------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> Path:

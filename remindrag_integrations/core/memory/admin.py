@@ -10,8 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import arguments
 from ..ids import EDGE_ID_RE
-from ..protocols import GraphStore
+from ..protocols import Embedder, GraphStore
+from ..steps import embed_checked
 from ..types import InvalidArgumentError, UnknownNodeError
 
 MEMORY_FORMAT = "remindrag-memory/1"
@@ -101,3 +103,48 @@ def import_file(store: GraphStore, path: str | os.PathLike[str], skip_unknown: b
             known[eid] = v
         vectors = known
     return store.import_memory(vectors)
+
+
+class MemoryAdmin:
+    """The engine's memory administration methods (mixed into ``ReMindRAG``)."""
+
+    store: GraphStore
+    embedder: Embedder
+
+    def inspect_memory(
+        self, k: int = 10, query: str | None = None, *, cluster_threshold: float | None = 0.8
+    ) -> list[dict[str, Any]]:
+        """The ``k`` edges with the strongest memory (by norm, or by alignment with ``query``),
+        each with its text, endpoint names, score and norm. Edges whose memory points the same
+        way (cosine >= ``cluster_threshold``) share a ``cluster`` number: one per group of
+        similar past queries (``None`` skips the grouping)."""
+        arguments.count(k, "k")
+        if query is not None:
+            arguments.query(query)
+        q = embed_checked(self.embedder, [query], dim=self.store.dim)[0] if query else None
+        return inspect(self.store, q, k, cluster_threshold)
+
+    def reset_memory(self) -> int:
+        """Forget all edge memory of this engine's store (its namespace only)."""
+        return self.store.reset_memory()
+
+    def decay_memory(self, factor: float) -> int:
+        """Scale every memory vector by ``factor`` in [0, 1]; returns the edges touched."""
+        return self.store.decay_memory(factor)
+
+    def export_memory(self, path: str | os.PathLike[str]) -> int:
+        """Write the memory vectors to a JSON file; returns how many were written."""
+        return export_file(self.store, path)
+
+    def import_memory(self, path: str | os.PathLike[str], *, skip_unknown: bool = False) -> int:
+        """Load memory vectors written by :meth:`export_memory` (they replace the current
+        vectors of those edges). Edges the graph lacks raise :class:`UnknownNodeError`, or are
+        left out with ``skip_unknown=True``."""
+        return import_file(self.store, path, skip_unknown)
+
+    def to_networkx(self) -> Any:
+        """The whole graph as a ``networkx.MultiGraph``: nodes with ``kind``, ``name`` and
+        ``document``; edges keyed by id with ``kind``, ``text`` and ``memory`` (norm)."""
+        from ...graph_export import to_networkx
+
+        return to_networkx(self.store)

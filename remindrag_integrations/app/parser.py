@@ -1,0 +1,156 @@
+"""The ``remindrag`` command line's arguments: one small function per command."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from .demo import add_arguments as demo_arguments
+
+Commands = dict[str, Callable[[argparse.Namespace], int]]
+
+
+def _store_args(p: argparse.ArgumentParser, llm: bool = True) -> None:
+    p.add_argument(
+        "--store", required=True, help="store directory, or a postgresql:// DSN (extra 'postgres')"
+    )
+    p.add_argument(
+        "--namespace",
+        default="default",
+        help="tenant whose graph and memory to use (default: 'default')",
+    )
+    if llm:
+        p.add_argument(
+            "--llm",
+            default="none",
+            help="'none' (zero-token, default), 'local:smollm2', 'local:gemma3', "
+            "'local:PATH.gguf' or 'provider:model' (LangChain init_chat_model)",
+        )
+    p.add_argument(
+        "--cache", help="LLM response cache directory (default: .remindrag-cache next to the store)"
+    )
+    p.add_argument("--no-cache", action="store_true", help="do not cache LLM replies")
+
+
+def _index(sub: Any, commands: Commands) -> None:
+    p = sub.add_parser(
+        "index",
+        help="index .txt / .md / .jsonl files or folders",
+        description="Index files or folders into a store (incremental: "
+        "unchanged documents are skipped).",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    _store_args(p)
+    p.add_argument(
+        "--embeddings",
+        help="sentence-transformers model name or path (default: packaged all-MiniLM-L6-v2)",
+    )
+    p.add_argument(
+        "--on-extraction-error",
+        choices=("raise", "fallback"),
+        default="raise",
+        help="a chunk whose LLM extraction fails twice: stop with nothing written (raise, "
+        "default) or extract it with the rule-based extractor (fallback)",
+    )
+    p.set_defaults(func=commands["index"])
+
+
+def _ask(sub: Any, commands: Commands) -> None:
+    p = sub.add_parser(
+        "ask",
+        help="answer a question from a store",
+        description="Retrieve, answer (the best sentence in zero-token mode) "
+        "and memorize the traversal.",
+    )
+    p.add_argument("question")
+    _store_args(p)
+    p.add_argument("--no-memorize", action="store_true", help="do not write edge memory")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=commands["ask"])
+
+
+def _inspect(sub: Any, commands: Commands) -> None:
+    p = sub.add_parser(
+        "inspect",
+        help="graph size and memory of a store",
+        description="Show graph size and the strongest remembered edges.",
+    )
+    _store_args(p, llm=False)
+    p.add_argument("--top", type=int, default=10, help="edges to list (default 10)")
+    p.add_argument("--query", help="rank edges by how well their memory matches this question")
+    p.set_defaults(func=commands["inspect"], llm="none")
+
+
+def _memory(sub: Any, commands: Commands) -> None:
+    p = sub.add_parser(
+        "memory",
+        help="teach, view, reset, decay, export or import edge memory",
+        description="Administer the edge memory of a store (one namespace); 'teach' "
+        "writes known question / passage pairs into it (no LLM); 'view --html FILE' draws "
+        "where memory lives and which past queries shaped it.",
+    )
+    p.add_argument("action", choices=("teach", "view", "reset", "decay", "export", "import"))
+    p.add_argument(
+        "path",
+        nargs="?",
+        help="teach: a .jsonl file, one {question, chunk_ids | doc_ids | texts} a line",
+    )
+    _store_args(p, llm=False)
+    p.add_argument("--factor", type=float, help="decay: scale every memory vector by F in [0, 1]")
+    p.add_argument("--file", help="export / import: a JSON file")
+    p.add_argument(
+        "--skip-unknown",
+        action="store_true",
+        help="import: leave out edges the store does not have",
+    )
+    p.add_argument("--html", help="view: the HTML page to write")
+    p.add_argument(
+        "--traces", type=int, default=1000, help="view: the newest N saved traces (default 1000)"
+    )
+    p.set_defaults(func=commands["memory"], llm="none")
+
+
+def _trace(sub: Any, commands: Commands) -> None:
+    p = sub.add_parser(
+        "trace",
+        help="show one retrieval (text, or an HTML picture)",
+        description="Print a trace (seeds, replayed edges, moves, chunks, memory "
+        "update), or render it as a self-contained HTML file with --html.",
+    )
+    p.add_argument("trace_id")
+    _store_args(p, llm=False)
+    p.add_argument("--html", help="write an HTML picture to this file instead of printing")
+    p.set_defaults(func=commands["trace"], llm="none")
+
+
+def _demo(sub: Any, commands: Commands) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="index the packaged corpus and show memory at work",
+        description="Index 50 packaged HotpotQA passages, ask, memorize, ask "
+        "again, and show how memory replay cut the traversal.",
+    )
+    demo_arguments(p)
+    p.set_defaults(func=commands["demo"])
+
+
+def _bench(sub: Any, commands: Commands) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="run the benchmarks (remindrag_integrations.bench)",
+        description="Run the benchmarks; options go to the benchmark CLI.",
+    )
+    p.add_argument("bench_args", nargs=argparse.REMAINDER, help="options passed to the bench")
+    p.set_defaults(func=commands["bench"])
+
+
+def build(commands: Commands) -> argparse.ArgumentParser:
+    """The parser; ``commands`` maps each command name to the function that runs it."""
+    parser = argparse.ArgumentParser(
+        prog="remindrag", description="ReMindRAG: a knowledge-graph retriever with memory."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_index, _ask, _inspect, _memory, _trace, _demo, _bench):
+        add(sub, commands)
+    return parser
