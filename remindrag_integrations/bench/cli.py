@@ -88,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=6,
         help="rounds of the alternating Origin / Different protocol (0 = off)",
     )
+    real = sub.add_parser("real", help="the paper's protocol with a real LLM, per question")
+    _common(real)
+    real.add_argument("--extraction", type=int, default=0, help="also LLM-extract N passages")
+    real.add_argument("--jsonl", default=None, help="append each question's record here")
+    real.add_argument("--record", default=None, help="save every reply as a replay fixture")
+    real.add_argument(
+        "--overrides", default="{}", help="JSON of RetrievalConfig fields for the LLM walks"
+    )
     scale = sub.add_parser("scale", help="latency / RAM / disk vs graph size")
     scale.add_argument("--sizes", default="1000,10000,100000,1000000")
     scale.add_argument("--queries", type=int, default=50)
@@ -147,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ds = load_dataset(args.set_name, args.data).head(args.limit)
     embedder = make_embedder(args.embedder, args.embed_cache or None)
+    if args.command == "real":
+        return _real(args, ds, embedder)
     t0 = time.perf_counter()
     if args.command == "run":
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -173,6 +183,41 @@ def main(argv: list[str] | None = None) -> int:
     res["machine"] = machine()
     res["embedder"] = args.embedder
     _write(res, args.out, stem, args.plot)
+    return 0
+
+
+def _real(args: argparse.Namespace, ds: Any, embedder: Any) -> int:
+    from ..adapters.llm import as_chat_llm
+    from ..app.specs import load_llm
+    from .real import run_real, to_markdown
+
+    llm = as_chat_llm(load_llm(args.llm))
+    if llm is None:
+        raise SystemExit("bench real needs an LLM (--llm local:qwen2.5-1.5b or provider:model)")
+    t0 = time.perf_counter()
+    res, log = run_real(
+        ds,
+        llm,
+        embedder,
+        k=args.k,
+        overrides=json.loads(args.overrides),
+        progress=_progress,
+        jsonl=args.jsonl,
+        extraction=args.extraction,
+        model=args.llm,
+    )
+    res["seconds"] = time.perf_counter() - t0
+    res["command"] = "python -m remindrag_integrations.bench " + " ".join(sys.argv[1:])
+    path = Path(args.out) if args.out else DEFAULT_OUT / f"{_stem(args, 'real')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res, indent=1, default=float), encoding="utf-8")
+    if args.record:
+        fixture = log.fixture(set=ds.name, questions=len(ds.questions), command=res["command"])
+        Path(args.record).write_text(json.dumps(fixture, indent=0), encoding="utf-8")
+    if hasattr(embedder, "persist"):
+        embedder.persist()
+    print(to_markdown(res))
+    print(f"result: {path}", file=sys.stderr)
     return 0
 
 
