@@ -33,8 +33,8 @@ def load_llm(spec: str | None) -> Any:
         except ImportError as exc:
             raise CLIError(f"--llm local:... needs the 'local' extra ({exc})") from exc
         resolve_model_path(model)  # fail now, not at the first call
-        if model.startswith("qwen2.5-"):  # room for a walk's growing prompt, 2 threads
-            return LlamaCppChatModel(model_path=model, n_ctx=8192, n_threads=2)
+        if model.startswith("qwen2.5-"):  # room for a walk's growing prompt; short replies
+            return LlamaCppChatModel(model_path=model, n_ctx=8192, max_tokens=128)
         return LlamaCppChatModel(model_path=model)
     try:
         from langchain.chat_models import init_chat_model

@@ -63,9 +63,12 @@ class PrefixLog(RecordingLLM):
     """A :class:`RecordingLLM` that also notes, for each traversal call, how many characters
     and tokens of its prompt exactly repeat the previous traversal prompt's start."""
 
-    def __init__(self, inner: Any, model: str = "") -> None:
+    def __init__(
+        self, inner: Any, model: str = "", progress: Callable[[str], None] | None = None
+    ) -> None:
         super().__init__(inner, model)
         self._last = ""
+        self.progress = progress
 
     def _keep(self, prompt: str, c: Any, seconds: float) -> Any:
         out = super()._keep(prompt, c, seconds)
@@ -75,6 +78,12 @@ class PrefixLog(RecordingLLM):
             call["shared_prefix_tokens"] = count_tokens(prompt[:shared])
             call["counted_prompt_tokens"] = count_tokens(prompt)
             self._last = prompt
+        if self.progress:
+            self.progress(
+                f"  {call['stage']}: {call['prompt_tokens']} prompt tokens "
+                f"({call['cached_prompt_tokens']} cached), {call['completion_tokens']} out, "
+                f"{call['seconds']:.1f} s: {call['reply'][:60]!r}"
+            )
         return out
 
 
@@ -264,7 +273,7 @@ def run_real(
 ) -> tuple[dict[str, Any], PrefixLog]:
     """The protocol on every question of ``ds``; records are appended to ``jsonl`` as they
     finish (a long run can be read while it goes)."""
-    log = llm if isinstance(llm, PrefixLog) else PrefixLog(llm, model)
+    log = llm if isinstance(llm, PrefixLog) else PrefixLog(llm, model, progress)
     ov = {**REAL_OVERRIDES, **(overrides or {})}
     records = []
     for i, item in enumerate(ds.questions):

@@ -12,7 +12,7 @@ import uuid
 import numpy as np
 
 from .config import RetrievalConfig
-from .memory.replay import replay
+from .memory.replay import remembered_inside, replay
 from .navigate import Navigator, navigate
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .protocols import GraphStore
@@ -106,7 +106,7 @@ def retrieve(
     t2 = time.perf_counter()
     if not walk.parents:
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
-    elif "replay" in walk.sources.values() and not cfg.verify_replay:
+    elif not cfg.verify_replay and ("replay" in walk.sources.values() or remembered_inside(walk)):
         walk.stop_reason = "replay"
     else:
         yield from navigate(walk, query, navigator, ledger)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ids import is_chunk
 from ..walk import Walk
 from .math import replay_bound, replay_scores
 
@@ -40,3 +41,27 @@ def replay(walk: Walk) -> None:
                 walk.replayed_edges.append(e.id)
                 added += 1
                 stack.append(w)
+
+
+def remembered_inside(walk: Walk) -> bool:
+    """Memory already points into the subgraph: an edge inside it that reads a chunk (a seed
+    anchor's ``contains`` edge) would pass replay for this query. That happens when a seed's
+    own passage supported an earlier answer to this (or a similar) question: replay has
+    nothing new to add, yet memory says the answer is in hand."""
+    inside = [(p, n, e) for n, (p, e) in walk.parents.items() if e and p and is_chunk(n)]
+    if not inside:
+        return False
+    memory = walk.store.memory([e for _, _, e in inside])
+    need = replay_bound(walk.cfg.alpha, walk.cfg.lam)
+    for i in np.flatnonzero(memory @ walk.q_hat > need):
+        u, w, _ = inside[i]
+        score = replay_scores(
+            walk.q_hat,
+            walk.store.node_embeddings([u])[0],
+            walk.store.node_embeddings([w]),
+            memory[i : i + 1],
+            walk.cfg.alpha,
+        )[0]
+        if score > walk.cfg.lam:
+            return True
+    return False
