@@ -133,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.command in ("plot", "table"):
         for f in args.files:
+            if f.endswith(".jsonl"):  # the records of a `real` run, finished or not
+                from .real import from_jsonl, to_markdown
+
+                print(to_markdown(from_jsonl(f)) + "\n")
+                continue
             res = json.loads(Path(f).read_text(encoding="utf-8"))
             if args.command == "table":
                 print(report.to_markdown(res))

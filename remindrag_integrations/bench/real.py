@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import ReMindRAG
+from ..core.config import RetrievalConfig
 from ..core.indexing import make_chunks
 from ..core.text import count_tokens
-from ..core.types import Chunk, Retrieval
+from ..core.types import Chunk, LLMError, Retrieval
 from ..testing import RecordingLLM
 from . import metrics as M
 from .baselines import BM25Baseline, DenseBaseline
@@ -40,7 +41,7 @@ REAL_OVERRIDES: dict[str, Any] = {
     "max_idle_decisions": 3,
     "max_neighbors_shown": 10,
 }
-ARMS = ("bm25", "dense", "zero_token", "llm")
+LLM_TIMEOUT = 1800.0
 
 
 def recall(item: dict, corpus: dict, chunks: Sequence[Chunk], k: int) -> float:
@@ -128,7 +129,13 @@ def real_question(
 ) -> dict[str, Any]:
     """Every arm and phase of the protocol on one question's own graph."""
     docs = ds.documents(item["context_pids"])
-    engine = ReMindRAG(llm=None, embeddings=embedder)
+    # the walk bounds hold for every call, memorize included; a slow local model on a busy
+    # machine needs more than the default 120 s per call
+    engine = ReMindRAG(
+        llm=None,
+        embeddings=embedder,
+        retrieval_config=RetrievalConfig(**{"llm_timeout": LLM_TIMEOUT, **overrides}),
+    )
     engine.insert(docs)
     chunks = [c for d in docs for c in make_chunks(d, engine.index_config)]
     q = item["question"]
@@ -139,6 +146,8 @@ def real_question(
     zero = engine.retrieve(q, k=k, **overrides)
     rec["zero_token"] = recall(item, ds.corpus, [rc.chunk for rc in zero.chunks], 5)
     rec["zero_token_decisions"] = zero.trace.decisions
+    free = engine.retrieve(q, k=k, llm_timeout=LLM_TIMEOUT, max_traversal_tokens=None)
+    rec["zero_token_default"] = recall(item, ds.corpus, [rc.chunk for rc in free.chunks], 5)
     similar = [
         v for v in ds.variants if v["qid"] == item["qid"] and v["variant"] == "similar_prefix"
     ]
@@ -221,8 +230,8 @@ def summarize_walks(walks: Sequence[dict]) -> dict[str, Any]:
 
 def summarize_real(records: Sequence[dict]) -> dict[str, Any]:
     out: dict[str, Any] = {"questions": len(records)}
-    for arm in ("bm25", "dense", "zero_token"):
-        out[arm] = {"recall@5": _mean([r[arm] for r in records])}
+    for arm in ("bm25", "dense", "zero_token", "zero_token_default"):
+        out[arm] = {"recall@5": _mean([r.get(arm, 0.0) for r in records])}
     out["llm_first"] = summarize_walks([r["first"] for r in records])
     out["llm_same_after"] = summarize_walks([r["same_after"] for r in records])
     out["similar_before"] = summarize_walks([w for r in records for w in r["similar_before"]])
@@ -243,7 +252,9 @@ def measure_extraction(ds: Dataset, log: PrefixLog, embedder: Any, n: int) -> di
     """LLM extraction on the first ``n`` gold passages: entities, relations, tokens per
     source token."""
     pids = list(dict.fromkeys(p for q in ds.questions for p in q["gold_pids"] if p in ds.corpus))
-    engine = ReMindRAG(llm=log, embeddings=embedder)
+    engine = ReMindRAG(
+        llm=log, embeddings=embedder, retrieval_config=RetrievalConfig(llm_timeout=LLM_TIMEOUT)
+    )
     t0 = time.perf_counter()
     report = engine.insert(ds.documents(pids[:n]))
     tokens = report.costs.total_tokens
@@ -275,10 +286,16 @@ def run_real(
     finish (a long run can be read while it goes)."""
     log = llm if isinstance(llm, PrefixLog) else PrefixLog(llm, model, progress)
     ov = {**REAL_OVERRIDES, **(overrides or {})}
-    records = []
+    records: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
     for i, item in enumerate(ds.questions):
         progress(f"{ds.name}: question {i + 1}/{len(ds.questions)}")
-        rec = real_question(ds, item, log, embedder, k, ov)
+        try:
+            rec = real_question(ds, item, log, embedder, k, ov)
+        except LLMError as exc:  # e.g. a timeout: reported, the run goes on
+            progress(f"{ds.name}: question {item['qid']} failed: {exc}")
+            failed.append({"qid": item["qid"], "error": str(exc)})
+            continue
         records.append(rec)
         if jsonl:
             with open(jsonl, "a", encoding="utf-8") as f:
@@ -290,6 +307,7 @@ def run_real(
         "k": k,
         "overrides": ov,
         "summary": summarize_real(records),
+        "failed": failed,
         "records": records,
     }
     if extraction:
@@ -298,16 +316,33 @@ def run_real(
     return result, log
 
 
+def from_jsonl(path: str | Path, dataset: str = "", model: str = "", k: int = 5) -> dict[str, Any]:
+    """A result from the per-question records a run appended so far (a run still going, or
+    one stopped early)."""
+    with open(path, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    return {
+        "kind": "real_llm",
+        "dataset": dataset or Path(path).stem,
+        "model": model,
+        "k": k,
+        "summary": summarize_real(records),
+        "records": records,
+    }
+
+
 def to_markdown(res: dict[str, Any]) -> str:
     s = res["summary"]
     f, same, sb, sa = s["llm_first"], s["llm_same_after"], s["similar_before"], s["similar_after"]
     lines = [
         f"### {res['dataset']}, per question, {res.get('model') or 'LLM'} ({s['questions']} questions, k={res['k']})",
         "",
-        "| recall@5 | BM25 | dense | zero-token | LLM-navigated |",
-        "|---|---|---|---|---|",
+        "| recall@5 | BM25 | dense | zero-token (same bounds) | zero-token (defaults) "
+        "| LLM-navigated |",
+        "|---|---|---|---|---|---|",
         f"| first pass | {s['bm25']['recall@5']:.3f} | {s['dense']['recall@5']:.3f} | "
-        f"{s['zero_token']['recall@5']:.3f} | {f.get('recall@5', 0):.3f} |",
+        f"{s['zero_token']['recall@5']:.3f} | {s['zero_token_default']['recall@5']:.3f} | "
+        f"{f.get('recall@5', 0):.3f} |",
         "",
         "| LLM walk | n | recall@5 | decisions | prompt tok | cached tok | completion tok | "
         "traversal s | steps 2+ cached (llama.cpp) | steps 2+ exact prefix | replay only |",
