@@ -159,3 +159,17 @@ def test_a_walk_with_a_real_model_gets_only_legal_moves_and_reuses_its_prefix(sm
     cached = again.trace.costs.stages["traversal"].cached_prompt_tokens
     # the same prompt as the previous call: all but its last token come from the cache
     assert cached == again.trace.costs.stages["traversal"].prompt_tokens - 1
+
+
+@slow
+@needs_llama
+def test_a_real_models_filter_names_only_collected_chunks(smollm2):
+    engine = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    engine.insert(DOCS)
+    r = engine.retrieve("Who directed Sinister?", max_hops=2)
+    assert r.trace.subgraph_edges
+    write = engine.memorize(r.trace_id, answer="Scott Derrickson", llm=smollm2)
+    named = engine.trace(r.trace_id).costs.stages["memorize"]
+    assert named.calls == 1
+    assert set(write.supporting_chunks) <= set(r.trace.chunk_ids)
+    assert write.applied == bool(write.supporting_chunks)

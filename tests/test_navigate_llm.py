@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from remindrag_integrations import ReMindRAG, Trace
-from remindrag_integrations.adapters.llm import LangChainLLM
+from remindrag_integrations.adapters.llm import LangChainLLM, LlamaIndexLLM
 from remindrag_integrations.core.ids import is_entity
 from remindrag_integrations.core.steps import current_ask
 from remindrag_integrations.core.types import CostLedger
@@ -154,6 +154,23 @@ def test_cached_prompt_tokens_reach_the_ledger_and_old_traces_load() -> None:
     model = GenericFakeChatModel(messages=iter([AIMessage("{}", usage_metadata=usage)]))
     c = LangChainLLM(model).complete("prompt")
     assert (c.prompt_tokens, c.completion_tokens, c.cached_prompt_tokens) == (1200, 9, 1024)
+
+    class Resp:  # a LlamaIndex CompletionResponse with OpenAI's raw usage
+        text = "{}"
+        raw = {
+            "usage": {
+                "prompt_tokens": 800,
+                "completion_tokens": 5,
+                "prompt_tokens_details": {"cached_tokens": 640},
+            }
+        }
+
+    class Index:
+        def complete(self, prompt: str) -> Resp:
+            return Resp()
+
+    li = LlamaIndexLLM(Index()).complete("prompt")
+    assert (li.prompt_tokens, li.cached_prompt_tokens) == (800, 640)
     ledger = CostLedger()
     ledger.record("traversal", 1200, 9, cached_prompt_tokens=1024)
     assert CostLedger.from_dict(ledger.to_dict()).cached_prompt_tokens["traversal"] == 1024

