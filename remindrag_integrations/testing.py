@@ -263,8 +263,10 @@ class RecordedLLM:
         hit = self.replies.get(prompt_key(prompt))
         if hit is None:
             ask = current_ask()
-            stage = ask.stage if ask else "?"
-            self.missing.append(f"{stage}: {prompt_key(prompt)[:12]} {prompt[:300]!r}")
+            stage, query = (ask.stage, ask.context.get("query", "")) if ask else ("?", "")
+            self.missing.append(
+                f"{stage}: {prompt_key(prompt)[:12]} query {query!r}, prompt {prompt[:200]!r}"
+            )
             return Completion("", count_tokens(prompt), 0)
         self.served.append(hit)
         return Completion(
