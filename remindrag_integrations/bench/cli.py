@@ -2,6 +2,7 @@
 
     run    bm25 / dense / ppr / remindrag side by side on one dataset and setting
     curve  the learning curve (Same × N turns, Similar / Different variants, alternating)
+    real   the paper's protocol with a real LLM, per question (navigation, Same, Similar)
     scale  latency, RAM and disk size on synthetic graphs of growing size
     plot   PNG charts from result JSON files
     table  the Markdown tables of result JSON files
