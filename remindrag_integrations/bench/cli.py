@@ -129,24 +129,28 @@ def _stem(args: argparse.Namespace, kind: str) -> str:
     return f"{kind}-{args.set_name}-{args.setting}-{llm}"
 
 
+def _print_files(args: argparse.Namespace) -> int:
+    for f in args.files:
+        if f.endswith(".jsonl"):  # the records of a `real` run, finished or not
+            from .real import from_jsonl, to_markdown
+
+            print(to_markdown(from_jsonl(f)) + "\n")
+            continue
+        res = json.loads(Path(f).read_text(encoding="utf-8"))
+        if args.command == "table":
+            print(report.to_markdown(res))
+            print(f"Command: `{res.get('command', '?')}`\n")
+            continue
+        for png in report.plot(res, Path(f).parent, Path(f).stem):
+            print(png)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.command in ("plot", "table"):
-        for f in args.files:
-            if f.endswith(".jsonl"):  # the records of a `real` run, finished or not
-                from .real import from_jsonl, to_markdown
-
-                print(to_markdown(from_jsonl(f)) + "\n")
-                continue
-            res = json.loads(Path(f).read_text(encoding="utf-8"))
-            if args.command == "table":
-                print(report.to_markdown(res))
-                print(f"Command: `{res.get('command', '?')}`\n")
-                continue
-            for png in report.plot(res, Path(f).parent, Path(f).stem):
-                print(png)
-        return 0
+        return _print_files(args)
     if args.command == "scale":
         from .scale import run_scale
 

@@ -124,6 +124,21 @@ def _timed(log: PrefixLog, fn: Callable[[], Any]) -> tuple[Any, list[dict], floa
     return out, log.calls[start:], time.perf_counter() - t0
 
 
+def _memorize(engine: ReMindRAG, log: PrefixLog, ans: Any) -> dict[str, Any]:
+    """One memorize turn through the LLM filter, given the first pass's answer."""
+    write, calls, secs = _timed(
+        log, lambda: engine.memorize(ans.trace_id, answer=ans.text, llm=log)
+    )
+    return {
+        "applied": write.applied,
+        "skipped_reason": write.skipped_reason,
+        "enhanced": len(write.enhanced),
+        "supporting_chunks": len(write.supporting_chunks),
+        "tokens": sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
+        "seconds": secs,
+    }
+
+
 def real_question(
     ds: Dataset, item: dict, log: PrefixLog, embedder: Any, k: int, overrides: dict[str, Any]
 ) -> dict[str, Any]:
@@ -172,17 +187,7 @@ def real_question(
         M.exact_match(ans.text, item["answers"]),
         M.f1_score(ans.text, item["answers"]),
     )
-    write, calls, secs = _timed(
-        log, lambda: engine.memorize(ans.trace_id, answer=ans.text, llm=log)
-    )
-    rec["memorize"] = {
-        "applied": write.applied,
-        "skipped_reason": write.skipped_reason,
-        "enhanced": len(write.enhanced),
-        "supporting_chunks": len(write.supporting_chunks),
-        "tokens": sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
-        "seconds": secs,
-    }
+    rec["memorize"] = _memorize(engine, log, ans)
     rec["same_after"] = walk(q, item)[0]
     rec["similar_after"] = [walk(v["question"], v)[0] for v in similar]
     return rec
