@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import re
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -185,6 +186,98 @@ class BrokenLLM(ScriptedLLM):
     def _next(self, prompt: str) -> str:
         self._i += 1
         return self.REPLIES[self._i % len(self.REPLIES)]
+
+
+def prompt_key(prompt: str) -> str:
+    """The key of a recorded reply: the sha256 of the exact prompt text."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+class RecordingLLM:
+    """Wraps a :class:`ChatLLM` and keeps every call: prompt hash, stage, reply and usage, in
+    call order (``calls``). :meth:`fixture` gives what :class:`RecordedLLM` replays."""
+
+    def __init__(self, inner: Any, model: str = "") -> None:
+        self.inner, self.model = inner, model
+        self.calls: list[dict[str, Any]] = []
+
+    def _keep(self, prompt: str, c: Completion, seconds: float) -> Completion:
+        ask = current_ask()
+        self.calls.append(
+            {
+                "key": prompt_key(prompt),
+                "stage": ask.stage if ask else "",
+                "reply": c.text,
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+                "cached_prompt_tokens": c.cached_prompt_tokens,
+                "seconds": round(seconds, 3),
+                "prompt_chars": len(prompt),
+            }
+        )
+        return c
+
+    def complete(self, prompt: str) -> Completion:
+        t0 = time.perf_counter()
+        c = self.inner.complete(prompt)
+        return self._keep(prompt, c, time.perf_counter() - t0)
+
+    async def acomplete(self, prompt: str) -> Completion:
+        t0 = time.perf_counter()
+        c = await self.inner.acomplete(prompt)
+        return self._keep(prompt, c, time.perf_counter() - t0)
+
+    def fixture(self, **meta: Any) -> dict[str, Any]:
+        replies = {
+            c["key"]: {
+                k: c[k]
+                for k in (
+                    "stage",
+                    "reply",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "cached_prompt_tokens",
+                )
+            }
+            for c in self.calls
+        }
+        return {"model": self.model, **meta, "replies": replies}
+
+
+class RecordedLLM:
+    """Replays replies a real model gave (a :meth:`RecordingLLM.fixture`, or the path of its
+    JSON file) with their recorded usage. A prompt that was not recorded is answered with an
+    empty reply and listed in ``missing`` (stage and the prompt's start), so a test can say
+    exactly which prompt changed."""
+
+    def __init__(self, fixture: dict[str, Any] | str | Any) -> None:
+        if not isinstance(fixture, dict):
+            with open(fixture, encoding="utf-8") as f:
+                fixture = json.load(f)
+        self.model = fixture.get("model", "")
+        self.replies: dict[str, dict[str, Any]] = fixture["replies"]
+        self.missing: list[str] = []
+        self.served: list[dict[str, Any]] = []
+
+    def complete(self, prompt: str) -> Completion:
+        hit = self.replies.get(prompt_key(prompt))
+        if hit is None:
+            ask = current_ask()
+            stage, query = (ask.stage, ask.context.get("query", "")) if ask else ("?", "")
+            self.missing.append(
+                f"{stage}: {prompt_key(prompt)[:12]} query {query!r}, prompt {prompt[:200]!r}"
+            )
+            return Completion("", count_tokens(prompt), 0)
+        self.served.append(hit)
+        return Completion(
+            hit["reply"],
+            hit["prompt_tokens"],
+            hit["completion_tokens"],
+            cached_prompt_tokens=hit.get("cached_prompt_tokens", 0),
+        )
+
+    async def acomplete(self, prompt: str) -> Completion:
+        return self.complete(prompt)
 
 
 def node_ids_in(text: str) -> list[str]:

@@ -15,6 +15,7 @@ from remindrag_integrations import (
     IndexConfig,
     InvalidDocumentError,
     ReMindRAG,
+    Trace,
     UnknownNodeError,
     UnknownTraceError,
 )
@@ -93,7 +94,7 @@ def test_broken_llm_degrades_gracefully_and_changes_nothing(hotpot) -> None:
     eng.memorize(r0.trace_id, supporting=r0.trace.chunk_ids)
     before, counts = memory_snapshot(eng), eng.store.counts()
     broken = BrokenLLM()
-    r = eng.retrieve(qs[0]["question"], llm=broken, verify_replay=True)
+    r = eng.retrieve(qs[0]["question"], llm=broken, verify_replay=True, on_invalid_move="stop")
     assert r.chunks, "seed and replay results still come back"
     assert r.trace.stop_reason in ("invalid_llm_output", "max_iterations")
     assert any(m.action == "invalid" for m in r.trace.moves)
@@ -105,6 +106,19 @@ def test_broken_llm_degrades_gracefully_and_changes_nothing(hotpot) -> None:
     assert memory_snapshot(eng).keys() == before.keys()
     assert all(np.array_equal(before[k], v) for k, v in memory_snapshot(eng).items())
     assert eng.store.counts() == counts
+
+
+def test_unusable_replies_fall_back_to_the_zero_token_choice(hotpot) -> None:
+    qs, rows = hotpot
+    eng, _, _ = build(qs[0], rows)
+    r = eng.retrieve(qs[0]["question"], llm=BrokenLLM())
+    t = r.trace
+    assert t.stop_reason not in ("invalid_llm_output", "")
+    assert t.fallbacks >= 1 and t.unusable_replies >= 2 * t.fallbacks
+    walked = [m for m in t.moves if m.action == "forward" and m.note.startswith("fallback:")]
+    assert walked and set(t.chunk_ids) > set(t.chunk_ids[:1])
+    again = Trace.from_dict(t.to_dict())
+    assert (again.fallbacks, again.unusable_replies) == (t.fallbacks, t.unusable_replies)
 
 
 def test_timeouts_are_typed_and_lose_nothing(hotpot) -> None:

@@ -141,3 +141,35 @@ def test_cli_index_with_local_model_twice_costs_nothing_the_second_time(tmp_path
     assert "estimated cost: 1 LLM calls" in outs[0]
     assert "actual cost: 1 LLM calls" in outs[0]
     assert "actual cost: 0 LLM calls, 0 tokens (1 replies from the cache)" in outs[1]
+
+
+@slow
+@needs_llama
+def test_a_walk_with_a_real_model_gets_only_legal_moves_and_reuses_its_prefix(smollm2):
+    """The traversal grammar allows only the listed choice numbers or stop; llama.cpp reuses
+    the evaluated prefix of the previous step, reported as cached prompt tokens."""
+    engine = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    engine.insert(DOCS)
+    r = engine.retrieve("Who directed Sinister?", llm=smollm2, max_iterations=3, max_hops=3)
+    st = r.trace.costs.stages["traversal"]
+    assert st.calls >= 1 and r.trace.unusable_replies == 0
+    one_step = {"max_iterations": 1, "max_hops": 1}
+    engine.retrieve("Who directed Sinister?", llm=smollm2, **one_step)
+    again = engine.retrieve("Who directed Sinister?", llm=smollm2, **one_step)
+    cached = again.trace.costs.stages["traversal"].cached_prompt_tokens
+    # the same prompt as the previous call: all but its last token come from the cache
+    assert cached == again.trace.costs.stages["traversal"].prompt_tokens - 1
+
+
+@slow
+@needs_llama
+def test_a_real_models_filter_names_only_collected_chunks(smollm2):
+    engine = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    engine.insert(DOCS)
+    r = engine.retrieve("Who directed Sinister?", max_hops=2)
+    assert r.trace.subgraph_edges
+    write = engine.memorize(r.trace_id, answer="Scott Derrickson", llm=smollm2)
+    named = engine.trace(r.trace_id).costs.stages["memorize"]
+    assert named.calls == 1
+    assert set(write.supporting_chunks) <= set(r.trace.chunk_ids)
+    assert write.applied == bool(write.supporting_chunks)

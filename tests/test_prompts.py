@@ -40,15 +40,32 @@ def test_enough_as_string() -> None:
         "",
         "   ",
         "no json here",
-        '{"enough": false, "action": "jump", "node": "e-0123456789"}',
-        '{"enough": false, "action": "forward", "node": "Scott Derrickson"}',
-        '{"enough": false, "action": "forward", "node": "e-0123\\"}; DROP"}',
+        '{"enough": false, "action": "forward"}',
+        '{"enough": false, "go": ""}',
+        '{"enough": false, "go": true}',
+        '{"enough": false, "go": ["3"]}',
         '["forward", "e-0123456789"]',
     ],
 )
 def test_bad_moves_raise_typed_error(reply: str) -> None:
     with pytest.raises(LLMOutputError):
         parse_move(reply)
+
+
+@pytest.mark.parametrize(
+    ("reply", "target"),
+    [
+        ('{"enough": false, "go": 3}', "3"),
+        ('{"enough": false, "go": "n3"}', "n3"),
+        ('{"enough": false, "action": "forward", "node": "Scott Derrickson"}', "Scott Derrickson"),
+        ('{"enough": false, "action": "jump", "node": "e-0123456789"}', "e-0123456789"),
+        ('{"enough": "no", "target": "  Ed   Wood "}', "Ed Wood"),
+    ],
+)
+def test_a_move_keeps_its_target_as_written(reply: str, target: str) -> None:
+    """The target is resolved against the choices by the navigator, not by the parser."""
+    m = parse_move(reply)
+    assert (m.enough, m.node) == (False, target)
 
 
 def test_extraction_golden() -> None:
@@ -145,7 +162,7 @@ garbage = st.one_of(
 def test_fuzzed_replies_give_typed_error_or_legal_result(reply: str) -> None:
     try:
         m = parse_move(reply)
-        assert m.enough or (m.action in ("forward", "backward") and NODE_ID_RE.match(m.node))
+        assert m.enough or (isinstance(m.node, str) and 0 < len(m.node) <= 200)
     except LLMOutputError:
         pass
     try:

@@ -17,13 +17,26 @@ from ..core.types import ConfigError, LLMError
 
 
 def _counted(
-    prompt: str, text: str, prompt_tokens: int | None = None, completion_tokens: int | None = None
+    prompt: str,
+    text: str,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    cached_prompt_tokens: int | None = None,
 ) -> Completion:
+    n_prompt = prompt_tokens if prompt_tokens else count_tokens(prompt)
     return Completion(
         text=text,
-        prompt_tokens=prompt_tokens if prompt_tokens else count_tokens(prompt),
+        prompt_tokens=n_prompt,
         completion_tokens=completion_tokens if completion_tokens else count_tokens(text),
+        cached_prompt_tokens=min(_int(cached_prompt_tokens), n_prompt),
     )
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(int(value or 0), 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 class CallableLLM:
@@ -80,7 +93,14 @@ class LangChainLLM:
         if isinstance(content, list):  # content blocks
             content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
         usage = getattr(msg, "usage_metadata", None) or {}
-        return _counted(prompt, str(content), usage.get("input_tokens"), usage.get("output_tokens"))
+        details = usage.get("input_token_details") or {}
+        return _counted(
+            prompt,
+            str(content),
+            usage.get("input_tokens"),
+            usage.get("output_tokens"),
+            details.get("cache_read"),
+        )
 
     def complete(self, prompt: str) -> Completion:
         return self._completion(prompt, self.model.invoke(self._messages(prompt), self._config()))
@@ -107,12 +127,19 @@ class LlamaIndexLLM:
         return self._completion(prompt, await self.llm.acomplete(prompt))
 
 
-def _usage_from_raw(raw: Any) -> tuple[int | None, int | None]:
+def _usage_from_raw(raw: Any) -> tuple[int | None, int | None, int | None]:
+    """(prompt, completion, cached prompt) tokens of an OpenAI-style ``usage``."""
     usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
     if usage is None:
-        return None, None
+        return None, None, None
     get = usage.get if isinstance(usage, dict) else lambda k: getattr(usage, k, None)
-    return get("prompt_tokens"), get("completion_tokens")
+    details = get("prompt_tokens_details")
+    cached = (
+        details.get("cached_tokens")
+        if isinstance(details, dict)
+        else getattr(details, "cached_tokens", None)
+    )
+    return get("prompt_tokens"), get("completion_tokens"), cached
 
 
 def as_chat_llm(obj: Any) -> ChatLLM | None:

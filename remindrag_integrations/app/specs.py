@@ -15,7 +15,8 @@ class CLIError(ReMindError):
 
 def load_llm(spec: str | None) -> Any:
     """``none`` (zero-token), ``oracle`` (the scripted gold navigator of the bench harness),
-    ``local:smollm2`` / ``local:gemma3`` / ``local:PATH.gguf``, or ``provider:model`` through
+    ``local:smollm2`` / ``local:gemma3`` / ``local:qwen2.5-1.5b`` / ``local:qwen2.5-0.5b`` /
+    ``local:PATH.gguf``, or ``provider:model`` through
     LangChain's ``init_chat_model`` (e.g. ``openai:gpt-4o-mini``, the paper's backbone)."""
     if spec is None or spec.lower() == "none":
         return None
@@ -32,6 +33,8 @@ def load_llm(spec: str | None) -> Any:
         except ImportError as exc:
             raise CLIError(f"--llm local:... needs the 'local' extra ({exc})") from exc
         resolve_model_path(model)  # fail now, not at the first call
+        if model.startswith("qwen2.5-"):  # room for a walk's growing prompt; short replies
+            return LlamaCppChatModel(model_path=model, n_ctx=8192, max_tokens=128)
         return LlamaCppChatModel(model_path=model)
     try:
         from langchain.chat_models import init_chat_model

@@ -4,6 +4,7 @@
     curve  the learning curve (Same × N turns, Similar / Different variants, alternating)
     teach  ask, teach every question its gold passages (no LLM), ask again (+ --also SET)
     sequence  memorize 100 questions, then 100 sub-questions; re-ask the first 100
+    real   the paper's protocol with a real LLM, per question (navigation, Same, Similar)
     scale  latency, RAM and disk size on synthetic graphs of growing size
     plot   PNG charts from result JSON files
     table  the Markdown tables of result JSON files
@@ -104,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
     _common(seq)
     seq.add_argument("--feedback", choices=("filter", "gold"), default="gold")
     seq.add_argument("--second", type=int, default=100, help="sub-questions memorized second")
+    real = sub.add_parser("real", help="the paper's protocol with a real LLM, per question")
+    _common(real)
+    real.add_argument("--extraction", type=int, default=0, help="also LLM-extract N passages")
+    real.add_argument("--jsonl", default=None, help="append each question's record here")
+    real.add_argument("--record", default=None, help="save every reply as a replay fixture")
+    real.add_argument(
+        "--overrides", default="{}", help="JSON of RetrievalConfig fields for the LLM walks"
+    )
     scale = sub.add_parser("scale", help="latency / RAM / disk vs graph size")
     scale.add_argument("--sizes", default="1000,10000,100000,1000000")
     scale.add_argument("--queries", type=int, default=50)
@@ -161,21 +170,30 @@ def _stem(args: argparse.Namespace, kind: str) -> str:
     return f"{kind}-{args.set_name}-{args.setting}-{llm}"
 
 
+def _print_files(args: argparse.Namespace) -> int:
+    for f in args.files:
+        if f.endswith(".jsonl"):  # the records of a `real` run, finished or not
+            from .real import from_jsonl, to_markdown
+
+            print(to_markdown(from_jsonl(f)) + "\n")
+            continue
+        res = json.loads(Path(f).read_text(encoding="utf-8"))
+        if args.command == "table":
+            print(report.to_markdown(res))
+            print(f"Command: `{res.get('command', '?')}`\n")
+            continue
+        for png in report.plot(res, Path(f).parent, Path(f).stem):
+            print(png)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.command == "prepare":
         return _prepare(args)
     if args.command in ("plot", "table"):
-        for f in args.files:
-            res = json.loads(Path(f).read_text(encoding="utf-8"))
-            if args.command == "table":
-                print(report.to_markdown(res))
-                print(f"Command: `{res.get('command', '?')}`\n")
-                continue
-            for png in report.plot(res, Path(f).parent, Path(f).stem):
-                print(png)
-        return 0
+        return _print_files(args)
     if args.command == "scale":
         from .scale import run_scale
 
@@ -190,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ds = load_dataset(args.set_name, args.data).head(args.limit)
     embedder = make_embedder(args.embedder, args.embed_cache or None)
+    if args.command == "real":
+        return _real(args, ds, embedder)
     t0 = time.perf_counter()
     if args.command in ("teach", "sequence"):
         from . import memory_bench
@@ -231,6 +251,41 @@ def main(argv: list[str] | None = None) -> int:
     res["machine"] = machine()
     res["embedder"] = args.embedder
     _write(res, args.out, stem, args.plot)
+    return 0
+
+
+def _real(args: argparse.Namespace, ds: Any, embedder: Any) -> int:
+    from ..adapters.llm import as_chat_llm
+    from ..app.specs import load_llm
+    from .real import run_real, to_markdown
+
+    llm = as_chat_llm(load_llm(args.llm))
+    if llm is None:
+        raise SystemExit("bench real needs an LLM (--llm local:qwen2.5-1.5b or provider:model)")
+    t0 = time.perf_counter()
+    res, log = run_real(
+        ds,
+        llm,
+        embedder,
+        k=args.k,
+        overrides=json.loads(args.overrides),
+        progress=_progress,
+        jsonl=args.jsonl,
+        extraction=args.extraction,
+        model=args.llm,
+    )
+    res["seconds"] = time.perf_counter() - t0
+    res["command"] = "python -m remindrag_integrations.bench " + " ".join(sys.argv[1:])
+    path = Path(args.out) if args.out else DEFAULT_OUT / f"{_stem(args, 'real')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res, indent=1, default=float), encoding="utf-8")
+    if args.record:
+        fixture = log.fixture(set=ds.name, questions=len(ds.questions), command=res["command"])
+        Path(args.record).write_text(json.dumps(fixture, indent=0), encoding="utf-8")
+    if hasattr(embedder, "persist"):
+        embedder.persist()
+    print(to_markdown(res))
+    print(f"result: {path}", file=sys.stderr)
     return 0
 
 

@@ -62,6 +62,13 @@ class RetrievalConfig(_Config):
     max_hops: int = Field(10, ge=0)
     max_iterations: int = Field(20, ge=1)
     max_neighbors_shown: int = Field(30, ge=1)
+    # bounds on one query's walk: traversal tokens (prompt + completion; None = no budget),
+    # and decisions in a row that read no new chunk
+    max_traversal_tokens: int | None = Field(20_000, ge=1)
+    max_idle_decisions: int = Field(6, ge=1)
+    # after an unusable reply and its re-ask: the zero-token navigator's choice, or stop
+    on_invalid_move: Literal["fallback", "stop"] = "fallback"
+    max_back_choices: int = Field(8, ge=0)
     max_subquestions: int = Field(1, ge=1, le=10)
     pre_query: bool = False
     verify_replay: bool = False

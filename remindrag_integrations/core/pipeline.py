@@ -119,7 +119,7 @@ def retrieve(
     elif ("replay" in walk.sources.values() or vouched(walk)) and not cfg.verify_replay:
         walk.stop_reason = "replay"
     else:
-        yield from navigate(walk, query, navigator)
+        yield from navigate(walk, query, navigator, ledger)
     t3 = time.perf_counter()
     chunks = rank(walk) if walk.parents else []
     timings = {

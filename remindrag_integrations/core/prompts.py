@@ -39,31 +39,20 @@ Question: {query}
 Reply with JSON only: {{"need_retrieval": true, "subquestions": ["..."]}}
 """
 
-TRAVERSAL_PROMPT = """You are searching a knowledge graph to collect the information that answers a
-question. Entity nodes (e-...) are names; anchor nodes (a-...) summarise a text chunk and give
-access to it; consecutive anchors of one document are linked.
+TRAVERSAL_PROMPT = """You are walking a knowledge graph to collect the text passages that answer a
+question. Entity nodes are names; passage nodes hold a text passage, and going to one reads it.
+At each step either stop, when the passages read so far answer the question, or go to one of
+the numbered choices listed at the end: a neighbour of the current node, or a node visited
+earlier that still has unexplored neighbours.
 
 Question: {query}
 
-Collected chunks:
-{chunks}
+The walk so far:
+{walk}
 
-Collected relations:
-{triples}
-
-Nodes already in the subgraph (you may move back to any of them):
-{subgraph}
-
-Current node: {current}
-Neighbours of the current node (id | relation | memory score, higher is better):
-{neighbours}
+{choices}
 {feedback}
-If the collected chunks and relations are enough to answer the question, reply
-{{"enough": true}}. Otherwise either move forward to one neighbour listed above, or move back
-to a node of the subgraph that has other unexplored neighbours:
-{{"enough": false, "action": "forward", "node": "<neighbour id>"}}
-{{"enough": false, "action": "backward", "node": "<subgraph node id>"}}
-Reply with JSON only.
+Reply with JSON only: {{"enough": true}} to stop, or {{"enough": false, "go": <choice number>}}.
 """
 
 FILTER_PROMPT = """A search over a knowledge graph collected the chunks and edges below for a question,
@@ -125,7 +114,7 @@ class Prompts:
 _PLACEHOLDERS = {
     "extraction": ("text",),
     "pre_query": ("query", "max_subquestions"),
-    "traversal": ("query", "chunks", "triples", "subgraph", "current", "neighbours", "feedback"),
+    "traversal": ("query", "walk", "choices", "feedback"),
     "filter": ("query", "answer", "chunks", "edges"),
     "answer": ("chunks", "triples", "query"),
 }
@@ -234,25 +223,41 @@ def parse_extraction(reply: str, max_entities: int = 40) -> Extraction:
 
 @dataclass(frozen=True)
 class MoveChoice:
+    """A decision: stop (``enough``) or go to ``node``. A navigator's reply may name the
+    target by choice label, id or exact name; the walk loop resolves it and sets ``action``
+    from where the target is (forward to a neighbour, backward to a subgraph node)."""
+
     enough: bool
     action: str | None = None
     node: str | None = None
 
 
+_TARGET_KEYS = ("go", "node", "target", "choice", "go_to", "goto", "id")
+_MAX_TARGET_CHARS = 200
+
+
 def parse_move(reply: str) -> MoveChoice:
+    """``{"enough": true}`` or a target under ``go`` (also ``node``, ``target``, ``choice``).
+    The target is kept as written (a choice number, an id or a name, trimmed); any
+    ``action`` the reply states is advisory: the target decides the move."""
     data = extract_json(reply)
     enough = data.get("enough")
     if isinstance(enough, str):
         enough = enough.strip().lower() in ("true", "yes")
     if enough is True:
         return MoveChoice(enough=True)
-    action = str(data.get("action", "")).strip().lower()
-    node = str(data.get("node", "")).strip()
-    if action not in ("forward", "backward"):
-        raise LLMOutputError(f'"action" must be "forward" or "backward", got {action!r}', reply)
-    if not NODE_ID_RE.match(node):
-        raise LLMOutputError(f'"node" must be a node id like e-0123abcd45, got {node!r}', reply)
-    return MoveChoice(enough=False, action=action, node=node)
+    target = next((data[k] for k in _TARGET_KEYS if data.get(k) not in (None, "")), None)
+    if isinstance(target, bool) or not isinstance(target, str | int | float):
+        raise LLMOutputError(
+            'the reply names no choice: expected {"enough": false, "go": N}', reply
+        )
+    text = " ".join(str(target).split())[:_MAX_TARGET_CHARS]
+    if not text:
+        raise LLMOutputError("the reply names an empty choice", reply)
+    action = data.get("action")
+    return MoveChoice(
+        enough=False, action=str(action).strip().lower() if action else None, node=text
+    )
 
 
 def parse_filter(reply: str) -> tuple[list[str], list[str]]:

@@ -23,6 +23,8 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     cached: bool = False  # served from a response cache: no LLM call, no tokens spent
+    # prompt tokens the provider read from its prompt / prefix cache (part of prompt_tokens)
+    cached_prompt_tokens: int = 0
 
 
 @runtime_checkable

@@ -141,7 +141,9 @@ def record(ledger: CostLedger, stage: str, c: Completion) -> None:
     if c.cached:  # a cached reply spent nothing
         ledger.record(stage, 0, 0, calls=0)
     else:
-        ledger.record(stage, c.prompt_tokens, c.completion_tokens)
+        ledger.record(
+            stage, c.prompt_tokens, c.completion_tokens, cached_prompt_tokens=c.cached_prompt_tokens
+        )
 
 
 def embed_checked(

@@ -129,6 +129,8 @@ class StageCost:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # prompt tokens the provider served from its prompt cache (part of prompt_tokens)
+    cached_prompt_tokens: int = 0
 
     @property
     def tokens(self) -> int:
@@ -138,6 +140,7 @@ class StageCost:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.cached_prompt_tokens += other.cached_prompt_tokens
 
 
 class CostLedger:
@@ -149,10 +152,15 @@ class CostLedger:
             self.stages.setdefault(k, StageCost()).add(v)
 
     def record(
-        self, stage: str, prompt_tokens: int, completion_tokens: int, calls: int = 1
+        self,
+        stage: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        calls: int = 1,
+        cached_prompt_tokens: int = 0,
     ) -> None:
         self.stages.setdefault(stage, StageCost()).add(
-            StageCost(calls, prompt_tokens, completion_tokens)
+            StageCost(calls, prompt_tokens, completion_tokens, cached_prompt_tokens)
         )
 
     def __repr__(self) -> str:
@@ -180,6 +188,10 @@ class CostLedger:
     @property
     def total_tokens(self) -> int:
         return sum(v.tokens for v in self.stages.values())
+
+    @property
+    def cached_prompt_tokens(self) -> dict[str, int]:
+        return {k: v.cached_prompt_tokens for k, v in self.stages.items()}
 
     def to_dict(self) -> dict[str, dict[str, int]]:
         return {k: asdict(v) for k, v in self.stages.items()}
@@ -243,6 +255,16 @@ class Trace:
     @property
     def traversal_calls(self) -> int:
         return self.costs.stages["traversal"].calls
+
+    @property
+    def unusable_replies(self) -> int:
+        """Navigator replies that could not be used (each one re-asked or replaced)."""
+        return sum(1 for m in self.moves if m.action == "invalid")
+
+    @property
+    def fallbacks(self) -> int:
+        """Moves (or stops) the zero-token navigator made in place of an unusable re-ask."""
+        return sum(1 for m in self.moves if m.note.startswith("fallback:"))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -13,7 +13,7 @@ from ..ids import is_chunk
 from ..memory.math import replay_scores
 from ..prompts import MoveChoice
 from ..steps import Step
-from ..types import Edge, LLMError, LLMOutputError, Move
+from ..types import CostLedger, Edge, LLMError, LLMOutputError, Move
 from ..walk import Walk
 
 
@@ -57,8 +57,25 @@ def options(walk: Walk, current: str) -> list[Option]:
     return ranked[: walk.cfg.max_neighbors_shown]
 
 
-def apply(walk: Walk, choice: MoveChoice, current: str, opts: list[Option]) -> str:
-    """Apply a move; returns the new current node or raises :class:`LLMOutputError`."""
+def resolve(walk: Walk, choice: MoveChoice, current: str, opts: list[Option]) -> MoveChoice:
+    """The move a "go to ``choice.node``" means, whatever action the reply stated: forward
+    when the target is an unexplored neighbour, backward when it is a subgraph node (a model
+    naming an already visited node as "forward" means to go back there). Raises
+    :class:`LLMOutputError` for any other target."""
+    node = choice.node or ""
+    if node in {o.node for o in opts}:
+        return MoveChoice(enough=False, action="forward", node=node)
+    if node == current:
+        raise LLMOutputError(f"the walk is already at {node}; pick another choice")
+    if node in walk.parents and not is_chunk(node):
+        return MoveChoice(enough=False, action="backward", node=node)
+    raise LLMOutputError(
+        f"{node} is neither an unexplored neighbour of {current} nor a node of the subgraph"
+    )
+
+
+def apply(walk: Walk, choice: MoveChoice, current: str, opts: list[Option], note: str = "") -> str:
+    """Apply a resolved move; returns the new current node or raises :class:`LLMOutputError`."""
     node = choice.node or ""
     if choice.action == "forward":
         legal = {o.node: o.edge for o in opts}
@@ -69,48 +86,97 @@ def apply(walk: Walk, choice: MoveChoice, current: str, opts: list[Option]) -> s
             )
         walk.add(node, current, legal[node], "traversal")
         walk.hops += 1
-        walk.moves.append(Move(len(walk.moves), "forward", node, current, legal[node].id))
+        walk.moves.append(Move(len(walk.moves), "forward", node, current, legal[node].id, note))
         return node
     if node not in walk.parents or is_chunk(node):
         raise LLMOutputError(
             f"{node} is not a node of the subgraph; a backward move must "
             "name one of the listed subgraph nodes"
         )
-    walk.moves.append(Move(len(walk.moves), "backward", node, current))
+    walk.moves.append(Move(len(walk.moves), "backward", node, current, None, note))
     return node
 
 
-def navigate(walk: Walk, query: str, navigator: Navigator) -> Step:
-    """Walk until the navigator says enough, ``max_hops`` new nodes, ``max_iterations``
-    decisions, nothing left to explore, or a failed re-ask; ``walk.stop_reason`` says which."""
+FALLBACK_NOTE = "fallback: the zero-token choice after an unusable reply and its re-ask"
+
+
+def _spent(ledger: CostLedger | None) -> int:
+    return ledger.stages["traversal"].tokens if ledger and "traversal" in ledger.stages else 0
+
+
+def _bound(walk: Walk, spent: int, next_cost: int, idle: int) -> str:
+    """The bound that ends the walk before the next decision, or ''."""
+    cfg = walk.cfg
+    if walk.hops >= cfg.max_hops:
+        return "max_hops"
+    if walk.asks >= cfg.max_iterations:
+        return "max_iterations"
+    if (
+        cfg.max_traversal_tokens is not None
+        and spent
+        and spent + next_cost > cfg.max_traversal_tokens
+    ):
+        return "token_budget"
+    if idle >= cfg.max_idle_decisions:
+        return "no_progress"
+    return ""
+
+
+def _fallback(walk: Walk, current: str, opts: list[Option]) -> str | None:
+    """The zero-token navigator's move in place of an unusable reply; None when it stops."""
+    from .zero_token import choose  # zero_token builds on this module
+
+    choice = choose(walk, current, opts)
+    if choice.enough:
+        walk.moves.append(Move(len(walk.moves), "stop", None, current, None, FALLBACK_NOTE))
+        return None
+    return apply(walk, choice, current, opts, FALLBACK_NOTE)
+
+
+def navigate(
+    walk: Walk, query: str, navigator: Navigator, ledger: CostLedger | None = None
+) -> Step:
+    """Walk until the navigator says enough or a bound ends it (``max_hops`` new nodes,
+    ``max_iterations`` decisions, the traversal token budget, ``max_idle_decisions`` without
+    a new chunk, nothing left to explore); ``walk.stop_reason`` says which. An unusable reply
+    gets one re-ask listing why; a second one is replaced by the zero-token choice
+    (``on_invalid_move="fallback"``) or stops the walk (``"stop"``)."""
     cfg = walk.cfg
     current = next(iter(walk.parents))
-    feedback = ""
+    feedback, spent0, last_cost, idle = "", _spent(ledger), 0, 0
     while True:
-        if walk.hops >= cfg.max_hops:
-            walk.stop_reason = "max_hops"
-            return
-        if walk.asks >= cfg.max_iterations:
-            walk.stop_reason = "max_iterations"
+        walk.stop_reason = _bound(walk, _spent(ledger) - spent0, last_cost, idle)
+        if walk.stop_reason:
             return
         opts = options(walk, current)
-        if not opts and not any(walk.frontier(n) for n in walk.parents):
+        if not opts and not any(walk.frontier(n) for n in walk.graph_nodes()):
             walk.stop_reason = "exhausted"
             return
         walk.asks += 1
+        before, read_before = _spent(ledger), len(walk.chunk_ids)
         try:
             choice = yield from navigator.decide(walk, query, current, opts, feedback)
             if choice.enough:
                 walk.stop_reason = "enough"
                 return
-            current = apply(walk, choice, current, opts)
+            current = apply(walk, resolve(walk, choice, current, opts), current, opts)
             feedback = ""
         except LLMOutputError as exc:
             walk.moves.append(Move(len(walk.moves), "invalid", None, current, None, str(exc)))
-            if feedback:
+            if not feedback:
+                feedback = f"your last reply was not usable: {exc}"
+            elif cfg.on_invalid_move == "stop":
                 walk.stop_reason = "invalid_llm_output"
                 return
-            feedback = f"your last reply was rejected: {exc}"
+            else:
+                feedback = ""
+                moved = _fallback(walk, current, opts)
+                if moved is None:
+                    walk.stop_reason = "fallback_enough"
+                    return
+                current = moved
         except LLMError as exc:
             walk.stop_reason = f"llm_error: {exc}"
             return
+        last_cost = _spent(ledger) - before
+        idle = 0 if len(walk.chunk_ids) > read_before else idle + 1

@@ -1,49 +1,134 @@
-"""The LLM navigator: renders the traversal prompt, asks, parses the reply into a move."""
+"""The LLM navigator: renders the traversal prompt, asks, reads the reply as a choice.
+
+The prompt is laid out for prefix caches (llama.cpp's evaluated prefix, providers' prompt
+caches): instructions and question first, then an append-only log of the walk (what was read,
+where the walk went), and the current choices last, so consecutive steps of one query share
+everything but their tail. Choices carry short numbered labels; ids and exact names are
+accepted too. They are ordered by the zero-token navigator's value, its own pick marked.
+"""
 
 from __future__ import annotations
 
-from ..ids import is_chunk
-from ..prompts import TRAVERSAL_PROMPT, parse_move
+import re
+
+import numpy as np
+
+from ..ids import is_chunk, norm_name
+from ..prompts import TRAVERSAL_PROMPT, MoveChoice, parse_move
 from ..steps import Ask, Step
-from ..types import Node
-from ..walk import Walk, path_triples
-from . import Option
+from ..types import LLMOutputError, Node
+from ..walk import Walk
+from . import FALLBACK_NOTE, Option
+from .zero_token import choose, value
 
 
-def _describe(node: Node) -> str:
-    return f"{node.id} ({node.kind}): {node.name}"
+def _label(node: Node) -> str:
+    if node.kind == "anchor":
+        return f'passage "{node.name}"'
+    return f"{node.name} ({node.kind})"
 
 
-def render(
-    walk: Walk, template: str, query: str, current: str, opts: list[Option], feedback: str
-) -> str:
+def _short(text: str, limit: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _text(walk: Walk, chunk_id: str) -> str:
+    return " ".join(walk.chunk(chunk_id).text.split())[: walk.cfg.chunk_chars_in_prompt]
+
+
+def _read_line(walk: Walk, node: Node) -> list[str]:
+    if node.kind == "anchor" and node.chunk_id and node.chunk_id in walk.sources:
+        return [f"  read: {_text(walk, node.chunk_id)}"]
+    return []
+
+
+def walk_log(walk: Walk) -> str:
+    """The walk so far, one line per event, in the order it happened (append-only)."""
+    moved = {m.node_id for m in walk.moves if m.action in ("forward", "read")}
+    lines: list[str] = []
+    initial = [n for n in walk.parents if n not in moved and not is_chunk(n)]
+    for node in walk.nodes(initial):
+        how = "start" if walk.parents[node.id][0] is None else "from memory"
+        lines += [f"- {how}: {_label(node)}", *_read_line(walk, node)]
+    for m in walk.moves:
+        if m.action not in ("forward", "backward") or m.node_id is None:
+            continue
+        (node,) = walk.nodes([m.node_id])
+        note = " (suggested move, after an unusable reply)" if m.note == FALLBACK_NOTE else ""
+        if m.action == "backward":
+            lines.append(f"- went back to {_label(node)}{note}")
+            continue
+        edge = walk.edge(m.edge_id) if m.edge_id else None
+        via = f', via "{_short(edge.text)}"' if edge and edge.kind == "relation" else ""
+        lines += [f"- went to {_label(node)}{via}{note}", *_read_line(walk, node)]
+    return "\n".join(lines) or "(nothing yet)"
+
+
+def _choices(walk: Walk, current: str, opts: list[Option]) -> list[tuple[str, str]]:
+    """(node, line) for every choice: forward options by zero-token value, then the subgraph
+    nodes worth going back to."""
     cfg = walk.cfg
-    chunks = (
-        "\n".join(
-            f"[{cid}] {' '.join(walk.chunk(cid).text.split())[: cfg.chunk_chars_in_prompt]}"
-            for cid in walk.chunk_ids
-        )
-        or "(none yet)"
-    )
-    triples = "\n".join(f"- {t.relation}" for t in path_triples(walk)) or "(none yet)"
-    subgraph = "\n".join(f"- {_describe(n)}" for n in walk.nodes(walk.graph_nodes()))
-    option_nodes = walk.nodes([o.node for o in opts])
-    neighbours = (
-        "\n".join(
-            f"- {o.node} ({n.kind}: {n.name}) | {o.edge.text} | {o.score:.2f}"
-            for o, n in zip(opts, option_nodes)
-        )
-        or "(no unexplored neighbours: move backward or stop)"
-    )
-    return template.format(
-        query=query,
-        chunks=chunks,
-        triples=triples,
-        subgraph=subgraph,
-        current=_describe(walk.nodes([current])[0]),
-        neighbours=neighbours,
-        feedback=f"\nNote: {feedback}\n" if feedback else "",
-    )
+    fwd = sorted(opts, key=lambda o: -value(walk, o.node))
+    memory = walk.store.memory([o.edge.id for o in fwd]) if fwd else np.zeros((0, 1))
+    nodes = walk.nodes([o.node for o in fwd])
+    out = []
+    for o, node, mem in zip(fwd, nodes, memory):
+        via = f', via "{_short(o.edge.text)}"' if o.edge.kind == "relation" else ""
+        remembered = f" [memory {o.score:+.2f}]" if np.any(mem) else ""
+        out.append((o.node, f"{_label(node)}{via}{remembered}"))
+    back: list[tuple[float, str, int]] = []
+    for n in walk.graph_nodes():
+        if n == current:
+            continue
+        others = [w for e in walk.frontier(n) if not is_chunk(w := e.other(n))]
+        if others:
+            back.append((max(value(walk, w) for w in others), n, len(others)))
+    back.sort(key=lambda t: -t[0])
+    back = back[: cfg.max_back_choices]
+    for (_, n, count), node in zip(back, walk.nodes([b[1] for b in back])):
+        out.append((n, f"go back to {_label(node)} ({count} unexplored neighbours)"))
+    return out
+
+
+def render_choices(
+    walk: Walk, current: str, choices: list[tuple[str, str]], suggested: MoveChoice
+) -> str:
+    (here,) = walk.nodes([current])
+    lines = [f"You are at: {_label(here)}.", "Choices:"]
+    lines += [f"{i}. {line}" for i, (_, line) in enumerate(choices, 1)]
+    if not choices:
+        lines.append("(none: nothing left to explore)")
+    numbers = {n: i for i, (n, _) in enumerate(choices, 1)}
+    if suggested.enough:
+        hint = f"stop ({len(walk.chunk_ids)} passages read)"
+    else:
+        hint = str(numbers.get(suggested.node or "", "stop"))
+    lines.append(f"Suggested by similarity: {hint}")
+    return "\n".join(lines)
+
+
+_NUMBER_RE = re.compile(r"^(?:choice|option|n|#)?\s*(\d{1,4})\s*[.):]?$", re.IGNORECASE)
+
+
+def read_target(target: str, choices: list[tuple[str, str]], walk: Walk) -> str:
+    """The node a reply's target means: a choice number (``3``, ``n3``, ``#3``), a node id
+    of the subgraph or the choices, or the exact name of one of those nodes."""
+    m = _NUMBER_RE.match(target.strip())
+    if m:
+        i = int(m.group(1))
+        if 1 <= i <= len(choices):
+            return choices[i - 1][0]
+        raise LLMOutputError(f"there is no choice {i}; pick a number from 1 to {len(choices)}")
+    listed = [n for n, _ in choices]
+    known = listed + [n for n in walk.graph_nodes() if n not in set(listed)]
+    if target in known:
+        return target
+    wanted = norm_name(re.sub(r'^(go back to |passage )|"', "", target.strip()))
+    for node in walk.nodes(known):
+        if wanted and norm_name(node.name) == wanted:
+            return node.id
+    raise LLMOutputError(f"{target!r} is not one of the choices")
 
 
 class LLMNavigator:
@@ -55,13 +140,30 @@ class LLMNavigator:
     def decide(
         self, walk: Walk, query: str, current: str, opts: list[Option], feedback: str
     ) -> Step:
-        prompt = render(walk, self.template, query, current, opts, feedback)
+        choices = _choices(walk, current, opts)
+        suggested = choose(walk, current, opts)
+        if feedback:
+            feedback = (
+                f"\nNote: {feedback}. Legal replies: "
+                + ", ".join(f'{{"enough": false, "go": {i}}}' for i in range(1, len(choices) + 1))
+                + ', or {"enough": true}.\n'
+            )
+        prompt = self.template.format(
+            query=query,
+            walk=walk_log(walk),
+            choices=render_choices(walk, current, choices, suggested),
+            feedback=feedback,
+        )
         context = {
             "query": query,
             "current": current,
             "options": [o.node for o in opts],
-            "subgraph": [n for n in walk.parents if not is_chunk(n)],
+            "choices": [n for n, _ in choices],
+            "subgraph": walk.graph_nodes(),
             "chunks": walk.chunk_ids,
         }
         reply = yield Ask("traversal", prompt, context)
-        return parse_move(reply or "")
+        move = parse_move(reply or "")
+        if move.enough:
+            return move
+        return MoveChoice(enough=False, node=read_target(move.node or "", choices, walk))
