@@ -15,7 +15,7 @@ from remindrag_integrations.adapters.local_llm import LlamaCppChatModel
 from remindrag_integrations.app.specs import load_llm
 from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.real import PrefixLog, measure_extraction
-from remindrag_integrations.bench.runner import make_embedder
+from remindrag_integrations.bench.resources import make_embedder
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from remindrag_integrations.bench.cli import main
 from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.real import from_jsonl, run_real, to_markdown
-from remindrag_integrations.bench.runner import make_embedder
+from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.testing import RecordedLLM
 
 DATA = Path(__file__).parent / "data"

@@ -10,12 +10,8 @@ import pytest
 
 from remindrag_integrations.bench.cli import main
 from remindrag_integrations.bench.data import Dataset, load_dataset
-from remindrag_integrations.bench.runner import (
-    Bench,
-    make_embedder,
-    run_learning_curve,
-    run_retrieval,
-)
+from remindrag_integrations.bench.resources import make_embedder
+from remindrag_integrations.bench.runner import Bench, run_learning_curve, run_retrieval
 from remindrag_integrations.bench.scale import measure_point
 
 DATA = Path(__file__).parent / "data"
@@ -134,7 +130,7 @@ class _CountingEmbedder:
 
 
 def test_embedding_cache_persists_between_runs(tmp_path: Path) -> None:
-    from remindrag_integrations.bench.runner import CachedEmbedder
+    from remindrag_integrations.bench.resources import CachedEmbedder
 
     first = _CountingEmbedder()
     cache = CachedEmbedder(first, tmp_path / "e.npz")

@@ -16,7 +16,7 @@ import pytest
 
 from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.real import run_real
-from remindrag_integrations.bench.runner import make_embedder
+from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.testing import RecordedLLM
 
 DATA = Path(__file__).parent / "data"

@@ -62,13 +62,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", action="store_true", help="also write PNG charts")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="remindrag bench",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_run_curve(sub: Any) -> None:
     run = sub.add_parser("run", help="methods side by side")
     _common(run)
     run.add_argument("--methods", default="bm25,dense,ppr,remindrag")
@@ -98,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="policy of memorize() with no judge (zero-token filter); default: the config's",
     )
+
+
+def _add_memory_protocols(sub: Any) -> None:
     teach = sub.add_parser("teach", help="teach gold passages, then ask (pooled, no LLM)")
     _common(teach)
     teach.add_argument("--also", default=None, help="another set indexed into the same graph")
@@ -105,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(seq)
     seq.add_argument("--feedback", choices=("filter", "gold"), default="gold")
     seq.add_argument("--second", type=int, default=100, help="sub-questions memorized second")
+
+
+def _add_real_scale(sub: Any) -> None:
     real = sub.add_parser("real", help="the paper's protocol with a real LLM, per question")
     _common(real)
     real.add_argument("--extraction", type=int, default=0, help="also LLM-extract N passages")
@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--no-save", action="store_true", help="skip the on-disk size")
     scale.add_argument("--out", default=None)
     scale.add_argument("--plot", action="store_true")
+
+
+def _add_files(sub: Any) -> None:
     pl = sub.add_parser("plot", help="PNG charts from result files")
     pl.add_argument("files", nargs="+")
     tb = sub.add_parser("table", help="Markdown tables of result files")
@@ -136,6 +139,17 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--name", required=True, help="dataset prefix (the --set NAME)")
     pr.add_argument("--format", choices=("auto", "hotpotqa", "musique", "2wiki"), default="auto")
     pr.add_argument("--limit", type=int, default=None, help="first N questions only")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="remindrag bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_run_curve, _add_memory_protocols, _add_real_scale, _add_files):
+        add(sub)
     return parser
 
 
@@ -204,13 +218,28 @@ def main(argv: list[str] | None = None) -> int:
         _write(res, args.out, "scale", args.plot)
         return 0
     from .data import load_dataset
-    from .runner import make_embedder, run_learning_curve, run_retrieval
+    from .resources import make_embedder
 
     ds = load_dataset(args.set_name, args.data).head(args.limit)
     embedder = make_embedder(args.embedder, args.embed_cache or None)
     if args.command == "real":
         return _real(args, ds, embedder)
     t0 = time.perf_counter()
+    res, stem = _experiment(args, ds, embedder)
+    res["seconds"] = time.perf_counter() - t0
+    from .resources import machine
+
+    res["machine"] = machine()
+    res["embedder"] = args.embedder
+    _write(res, args.out, stem, args.plot)
+    return 0
+
+
+def _experiment(args: argparse.Namespace, ds: Any, embedder: Any) -> tuple[dict[str, Any], str]:
+    """Run the ``run`` / ``curve`` / ``teach`` / ``sequence`` experiment; (result, file stem)."""
+    from .data import load_dataset
+    from .runner import run_learning_curve, run_retrieval
+
     if args.command in ("teach", "sequence"):
         from . import memory_bench
 
@@ -245,13 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         stem = _stem(args, "curve") + f"-{args.feedback}"
         if args.self_memorize:
             stem += f"-{args.self_memorize}"
-    res["seconds"] = time.perf_counter() - t0
-    from .runner import machine
-
-    res["machine"] = machine()
-    res["embedder"] = args.embedder
-    _write(res, args.out, stem, args.plot)
-    return 0
+    return res, stem
 
 
 def _real(args: argparse.Namespace, ds: Any, embedder: Any) -> int:

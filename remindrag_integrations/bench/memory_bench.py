@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .data import Dataset
-from .runner import VARIANT_KINDS, Bench, CachedEmbedder, _phase, indexing_summary
+from .resources import CachedEmbedder
+from .runner import VARIANT_KINDS, Bench, _phase, indexing_summary
 
 Progress = Callable[[str], None]
 

@@ -11,17 +11,10 @@ Settings: ``pooled`` (one graph over the whole corpus, memory shared between que
 
 from __future__ import annotations
 
-import hashlib
-import os
-import platform
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from .. import ReMindRAG
 from ..core.config import IndexConfig
@@ -30,6 +23,8 @@ from ..core.types import STAGES, Chunk, Retrieval
 from . import metrics as M
 from .baselines import BM25Baseline, DenseBaseline, PPRBaseline, graph_edges
 from .data import Dataset
+from .resources import CachedEmbedder, make_llm
+from .summary import paired_differences, summarize
 
 KS = (2, 5, 10)
 VARIANT_KINDS = (
@@ -39,92 +34,6 @@ VARIANT_KINDS = (
     "different_subq",
     "different_triple",
 )
-
-
-# --- LLMs and embedders ---------------------------------------------------------------------
-def make_llm(spec: str) -> Any:
-    """The ``--llm`` spec as an LLM (see :func:`~..app.specs.load_llm`)."""
-    from ..app.specs import load_llm
-
-    return load_llm(spec)
-
-
-class CachedEmbedder:
-    """Memoises an embedder by text, so per-question graphs and repeated builds embed each
-    passage and entity name once. With ``path`` the cache persists between runs (an ``.npz``
-    of sha1 keys and vectors, no pickle; :meth:`persist` merges with what is on disk)."""
-
-    def __init__(self, inner: Any, path: str | os.PathLike[str] | None = None) -> None:
-        self.inner = inner
-        self.path = Path(path) if path else None
-        self.cache: dict[str, np.ndarray] = {}
-        self._disk: dict[str, np.ndarray] = self._read() if self.path else {}
-
-    @staticmethod
-    def _key(text: str) -> str:
-        return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-    def _read(self) -> dict[str, np.ndarray]:
-        if self.path is None or not self.path.exists():
-            return {}
-        try:
-            with np.load(self.path, allow_pickle=False) as z:
-                return dict(zip(z["keys"].tolist(), z["vecs"]))
-        except (OSError, ValueError, KeyError):
-            return {}
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        missing = []
-        for t in dict.fromkeys(t for t in texts if t not in self.cache):
-            hit = self._disk.get(self._key(t))
-            if hit is None:
-                missing.append(t)
-            else:
-                self.cache[t] = hit
-        if missing:
-            self.cache.update(zip(missing, np.asarray(self.inner.embed(missing), np.float32)))
-        if not texts:
-            return np.zeros((0, len(next(iter(self.cache.values()), [0.0]))), np.float32)
-        return np.stack([self.cache[t] for t in texts])
-
-    def persist(self) -> None:
-        if self.path is None:
-            return
-        merged = {**self._read(), **{self._key(t): v for t, v in self.cache.items()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp.npz")
-        np.savez(
-            tmp, keys=np.array(list(merged), dtype="U40"), vecs=np.stack(list(merged.values()))
-        )
-        os.replace(tmp, self.path)
-        self._disk = merged
-
-
-def make_embedder(spec: str, cache_dir: str | os.PathLike[str] | None = None) -> CachedEmbedder:
-    """``hash`` (tests), ``minilm`` (the packaged default) or a sentence-transformers model;
-    with ``cache_dir`` the vectors are kept on disk between runs."""
-    if spec == "hash":
-        return CachedEmbedder(_UnitHash())
-    from ..adapters.embeddings import SentenceTransformerEmbedder
-
-    path = Path(cache_dir) / f"{spec.replace('/', '_')}.npz" if cache_dir else None
-    return CachedEmbedder(
-        SentenceTransformerEmbedder() if spec == "minilm" else SentenceTransformerEmbedder(spec),
-        path,
-    )
-
-
-class _UnitHash:
-    """HashEmbedder with unit rows (dense baselines compare cosines)."""
-
-    def __init__(self) -> None:
-        from ..testing import HashEmbedder
-
-        self.inner = HashEmbedder(256)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        v = self.inner.embed(texts)
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
 
 # --- knowledge bases ------------------------------------------------------------------------
@@ -317,53 +226,6 @@ def baseline_query(bench: Bench, item: dict, method: str, k: int) -> dict[str, A
 
 
 # --- summaries ------------------------------------------------------------------------------
-def summarize(records: Sequence[dict]) -> dict[str, Any]:
-    """Means with 95 % bootstrap intervals, LLM calls / tokens per query per stage, latency."""
-    if not records:
-        return {"n": 0}
-    out: dict[str, Any] = {"n": len(records)}
-    prefixes = ("recall@", "allgold@", "evidence@", "em", "f1", "option_acc")
-    metric_keys = [k for k in records[0] if k.startswith(prefixes) and k != "embedder"]
-    for key in metric_keys:
-        vals = [r[key] for r in records]
-        out[key] = M.mean(vals)
-        out[key + "_ci"] = M.bootstrap_ci(vals)
-    if "calls" in records[0]:
-        for field_ in ("calls", "prompt_tokens", "completion_tokens"):
-            out[field_] = {s: M.mean([r[field_][s] for r in records]) for s in STAGES}
-        out["calls_per_query"] = sum(out["calls"].values())
-        out["tokens_per_query"] = sum(out["prompt_tokens"].values()) + sum(
-            out["completion_tokens"].values()
-        )
-        out["traversal_tokens_per_query"] = (
-            out["prompt_tokens"]["traversal"] + out["completion_tokens"]["traversal"]
-        )
-        out["replay_only"] = M.mean([float(r["replay_only"]) for r in records])
-        out["decisions_per_query"] = M.mean([float(r.get("decisions", 0)) for r in records])
-    timing_keys = sorted({k for r in records for k in r.get("timings_ms", {})})
-    lat: dict[str, Any] = {}
-    for key in timing_keys:
-        vals = [r["timings_ms"][key] for r in records if key in r["timings_ms"]]
-        lat[key] = {"p50": M.percentile(vals, 50), "p95": M.percentile(vals, 95)}
-    non_llm = [sum(r["timings_ms"].values()) for r in records]
-    lat["non_llm_total"] = {"p50": M.percentile(non_llm, 50), "p95": M.percentile(non_llm, 95)}
-    out["latency_ms"] = lat
-    if any("memorized" in r for r in records):
-        out["memorized"] = M.mean([float(r.get("memorized", False)) for r in records])
-    return out
-
-
-def machine() -> dict[str, Any]:
-    import os
-
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "processor": platform.processor(),
-    }
-
-
 def indexing_summary(bench: Bench) -> dict[str, Any]:
     kbs = bench.unique_kbs()
     src = sum(kb.source_tokens for kb in kbs)
@@ -421,24 +283,6 @@ def run_retrieval(
         "indexing": indexing_summary(bench),
         "records": records,
     }
-
-
-def paired_differences(
-    records: Sequence[dict], methods: Sequence[str], key: str = "recall@5"
-) -> dict[str, Any]:
-    """remindrag minus each baseline on ``key``, per question, with a bootstrap interval."""
-    if "remindrag" not in methods:
-        return {}
-    by = {(r["method"], r["qid"]): r[key] for r in records}
-    ours = {q: v for (m, q), v in by.items() if m == "remindrag"}
-    out = {}
-    for m in methods:
-        if m == "remindrag":
-            continue
-        diffs = [ours[q] - by[(m, q)] for q in ours if (m, q) in by]
-        lo, hi = M.bootstrap_ci(diffs)
-        out[f"remindrag-{m}"] = {"metric": key, "mean": M.mean(diffs), "ci": (lo, hi)}
-    return out
 
 
 def _different_variant(ds: Dataset) -> list[dict]:

@@ -167,15 +167,23 @@ def measure_point(
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     if save:
-        tmp = Path(tempfile.mkdtemp(prefix="remindrag-scale-"))
-        try:
-            t = time.perf_counter()
-            store.save(tmp)
-            out["save_s"] = time.perf_counter() - t
-            out["disk_mb"] = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        out.update(_saved_size(store))
     return out
+
+
+def _saved_size(store: InMemoryGraphStore) -> dict[str, float]:
+    """Seconds to save the store and its size on disk."""
+    tmp = Path(tempfile.mkdtemp(prefix="remindrag-scale-"))
+    try:
+        t = time.perf_counter()
+        store.save(tmp)
+        seconds = time.perf_counter() - t
+        return {
+            "save_s": seconds,
+            "disk_mb": sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20,
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _pcts(vals: Sequence[float]) -> dict[str, float]:
@@ -214,7 +222,7 @@ def run_scale(
             points.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         except (subprocess.TimeoutExpired, RuntimeError) as exc:
             points.append({"edges": n, "error": f"{type(exc).__name__}: {exc}"[:200]})
-    from .runner import machine
+    from .resources import machine
 
     return {
         "kind": "scale",
