@@ -173,7 +173,8 @@ LEGEND = (
 )
 
 
-def _rows(cells: list[list[str]]) -> str:
+def table_rows(cells: list[list[str]]) -> str:
+    """HTML table rows, every cell escaped."""
     return "".join(
         "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in cells
     )
@@ -197,7 +198,7 @@ def _ranking(store: GraphStore, trace: Trace) -> str:
         "<h2>Ranking</h2><p>score = cosine to the question + rank_memory_weight &times; "
         "memory (how strongly a remembered edge vouches for the chunk)</p>"
         "<table><tr><th>#</th><th>chunk</th><th>document</th><th>cosine</th><th>memory</th>"
-        f"<th>score</th></tr>{_rows(rows)}</table>"
+        f"<th>score</th></tr>{table_rows(rows)}</table>"
     )
 
 
@@ -238,11 +239,11 @@ LLM cost: {escape(costs or "none (zero-token)")}</div>
 {_svg(store, trace)}
 <h2>Moves</h2>
 <table><tr><th>step</th><th>action</th><th>from</th><th>to</th><th>note</th></tr>
-{_rows(moves) or '<tr><td colspan="5">no traversal: memory replay or seeds sufficed</td></tr>'}
+{table_rows(moves) or '<tr><td colspan="5">no traversal: memory replay or seeds sufficed</td></tr>'}
 </table>
 {_ranking(store, trace)}
 <h2>Chunks in the subgraph</h2>
-<table><tr><th>chunk</th><th>document</th><th>text</th></tr>{_rows(chunks)}</table>
+<table><tr><th>chunk</th><th>document</th><th>text</th></tr>{table_rows(chunks)}</table>
 </body></html>
 """
 

@@ -15,6 +15,7 @@ from typing import Any
 from ..core.protocols import GraphStore
 from ..core.types import Trace
 from ..graph_export import to_networkx
+from .html_trace import table_rows as _rows
 
 SIZE, PAD, LABEL_ROOM = 900, 30, 150
 QUERY_COLOURS = ("#2ca02c", "#1f77b4", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
@@ -135,12 +136,6 @@ LEGEND = (
     '<span style="color:#4a90d9">&#9679; anchor</span>'
     '<span style="color:#9a9a9a">&#9679; chunk</span></div>'
 )
-
-
-def _rows(cells: list[list[str]]) -> str:
-    return "".join(
-        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in cells
-    )
 
 
 def _query_rows(memorized: list[Trace], colour_of: dict[str, str]) -> str:
