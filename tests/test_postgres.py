@@ -38,15 +38,17 @@ OTHER_TENANT = [
 
 
 def _journal(dsn: str, ns: str) -> list[tuple[str, str, np.ndarray]]:
-    store = PostgresGraphStore(dsn, namespace=ns)
-    with store._cursor() as cur:
-        cur.execute(
+    """The write journal, read with a connection of the test's own (not the store's)."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        rows = conn.execute(
             "SELECT edge_id, op, query FROM rr_memory_journal WHERE namespace = %s ORDER BY seq",
             (ns,),
-        )
-        rows = cur.fetchall()
-    store.close()
-    return rows
+        ).fetchall()
+    return [(e, op, np.asarray(q, dtype=np.float32)) for e, op, q in rows]
 
 
 def test_concurrent_memory_writes_lose_no_update(
