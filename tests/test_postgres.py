@@ -48,7 +48,7 @@ def _journal(dsn: str, ns: str) -> list[tuple[str, str, np.ndarray]]:
             "SELECT edge_id, op, query FROM rr_memory_journal WHERE namespace = %s ORDER BY seq",
             (ns,),
         ).fetchall()
-    return [(e, op, np.asarray(q, dtype=np.float32)) for e, op, q in rows]
+    return [(e, op, np.asarray(q.to_numpy(), np.float32)) for e, op, q in rows]
 
 
 def test_concurrent_memory_writes_lose_no_update(

@@ -288,12 +288,16 @@ def run_real(
     model: str = "",
 ) -> tuple[dict[str, Any], PrefixLog]:
     """The protocol on every question of ``ds``; records are appended to ``jsonl`` as they
-    finish (a long run can be read while it goes)."""
+    finish (a long run can be read while it goes, and an interrupted one resumes: questions
+    already in ``jsonl`` are not asked again)."""
     log = llm if isinstance(llm, PrefixLog) else PrefixLog(llm, model, progress)
     ov = {**REAL_OVERRIDES, **(overrides or {})}
-    records: list[dict[str, Any]] = []
+    records = _finished(jsonl, {q["qid"] for q in ds.questions})
+    done = {r["qid"] for r in records}
     failed: list[dict[str, Any]] = []
     for i, item in enumerate(ds.questions):
+        if item["qid"] in done:  # resumed: this question's record is already in ``jsonl``
+            continue
         progress(f"{ds.name}: question {i + 1}/{len(ds.questions)}")
         try:
             rec = real_question(ds, item, log, embedder, k, ov)
@@ -319,6 +323,14 @@ def run_real(
         progress(f"{ds.name}: LLM extraction on {extraction} passages")
         result["extraction"] = measure_extraction(ds, log, embedder, extraction)
     return result, log
+
+
+def _finished(jsonl: str | Path | None, qids: set[str]) -> list[dict[str, Any]]:
+    """Records of ``qids`` an earlier, interrupted run already appended to ``jsonl``."""
+    if not jsonl or not Path(jsonl).exists():
+        return []
+    rows = [json.loads(line) for line in Path(jsonl).read_text(encoding="utf-8").splitlines()]
+    return [r for r in rows if r.get("qid") in qids]
 
 
 def from_jsonl(path: str | Path, dataset: str = "", model: str = "", k: int = 5) -> dict[str, Any]:
