@@ -8,7 +8,8 @@ from pathlib import Path
 
 from remindrag_integrations.bench.cli import main
 from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.real import from_jsonl, run_real, to_markdown
+from remindrag_integrations.bench.real import run_real
+from remindrag_integrations.bench.real_report import from_jsonl, to_markdown
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.testing import RecordedLLM
 

@@ -187,7 +187,7 @@ def _stem(args: argparse.Namespace, kind: str) -> str:
 def _print_files(args: argparse.Namespace) -> int:
     for f in args.files:
         if f.endswith(".jsonl"):  # the records of a `real` run, finished or not
-            from .real import from_jsonl, to_markdown
+            from .real_report import from_jsonl, to_markdown
 
             print(to_markdown(from_jsonl(f)) + "\n")
             continue
@@ -280,7 +280,8 @@ def _experiment(args: argparse.Namespace, ds: Any, embedder: Any) -> tuple[dict[
 def _real(args: argparse.Namespace, ds: Any, embedder: Any) -> int:
     from ..adapters.llm import as_chat_llm
     from ..app.specs import load_llm
-    from .real import run_real, to_markdown
+    from .real import run_real
+    from .real_report import to_markdown
 
     llm = as_chat_llm(load_llm(args.llm))
     if llm is None:

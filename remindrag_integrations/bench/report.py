@@ -164,6 +164,10 @@ def scale_table(result: dict) -> str:
 
 
 def to_markdown(result: dict) -> str:
+    if result["kind"] == "real_llm":  # the real-model protocol has tables of its own
+        from .real_report import to_markdown as real_tables
+
+        return real_tables(result)
     return {"retrieval": retrieval_table, "learning_curve": curve_table, "scale": scale_table}[
         result["kind"]
     ](result)

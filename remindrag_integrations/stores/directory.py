@@ -29,8 +29,8 @@ class Persisted:
     _bases: dict[Path, str | None]
     _held: dict[Path, FileLock]
 
-    def __init__(self, namespace: str = "default") -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    def __init__(self, namespace: str = "default") -> None:  # the store class sets its state
+        self.namespace = namespace
 
     @staticmethod
     def exists(directory: str | os.PathLike[str]) -> bool:
