@@ -36,6 +36,8 @@ FROM_TEXTS = (
 )
 # rows that do not embed: measured once, not per backend
 IMPORTS = {
+    "LangChain only: import langchain_core.retrievers": "import langchain_core.retrievers",
+    "LlamaIndex only: import llama_index.core.retrievers": "import llama_index.core.retrievers",
     "frameworks only: import the two base classes' modules": (
         "import langchain_core.retrievers, llama_index.core.retrievers"
     ),

@@ -117,3 +117,24 @@ def test_the_framework_faces_still_load_on_first_use():
         ["remindrag_integrations.langchain.callbacks", False],
         ["remindrag_integrations.llama_index.events", True],
     ]
+
+
+def test_the_command_line_answers_without_importing_a_framework(tmp_path: Path):
+    export(packaged_model_path())
+    (tmp_path / "a.txt").write_text("Marie Curie worked in Paris.\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("Rome is in Italy.\n", encoding="utf-8")
+    store = str(tmp_path / "store")
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from remindrag_integrations.app.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    main(['index', {str(tmp_path)!r}, '--store', {store!r}])\n"
+        f"    main(['ask', 'Where did Marie Curie work?', '--store', {store!r}, '--json'])\n"
+        "answer = json.loads(out.getvalue()[out.getvalue().index('{'):])\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY) - {'onnxruntime', 'tokenizers', 'tqdm'}!r})\n"
+        "print(json.dumps([answer['passages'][0]['text'], heavy]))"
+    )
+    text, heavy = fresh(code, REMINDRAG_EMBEDDER_BACKEND="")
+    assert text == "Marie Curie worked in Paris."
+    assert heavy == []
