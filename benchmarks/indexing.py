@@ -7,8 +7,9 @@
 Sections: ``embedders`` (sentence-transformers vs onnxruntime on the same passages and entity
 names: texts/s and cosine agreement), ``hotpotqa`` (zero-token ``insert`` of the pooled corpus:
 chunks/s), ``scaling`` (zero-token ``insert`` of N distinct chunks made from the corpus, one
-fresh engine per size: chunks/s and peak RSS), ``cold`` (fresh ``python -c`` processes: import,
-first ``from_texts`` + query, ``load`` + query of a saved engine; median of ``--runs``).
+fresh engine per size: chunks/s and peak RSS), ``cold`` (fresh ``python -c`` processes: the
+frameworks' own import, ours, first ``from_texts`` + query, ``load`` + query of a saved
+retriever and engine; median wall and CPU time of ``--runs``; ``benchmarks/cold_start.py``).
 Prints a table per section and writes everything to ``--out`` as JSON.
 """
 
@@ -19,12 +20,13 @@ import json
 import os
 import re
 import resource
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from cold_start import bench_cold  # benchmarks/cold_start.py, next to this script
 
 
 def load_passages(path: Path) -> list[str]:
@@ -177,46 +179,6 @@ def bench_scaling(
     return runs
 
 
-COLD = {
-    "import ReMindRetriever": "from remindrag_integrations import ReMindRetriever",
-    "from_texts + first query": (
-        "from remindrag_integrations import ReMindRetriever; "
-        "r = ReMindRetriever.from_texts(['Marie Curie worked in Paris.', 'Paris is in France.']); "
-        "assert r.invoke('Where did Marie Curie work?')"
-    ),
-    "load + first query": (
-        "from remindrag_integrations import ReMindRAG; "
-        "assert ReMindRAG.load({store!r}).retrieve('Where did Marie Curie work?').chunks"
-    ),
-}
-
-
-def bench_cold(runs: int, backends: list[str], store: Path) -> dict[str, Any]:
-    from remindrag_integrations import ReMindRAG
-
-    engine = ReMindRAG()
-    engine.insert(["Marie Curie worked in Paris.", "Paris is in France."])
-    engine.save(store)
-    out: dict[str, Any] = {}
-    for backend in backends:
-        env = {**os.environ, "REMINDRAG_EMBEDDER_BACKEND": backend, "HF_HUB_OFFLINE": "1"}
-        for label, code in COLD.items():
-            times = []
-            for _ in range(runs):
-                t = time.perf_counter()
-                subprocess.run(
-                    [sys.executable, "-c", code.format(store=str(store))],
-                    env=env,
-                    check=True,
-                    capture_output=True,
-                )
-                times.append(time.perf_counter() - t)
-            out[f"{backend}/{label}"] = statistics.median(times)
-    rows = [[label, *(out[f"{b}/{label}"] for b in backends)] for label in COLD]
-    table(f"Cold start, fresh process, median of {runs} (s)", ["", *backends], rows)
-    return out
-
-
 DATA = Path("../shared/datasets/hotpotqa_train100.corpus.jsonl")
 
 
@@ -231,6 +193,7 @@ def main() -> None:
     ap.add_argument("--embed-names", type=int, default=1000)
     ap.add_argument("--hash-embedder", action="store_true", help="scaling without MiniLM")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--baseline", type=Path, help="cold: another code tree, side by side")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/indexing.json"))
     args = ap.parse_args()
     DATA = args.data.resolve()
@@ -247,7 +210,8 @@ def main() -> None:
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
-            result["cold"] = bench_cold(args.runs, backends, Path(tmp) / "store")
+            store = Path(tmp) / "store"
+            result["cold"] = bench_cold(args.runs, backends, store, args.baseline)
     if "scaling" in sections:
         sizes = [int(s) for s in args.sizes.split(",")]
         result["scaling"] = bench_scaling(

@@ -1,6 +1,6 @@
-"""Embedding adapters: the packaged all-MiniLM-L6-v2 (on ``onnxruntime`` when the ``fast``
-extra is installed, else sentence-transformers), any sentence-transformers model, LangChain
-``Embeddings`` and LlamaIndex ``BaseEmbedding``. Heavy libraries are imported on first use."""
+"""Embedding adapters: the packaged all-MiniLM-L6-v2 (on ``onnxruntime``, a core dependency;
+on sentence-transformers when it is missing or ``REMINDRAG_EMBEDDER_BACKEND=torch``), any
+sentence-transformers model, LangChain ``Embeddings`` and LlamaIndex ``BaseEmbedding``. Heavy libraries are imported on first use."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 The ONNX graph is exported once from the packaged weights (this needs torch and ``onnx``) into
 ``~/.cache/remindrag/onnx/<key>/``, where ``key`` depends on the model files and the export
 version; every later process loads it in a fraction of a second. Nothing is downloaded.
-Install with the ``fast`` extra (``pip install remindrag-integrations[fast]``).
+``onnxruntime`` and ``onnx`` are core dependencies, so a plain install takes this path.
 """
 
 from __future__ import annotations
@@ -72,9 +72,8 @@ def export(model_dir: Path, max_seq_length: int = 256) -> Path:
     for mod in ("torch", "onnx", "transformers"):
         if importlib.util.find_spec(mod) is None:
             raise EmbeddingError(
-                f"exporting the embedder to ONNX needs {mod!r} once; install "
-                "'remindrag-integrations[fast]' with sentence-transformers, or run "
-                "'remindrag embeddings export' where it is installed"
+                f"exporting the embedder to ONNX needs {mod!r} once (a dependency of "
+                "remindrag-integrations: reinstall it)"
             )
     target = cache_root() / export_key(model_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
