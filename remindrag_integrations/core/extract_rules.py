@@ -221,7 +221,11 @@ def rule_based_extraction(text: str, max_entities: int = 40) -> Extraction:
             triples += [(a, rel, b) for a, b in zip(names, names[1:]) if a.lower() != b.lower()]
     kept = list(entities.values())[:max_entities]
     keep = {k.lower() for k in kept}
-    triples = [t for t in triples if t[0].lower() in keep and t[2].lower() in keep]
+    triples = [
+        (entities[a.lower()], rel, entities[b.lower()])  # the first spelling, as the entities
+        for a, rel, b in triples
+        if a.lower() in keep and b.lower() in keep
+    ]
     return Extraction(title=first_sentence(text), entities=kept, triples=triples)
 
 
