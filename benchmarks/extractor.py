@@ -39,6 +39,36 @@ _NUMERIC = re.compile(r"^[\d\s,.\-–/]+(?:\s*(?:and|&)\s*[\d\s,.\-–/]+)*$")
 _DEMONYM = re.compile(r"^(?:\d+\s+)?(?:American|British|English|French|German|Australian)$")
 
 
+def spacy_extractor(model_path: str) -> Extractor:
+    """spaCy NER as an extractor (measured, not adopted): named entities except numbers, dates
+    and nationalities (NORP), a leading "the" and a final possessive dropped; one relation per
+    adjacent pair in a sentence of the model's sentence splitter."""
+    import spacy
+
+    nlp = spacy.load(model_path, exclude=["lemmatizer", "tagger", "attribute_ruler", "parser"])
+    nlp.enable_pipe("senter")
+    skip = {"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY", "NORP"}
+
+    def extract(text: str, max_entities: int = 40) -> Extraction:
+        entities: dict[str, str] = {}
+        triples = []
+        for sent in nlp(text).sents:
+            names = []
+            for e in sent.ents:
+                name = re.sub(r"^(?:the|The)\s+|['’]s?$", "", e.text.strip()).strip()
+                if e.label_ not in skip and len(name) >= 2:
+                    names.append(name)
+                    entities.setdefault(name.lower(), name)
+            rel = " ".join(sent.text.split())[:300]
+            triples += [(a, rel, b) for a, b in zip(names, names[1:]) if a.lower() != b.lower()]
+        kept = list(entities.values())[:max_entities]
+        keep = {k.lower() for k in kept}
+        triples = [t for t in triples if t[0].lower() in keep and t[2].lower() in keep]
+        return Extraction(title=text.split("\n", 1)[0][:120], entities=kept, triples=triples)
+
+    return extract
+
+
 @contextlib.contextmanager
 def use(extractor: Extractor) -> Iterator[None]:
     """Make ``extractor`` the one indexing and the PPR baseline call."""
@@ -136,15 +166,20 @@ def recall(ds: Any, setting: str, cache: Path) -> dict[str, Any]:
         res["wall_seconds"] = time.perf_counter() - t0
         runs[name] = res
     paired: dict[str, Any] = {}
+    first, *others = runs
     for method in ("ppr", "remindrag"):
         by = {
             name: {r["qid"]: r for r in res["records"] if r["method"] == method}
             for name, res in runs.items()
         }
-        for key in ("recall@2", "recall@5", "recall@10"):
-            diffs = [by["new"][q][key] - by["old"][q][key] for q in by["old"]]
-            paired[f"{method} {key}"] = {"mean": M.mean(diffs), "ci": M.bootstrap_ci(diffs)}
-    return {"runs": runs, "paired_new_minus_old": paired}
+        for other in others:
+            for key in ("recall@2", "recall@5", "recall@10"):
+                diffs = [by[other][q][key] - by[first][q][key] for q in by[first]]
+                paired[f"{other} - {first}, {method} {key}"] = {
+                    "mean": M.mean(diffs),
+                    "ci": M.bootstrap_ci(diffs),
+                }
+    return {"runs": runs, "paired": paired}
 
 
 def print_recall(label: str, rec: dict[str, Any]) -> None:
@@ -159,8 +194,8 @@ def print_recall(label: str, rec: dict[str, Any]) -> None:
                  res["indexing"]["edges"]]
             )  # fmt: skip
     table(label, ["method", "R@2", "R@5", "R@10", "AG@5", "p50 ms", "index s", "edges"], rows)
-    for key, d in rec["paired_new_minus_old"].items():
-        print(f"  new - old, {key}: {d['mean']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
+    for key, d in rec["paired"].items():
+        print(f"  {key}: {d['mean']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
 
 
 def print_stats(label: str, st: dict[str, Any]) -> None:
@@ -183,7 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "remindrag-bench"))
     p.add_argument("--out", required=True)
+    p.add_argument("--extractors", default="old,new", help="old, new, spacy (needs the model)")
+    p.add_argument("--spacy-model", default=None, help="path of a spaCy pipeline (measured only)")
     args = p.parse_args(argv)
+    if args.spacy_model:
+        EXTRACTORS["spacy"] = spacy_extractor(args.spacy_model)
+    for name in [n for n in EXTRACTORS if n not in args.extractors.split(",")]:
+        del EXTRACTORS[name]
     sections = set(args.sections.split(","))
     result: dict[str, Any] = {"command": " ".join(sys.argv), "sets": {}}
     for set_name in args.sets.split(","):
