@@ -53,6 +53,12 @@ def test_bare_numbers_and_dates_are_no_entity() -> None:
         "Leeds",
     ]
     assert ents("In March 2011 the station closed.") == []
+    assert ents("A giant of the 1st century BC lived in Rome.") == ["Rome"]
+
+
+def test_a_title_or_abbreviation_alone_is_no_entity() -> None:
+    assert ents("Dr. Who is a BBC show.") == ["BBC"]
+    assert ents("No. 5 was made by Chanel Inc.") == ["No. 5", "Chanel Inc"]
 
 
 def test_a_year_naming_an_event_stays_after_the() -> None:

@@ -46,11 +46,13 @@ ABBREVIATIONS = _words(
     """
 )
 
+# dates: months, weekdays and era markers ("the 1st century BC")
 MONTHS_AND_DAYS = _words(
     """
     january february march april may june july august september october november december
     jan feb mar apr jun jul aug sep sept oct nov dec
     monday tuesday wednesday thursday friday saturday sunday
+    bc ad bce ce
     """
 )
 

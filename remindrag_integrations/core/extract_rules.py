@@ -169,6 +169,8 @@ def _clean(run: list[_Tok], after_the: bool) -> str:
         return ""
     if not lexical or all(w in DEMONYMS or w in MONTHS_AND_DAYS for w in lexical):
         return ""
+    if len(words) == 1 and words[0].rstrip(".").lower() in ABBREVIATIONS:
+        return ""  # a title or abbreviation alone: "Dr", "Inc"
     name = " ".join(words)
     return name if len(name) >= 2 else ""
 
