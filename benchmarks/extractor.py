@@ -10,7 +10,8 @@ extraction ms per passage, examples where the two differ), ``index`` (zero-token
 the corpus with the hash embedder, so the time is extraction + graph building, the two
 extractors interleaved, median of ``--repeats``), ``recall`` (the bench harness's ``ppr`` and
 ``remindrag`` rows, LLM ``none``, packaged MiniLM, once per extractor, with the paired
-per-question difference new - old and its bootstrap interval). Prints tables, writes JSON.
+per-question difference new - old and its bootstrap interval). Prints tables, writes JSON;
+``python benchmarks/extractor.py --markdown FILE.json`` prints a result file's tables.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import statistics
 import sys
@@ -206,9 +208,50 @@ def print_stats(label: str, st: dict[str, Any]) -> None:
         print(f"  {n} hubs:", ", ".join(f"{e} ({c})" for e, c in st[n]["top_hubs"]))
 
 
+def markdown(result: dict[str, Any]) -> str:
+    """RESULTS.md tables of a result file: recall rows per set and setting, entity counts."""
+    out = []
+    for set_name, entry in result["sets"].items():
+        for key, rec in entry.items():
+            if not key.startswith("recall "):
+                continue
+            out.append(f"\n**{set_name}**, {key[7:]}, LLM `none`\n")
+            out.append("| method (extractor) | R@2 | R@5 | R@10 | AllGold@5 | p50 ms | index s |")
+            out.append("|---|---|---|---|---|---|---|")
+            for name, res in rec["runs"].items():
+                for method in ("ppr", "remindrag"):
+                    s = res["summary"][method]
+                    p50 = s["latency_ms"]["non_llm_total"]["p50"]
+                    cells = [s[k] for k in ("recall@2", "recall@5", "recall@10", "allgold@5")]
+                    row = [f"{method} ({name})", *(f"{c:.3f}" for c in cells), f"{p50:.1f}"]
+                    out.append(
+                        "| " + " | ".join([*row, f"{res['indexing']['seconds']:.0f}"]) + " |"
+                    )
+            for k, d in rec["paired"].items():
+                out.append(f"- {k}: {d['mean']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
+        if "stats" in entry:
+            st = entry["stats"]
+            names = [n for n in st if n != "examples"]
+            out.append(f"\n**{set_name}** entities (corpus passages; questions for the last two)\n")
+            out.append("| extractor | ms/passage | mentions | distinct | relations | numeric "
+                       "| 'and' | lone demonym | per question | questions without |")  # fmt: skip
+            out.append("|---" * 10 + "|")
+            for n in names:
+                v = st[n]
+                out.append(
+                    f"| {n} | {v['ms_per_passage']:.3f} | {v['mentions']} | {v['distinct']} "
+                    f"| {v['triples']} | {v['numeric']} | {v['and_pairs']} | {v['lone_demonym']} "
+                    f"| {v['question_entities_mean']:.2f} | {v['questions_without_entity']} |"
+                )
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     from remindrag_integrations.bench.data import load_dataset
 
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--markdown":
+        print(markdown(json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))))
+        return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True)
     p.add_argument("--sets", default="hotpotqa_train100,musique_train100")
@@ -227,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         del EXTRACTORS[name]
     sections = set(args.sections.split(","))
     result: dict[str, Any] = {"command": " ".join(sys.argv), "sets": {}}
+    result["load_before"] = os.getloadavg()
     for set_name in args.sets.split(","):
         ds = load_dataset(set_name, args.data).head(args.limit)
         docs = ds.documents()
@@ -242,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             entry[f"recall {setting}"] = rec = recall(ds, setting, Path(args.embed_cache))
             print_recall(f"{set_name}, {setting}, LLM none (MiniLM)", rec)
         result["sets"][set_name] = entry
+    result["load_after"] = os.getloadavg()
     Path(args.out).write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
     print(f"\nwrote {args.out}")
     return 0

@@ -23,7 +23,7 @@ van Beethoven") or "&" ("Simon & Schuster"), with numbers allowed after its firs
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .entity_words import ABBREVIATIONS, DEMONYMS, FUNCTION_WORDS, MONTHS_AND_DAYS, NAME_PARTICLES
 from .errors import InvalidArgumentError
@@ -39,11 +39,11 @@ _YEAR_RE = re.compile(r"1\d{3}|20\d{2}")
 _SENTENCE_END = {".", "!", "?"}
 _MAX_TITLE_WORDS = 8
 _MAX_NAME_WORDS = 10
+_EDGE_WORDS = FUNCTION_WORDS | NAME_PARTICLES  # never the first or last word of a name
 _NOT_TITLE = MONTHS_AND_DAYS | DEMONYMS | {"a", "an", "the"}
 
 
-@dataclass(frozen=True)
-class _Tok:
+class _Tok(NamedTuple):
     text: str
     start: int
     abbrev: bool = False  # an initial / abbreviation / acronym with its period
@@ -124,7 +124,7 @@ def _runs(sentence: list[_Tok], skip: list[tuple[int, int, str]]) -> list[tuple[
         cur, pending = [], []
 
     for t in sentence:
-        quoted = any(s <= t.start < e for s, e, _ in skip)
+        quoted = bool(skip) and any(s <= t.start < e for s, e, _ in skip)
         head, _, tail = t.text.rpartition("-")
         if head and not t.cap and tail[:1].isupper():  # "post-World War II", "pro-Soviet"
             t = _Tok(tail, t.start + len(head) + 1)
@@ -149,13 +149,13 @@ def _runs(sentence: list[_Tok], skip: list[tuple[int, int, str]]) -> list[tuple[
 def _clean(run: list[_Tok], after_the: bool) -> str:
     """The entity name of one run, or "" when the run names nothing."""
     words = [t.text for t in run]
-    while words and (words[0].lower() in FUNCTION_WORDS or words[0].lower() in NAME_PARTICLES):
+    while words and words[0].lower() in _EDGE_WORDS:
         after_the = words[0].lower() == "the"
         words = words[1:]
     if not (after_the and words and _YEAR_RE.fullmatch(words[0])):
         while words and words[0][0].isdigit():
             words = words[1:]
-    while words and (words[-1].lower() in FUNCTION_WORDS | NAME_PARTICLES or words[-1] == "&"):
+    while words and (words[-1].lower() in _EDGE_WORDS or words[-1] == "&"):
         words = words[:-1]
     if not words:
         return ""
