@@ -23,6 +23,7 @@ import os
 import re
 import statistics
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ from remindrag_integrations.core.prompts import Extraction
 
 Extractor = Callable[..., Extraction]
 EXTRACTORS: dict[str, Extractor] = {"old": legacy_extraction, "new": rule_based_extraction}
+_SWAP_LOCK = threading.Lock()
 _NUMERIC = re.compile(r"^[\d\s,.\-–/]+(?:\s*(?:and|&)\s*[\d\s,.\-–/]+)*$")
 _DEMONYM = re.compile(r"^(?:\d+\s+)?(?:American|British|English|French|German|Australian)$")
 
@@ -69,6 +71,18 @@ def spacy_extractor(model_path: str) -> Extractor:
         return Extraction(title=text.split("\n", 1)[0][:120], entities=kept, triples=triples)
 
     return extract
+
+
+def with_demonyms(text: str, max_entities: int = 40) -> Extraction:
+    """The new extractor with lone nationality adjectives kept ("1994 American" -> "American"):
+    the ablation behind dropping them."""
+    with _SWAP_LOCK:  # indexing extracts on worker threads
+        saved = extract_rules.DEMONYMS
+        extract_rules.DEMONYMS = frozenset()
+        try:
+            return rule_based_extraction(text, max_entities)
+        finally:
+            extract_rules.DEMONYMS = saved
 
 
 @contextlib.contextmanager
@@ -261,9 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "remindrag-bench"))
     p.add_argument("--out", required=True)
-    p.add_argument("--extractors", default="old,new", help="old, new, spacy (needs the model)")
+    p.add_argument("--extractors", default="old,new", help="old, new, new+demonyms, spacy")
     p.add_argument("--spacy-model", default=None, help="path of a spaCy pipeline (measured only)")
     args = p.parse_args(argv)
+    EXTRACTORS["new+demonyms"] = with_demonyms
     if args.spacy_model:
         EXTRACTORS["spacy"] = spacy_extractor(args.spacy_model)
     for name in [n for n in EXTRACTORS if n not in args.extractors.split(",")]:
