@@ -30,8 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from legacy_extractor import rule_based_extraction as legacy_extraction
-
+from remindrag_integrations.bench.legacy_extractor import legacy_extraction
 from remindrag_integrations.core import extract_rules, indexing
 from remindrag_integrations.core.extract_rules import rule_based_extraction
 from remindrag_integrations.core.prompts import Extraction

@@ -1,12 +1,13 @@
 """The offline extractor as it was before issue #14 (commit 676c423), kept verbatim for the
-side-by-side comparison in ``benchmarks/extractor.py`` only; the library does not use it."""
+side-by-side comparison in ``benchmarks/extractor.py`` and to rebuild the graphs a recorded
+real-model run saw (``tests/test_recorded_qwen.py``); the library does not index with it."""
 
 from __future__ import annotations
 
 import re
 
-from remindrag_integrations.core.prompts import Extraction
-from remindrag_integrations.core.text import first_sentence, split_sentences
+from ..core.prompts import Extraction
+from ..core.text import first_sentence, split_sentences
 
 _CAP = r"[A-Z0-9][\w'’.&-]*"
 _ENTITY_RE = re.compile(rf"{_CAP}(?:\s+(?:(?:of|the|de|du|la|le|von|van|der|and|&)\s+)*{_CAP})*")
@@ -78,7 +79,7 @@ def _entities_in(sentence: str) -> list[str]:
     return out
 
 
-def rule_based_extraction(text: str, max_entities: int = 40) -> Extraction:
+def legacy_extraction(text: str, max_entities: int = 40) -> Extraction:
     entities: dict[str, str] = {}
     triples: list[tuple[str, str, str]] = []
     for s, e in split_sentences(text):
