@@ -68,7 +68,10 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
     assert "to index: 10 documents (0 unchanged), 10 chunks" in out
     assert "estimated cost: 0 LLM calls" in out and "actual cost: 0 LLM calls" in out
 
-    question = "If Gallu is a demon Lilu is what?"
+    # a question that is mostly names seeds at an entity node, so the path it memorizes has an
+    # edge to replay (when the two most similar passages are themselves the seeds, memory ends
+    # the walk at once with no edge to replay)
+    question = "Lilu and Gallu spirits?"
     first = ask(question, store, tmp_path)
     docs = {p["doc"] for p in first["passages"]}
     assert "Lilu (mythology)#b7760026" in docs  # the jsonl passage (gold)

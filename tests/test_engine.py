@@ -116,7 +116,8 @@ def test_unusable_replies_fall_back_to_the_zero_token_choice(hotpot) -> None:
     assert t.stop_reason not in ("invalid_llm_output", "")
     assert t.fallbacks >= 1 and t.unusable_replies >= 2 * t.fallbacks
     walked = [m for m in t.moves if m.action == "forward" and m.note.startswith("fallback:")]
-    assert walked and set(t.chunk_ids) > set(t.chunk_ids[:1])
+    fallback_targets = {m.node_id for m in t.moves if m.note.startswith("fallback:") and m.node_id}
+    assert walked and len(fallback_targets) >= 2  # the walk goes on, choice after choice
     again = Trace.from_dict(t.to_dict())
     assert (again.fallbacks, again.unusable_replies) == (t.fallbacks, t.unusable_replies)
 

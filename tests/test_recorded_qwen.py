@@ -6,7 +6,10 @@ HotpotQA sample questions, recorded once by
         --k 5 --record tests/data/qwen2.5-1.5b_replies.json
 
 and replayed here through the real navigator, filter and answer steps by ``RecordedLLM``
-(the bench protocol runs exactly as it did with the model)."""
+(the bench protocol runs exactly as it did with the model). The recording was made on graphs
+built by the zero-token extractor of that time, so the replay builds them with it
+(``bench.legacy_extractor``): the navigation prompts list the graph's entity names, and the
+recorded replies answer those prompts."""
 
 from __future__ import annotations
 
@@ -15,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from remindrag_integrations.bench.data import load_dataset
+from remindrag_integrations.bench.legacy_extractor import legacy_extraction
 from remindrag_integrations.bench.real import run_real
 from remindrag_integrations.bench.resources import make_embedder
+from remindrag_integrations.core import indexing
 from remindrag_integrations.testing import RecordedLLM
 
 DATA = Path(__file__).parent / "data"
@@ -27,7 +32,9 @@ FIXTURE = DATA / "qwen2.5-1.5b_replies.json"
 def replayed() -> tuple[dict, RecordedLLM]:
     llm = RecordedLLM(FIXTURE)
     ds = load_dataset("hotpotqa_train100_sample", DATA).head(2)
-    res, _ = run_real(ds, llm, make_embedder("hash"), k=5)
+    with pytest.MonkeyPatch.context() as mp:  # the graphs the recording saw
+        mp.setattr(indexing, "rule_based_extraction", legacy_extraction)
+        res, _ = run_real(ds, llm, make_embedder("hash"), k=5)
     return res, llm
 
 
