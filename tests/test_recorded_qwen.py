@@ -6,7 +6,9 @@ HotpotQA sample questions, recorded once by
         --k 5 --record tests/data/qwen2.5-1.5b_replies.json
 
 and replayed here through the real navigator, filter and answer steps by ``RecordedLLM``
-(the bench protocol runs exactly as it did with the model)."""
+(the bench protocol runs exactly as it did with the model). The replies were recorded before
+the first-pass prior existed, so the replay runs with ``prior=False`` (the paper's cosine-only
+first pass), which gives the model's prompts back byte for byte."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ FIXTURE = DATA / "qwen2.5-1.5b_replies.json"
 def replayed() -> tuple[dict, RecordedLLM]:
     llm = RecordedLLM(FIXTURE)
     ds = load_dataset("hotpotqa_train100_sample", DATA).head(2)
-    res, _ = run_real(ds, llm, make_embedder("hash"), k=5)
+    res, _ = run_real(ds, llm, make_embedder("hash"), k=5, overrides={"prior": False})
     return res, llm
 
 
