@@ -98,7 +98,7 @@ class RetrievalConfig(_Config):
     prior_lexical_weight: float = Field(0.2, ge=0.0, le=10.0)
     prior_graph_weight: float = Field(1.0, ge=0.0, le=10.0)
     prior_damping: float = Field(0.8, ge=0.0, lt=1.0)
-    prior_iterations: int = Field(30, ge=1, le=1000)
+    prior_iterations: int = Field(20, ge=1, le=1000)
     prior_hops: int = Field(4, ge=1, le=8)
     prior_max_nodes: int = Field(5000, ge=10)
     prior_max_degree: int = Field(500, ge=1)

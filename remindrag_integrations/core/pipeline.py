@@ -184,7 +184,7 @@ def retrieve(
     t0 = time.perf_counter()
     walk = Walk(store, vecs[0], cfg)
     if subqs:
-        walk.prior = prior.build(walk, query, name_vecs)
+        walk.prior = prior.build(walk, query, names, name_vecs)
     tp = time.perf_counter()
     seed(walk, vecs if subqs else vecs[:0])
     t1 = time.perf_counter()

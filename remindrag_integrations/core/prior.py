@@ -64,14 +64,17 @@ def chunk_of(anchor_id: str) -> str:
     return "c-" + anchor_id[2:]
 
 
-def question_entities(walk: Walk, name_vecs: np.ndarray) -> dict[str, float]:
+def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -> dict[str, float]:
     """Graph entities the question names, with restart weight similarity × specificity (1 /
-    the chunks that mention it): the nearest graph entity to each name the offline extractor
-    finds in the question. (Looking up every word span of the question by exact name was
-    tried and lost: it links common nouns that happen to be entities.)"""
+    the chunks that mention it): for each name the offline extractor finds in the question,
+    the entity of that exact name (similarity 1), else the nearest entity by embedding.
+    (Looking up every word span of the question by exact name was tried and lost: it links
+    common nouns that happen to be entities.)"""
     found: dict[str, float] = {}
-    for vec in name_vecs:
-        for node, sim in walk.search(vec, 1, ("entity",)):
+    for name, vec in zip(names, name_vecs):
+        exact = walk.store.find_entity_by_name(norm_name(name))
+        hits = [(exact, 1.0)] if exact is not None else walk.search(vec, 1, ("entity",))
+        for node, sim in hits:
             found[node] = max(found.get(node, 0.0), float(sim))
     cap = walk.cfg.prior_max_degree
     out = {}
@@ -197,14 +200,14 @@ def restart_mass(
     return restart
 
 
-def build(walk: Walk, query: str, name_vecs: np.ndarray) -> Prior:
+def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -> Prior:
     """The prior of one question (an empty one when ``prior`` is off)."""
     cfg = walk.cfg
     if not cfg.prior:
         return Prior()
     dense, lex = hybrid(walk, query)
     first = {c: dense[c] + cfg.prior_lexical_weight * lex.get(c, 0.0) for c in dense}
-    ents = question_entities(walk, name_vecs)
+    ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
     graph = spread(walk, restart) if restart and cfg.prior_graph_weight > 0 else {}
     best = max((v for n, v in graph.items() if is_anchor(n)), default=0.0)
