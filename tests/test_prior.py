@@ -94,3 +94,14 @@ def test_the_zero_token_walk_follows_the_prior(engine: ReMindRAG) -> None:
     seed_doc = engine.store.get_node(first).doc_id
     assert seed_doc in {"derrickson", "sinister"}
     assert np.isfinite([rc.score for rc in r.chunks]).all()
+
+
+def test_the_readme_prior_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "prior=" in b]
+    exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - our own README
+    out = capsys.readouterr().out
+    assert "'lexical'" in out and "'graph'" in out
