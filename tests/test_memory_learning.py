@@ -91,7 +91,11 @@ def test_teach_makes_a_missed_passage_first_with_no_walk(rag: ReMindRAG) -> None
     assert after.trace.decisions == 0 and after.trace.stop_reason == "replay"
     parts = after.trace.rank_evidence[after.chunks[0].chunk.id]
     assert parts["memory"] > 0.5
-    assert parts["score"] == pytest.approx(parts["cosine"] + parts["memory"], abs=1e-5)
+    cfg = rag.retrieval_config
+    first_pass = parts["cosine"] + cfg.prior_lexical_weight * parts["lexical"]
+    first_pass += cfg.prior_graph_weight * parts["graph"]
+    span = 1 + cfg.prior_lexical_weight + cfg.prior_graph_weight
+    assert parts["score"] == pytest.approx(first_pass + span * parts["memory"], abs=1e-5)
     assert parts["cosine"] < max(rc.score for rc in before.chunks)  # cosine alone: not first
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from remindrag_integrations import ReMindRAG, Trace
 from remindrag_integrations.adapters.llm import LangChainLLM, LlamaIndexLLM
-from remindrag_integrations.core.ids import is_entity
 from remindrag_integrations.core.steps import current_ask
 from remindrag_integrations.core.types import CostLedger
 from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
@@ -21,7 +20,7 @@ from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
 @pytest.fixture(scope="module")
 def engine_and_question(hotpot: Any) -> tuple[ReMindRAG, dict]:
     qs, rows = hotpot
-    q = qs[1]  # "Are Christopher Nolan and Sathish Kalathil both film directors?": two entity seeds
+    q = qs[1]  # "Are Christopher Nolan and Sathish Kalathil both film directors?": two seeds
     eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
     eng.insert([(p, rows[p]["title"] + "\n" + rows[p]["text"]) for p in q["context_pids"]])
     return eng, q
@@ -46,7 +45,7 @@ def test_forward_to_a_subgraph_node_is_read_as_going_back(engine_and_question) -
 
     def reply(i: int, ctx: dict, prompt: str) -> str:
         if i == 1:
-            other = next(n for n in ctx["subgraph"] if n != ctx["current"] and is_entity(n))
+            other = next(n for n in ctx["subgraph"] if n != ctx["current"])
             return json.dumps({"enough": False, "action": "forward", "node": other})
         return '{"enough": true}'
 
@@ -112,7 +111,7 @@ def test_decisions_that_read_nothing_end_the_walk(engine_and_question) -> None:
     eng, q = engine_and_question
 
     def reply(i: int, ctx: dict, prompt: str) -> str:  # bounce between the two seeds
-        other = next(n for n in ctx["subgraph"] if n != ctx["current"] and is_entity(n))
+        other = next(n for n in ctx["subgraph"] if n != ctx["current"])
         return json.dumps({"enough": False, "go": other})
 
     llm, _ = scripted(reply)

@@ -9,7 +9,9 @@ and replayed here through the real navigator, filter and answer steps by ``Recor
 (the bench protocol runs exactly as it did with the model). The recording was made on graphs
 built by the zero-token extractor of that time, so the replay builds them with it
 (``bench.legacy_extractor``): the navigation prompts list the graph's entity names, and the
-recorded replies answer those prompts."""
+recorded replies answer those prompts. It was also made before the first-pass prior existed,
+so the replay runs with ``prior=False`` (the paper's cosine-only first pass): together they
+give the model's prompts back byte for byte."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def replayed() -> tuple[dict, RecordedLLM]:
     ds = load_dataset("hotpotqa_train100_sample", DATA).head(2)
     with pytest.MonkeyPatch.context() as mp:  # the graphs the recording saw
         mp.setattr(indexing, "rule_based_extraction", legacy_extraction)
-        res, _ = run_real(ds, llm, make_embedder("hash"), k=5)
+        res, _ = run_real(ds, llm, make_embedder("hash"), k=5, overrides={"prior": False})
     return res, llm
 
 

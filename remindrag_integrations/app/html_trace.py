@@ -181,7 +181,8 @@ def table_rows(cells: list[list[str]]) -> str:
 
 
 def _ranking(store: GraphStore, trace: Trace) -> str:
-    """The ranking evidence: per returned chunk, its cosine, its memory evidence, its score."""
+    """The ranking evidence: per returned chunk, its cosine, the prior's lexical and graph
+    parts, its memory evidence, its score."""
     ranked = sorted(trace.rank_evidence.items(), key=lambda kv: -kv[1]["score"])
     rows = [
         [
@@ -189,15 +190,21 @@ def _ranking(store: GraphStore, trace: Trace) -> str:
             c,
             store.get_chunk(c).doc_id,
             f"{p['cosine']:.3f}",
+            f"{p.get('lexical', 0.0):.3f}",
+            f"{p.get('graph', 0.0):.3f}",
             f"{p['memory']:.3f}" if p["memory"] else "",
             f"{p['score']:.3f}",
         ]
         for i, (c, p) in enumerate(ranked, 1)
     ]
     return (
-        "<h2>Ranking</h2><p>score = cosine to the question + rank_memory_weight &times; "
-        "memory (how strongly a remembered edge vouches for the chunk)</p>"
-        "<table><tr><th>#</th><th>chunk</th><th>document</th><th>cosine</th><th>memory</th>"
+        "<h2>Ranking</h2><p>score = cosine to the question + prior_lexical_weight &times; "
+        "lexical (BM25, scaled to the best hit) + prior_graph_weight &times; graph (PageRank "
+        "from the question's entities, scaled to the best passage) + rank_memory_weight "
+        "&times; (1 + both weights) &times; memory (how strongly a remembered edge vouches "
+        "for the chunk)</p>"
+        "<table><tr><th>#</th><th>chunk</th><th>document</th><th>cosine</th><th>lexical</th>"
+        "<th>graph</th><th>memory</th>"
         f"<th>score</th></tr>{table_rows(rows)}</table>"
     )
 

@@ -76,7 +76,8 @@ class RetrievalConfig(_Config):
     chunk_chars_in_prompt: int = Field(600, ge=50)
     llm_timeout: float | None = Field(120.0, gt=0)
     feedback_max_depth: int = Field(4, ge=1, le=10)
-    # ranking: final score = cosine + rank_memory_weight * memory evidence (0 = cosine only)
+    # ranking: final score = first-pass score (cosine, plus the prior's lexical and graph
+    # parts) + rank_memory_weight * (1 + prior weights) * memory evidence (0 = no memory)
     rank_memory_weight: float = Field(1.0, ge=0.0, le=10.0)
     # memorize() with no judge (zero-token, no supporting ids): "enhance" remembers the paths
     # to the similarity filter's chunks, "cache" those to every chunk read, both without
@@ -90,6 +91,20 @@ class RetrievalConfig(_Config):
     nav_enough_chunks: int = Field(4, ge=1)
     nav_min_similarity: float = Field(0.2, ge=-1.0, le=1.0)
     nav_filter_top: int = Field(2, ge=1)
+    # the first pass's prior (core/prior.py): hybrid lexical + dense candidates and a
+    # personalised PageRank from the question's entities, fused into the score that picks
+    # seeds, orders the navigator's choices and ranks; False = the paper's cosine-only pass
+    prior: bool = True
+    prior_lexical_weight: float = Field(0.2, ge=0.0, le=10.0)
+    prior_graph_weight: float = Field(1.0, ge=0.0, le=10.0)
+    prior_damping: float = Field(0.8, ge=0.0, lt=1.0)
+    prior_iterations: int = Field(20, ge=1, le=1000)
+    prior_hops: int = Field(4, ge=1, le=8)
+    prior_max_nodes: int = Field(5000, ge=10)
+    prior_max_degree: int = Field(500, ge=1)
+    prior_candidates: int = Field(50, ge=1, le=10_000)
+    prior_restart_passages: int = Field(5, ge=0, le=1000)
+    prior_passage_restart: float = Field(0.0, ge=0.0, le=100.0)
     # metadata filter on documents (LangChain syntax; see core/filters.py)
     filter: dict[str, Any] | None = None
 

@@ -11,10 +11,13 @@ import uuid
 
 import numpy as np
 
+from . import prior
 from .config import RetrievalConfig
+from .extract_rules import rule_based_extraction
 from .memory.math import rank_scores
 from .memory.replay import replay, vouched
 from .navigate import Navigator, navigate
+from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .protocols import GraphStore
 from .steps import Embed, Step, ask, done
@@ -43,34 +46,102 @@ def pre_query(query: str, cfg: RetrievalConfig, template: str = PRE_QUERY_PROMPT
     return (subs or [query]) if need else []
 
 
+def question_names(query: str, cfg: RetrievalConfig) -> list[str]:
+    """The names the offline extractor finds in the question (linked to graph entities by the
+    prior; their embeddings are asked for with the query's)."""
+    if not cfg.prior or cfg.prior_graph_weight == 0:
+        return []
+    return [n for n in rule_based_extraction(query).entities if prior.is_name(n)]
+
+
 def seed(walk: Walk, query_vecs: np.ndarray) -> None:
-    """Start the walk at the top ``cfg.seeds`` nodes of each (sub)query."""
-    for s in find_seeds(walk, list(query_vecs), walk.cfg.seeds):
+    """Start the walk at the top ``cfg.seeds`` nodes of each (sub)query: by the prior's fused
+    score for the question (their anchors) when there is one, by cosine otherwise."""
+    n = walk.cfg.seeds
+    if not len(query_vecs):
+        return
+    ranked = walk.prior.ranked() if walk.prior else []
+    if ranked:
+        start = ["a-" + c[2:] for c in ranked[:n]]
+        more = find_seeds(walk, list(query_vecs[1:]), n)
+    else:
+        start, more = [], find_seeds(walk, list(query_vecs), n)
+    for s in dict.fromkeys([*start, *more]):
         walk.add(s, None, None, "seed")
 
 
-def rank(walk: Walk) -> list[RetrievedChunk]:
-    """The chunks the walk read, by cosine to the query plus ``rank_memory_weight`` times the
-    memory evidence of each (how strongly a remembered edge vouches for it), then
-    (``fill_to_k``) the nearest unread chunks by dense search; at most ``k``. The score parts
-    are kept in ``walk.evidence`` for the trace."""
+def first_pass(walk: Walk, chunk_ids: list[str]) -> np.ndarray:
+    """Each chunk's first-pass score: the prior's fused score, or for a chunk the prior did
+    not score its cosine plus its anchor's graph mass (cosine alone without a prior)."""
+    cos = np.asarray(walk.sims(chunk_ids), dtype=np.float32)
+    p = walk.prior
+    if p is None or not p.score:
+        return cos
+    g = walk.cfg.prior_graph_weight
+    return np.asarray(
+        [
+            p.score.get(c, float(x) + g * p.graph.get("a-" + c[2:], 0.0))
+            for c, x in zip(chunk_ids, cos)
+        ],
+        dtype=np.float32,
+    )
+
+
+def score_span(walk: Walk) -> float:
+    """How far first-pass scores reach above cosine: 1 + the prior's lexical and graph
+    weights (1 without a prior). Memory evidence is weighed on that scale, so a remembered
+    path outranks the prior as it outranks cosine alone."""
+    if walk.prior is None or not walk.prior.score:
+        return 1.0
+    return 1.0 + walk.cfg.prior_lexical_weight + walk.cfg.prior_graph_weight
+
+
+def _fill(walk: Walk, have: set[str], n: int) -> list[tuple[str, float]]:
+    """Up to ``n`` unread chunks to fill the result: the prior's next best, or the nearest
+    by dense search without a prior."""
+    if walk.prior and walk.prior.score:
+        return [(c, walk.prior.score[c]) for c in walk.prior.ranked() if c not in have][:n]
+    out: list[tuple[str, float]] = []
+    for anchor, sim in walk.search(walk.q_hat, n + len(have), ("anchor",)):
+        cid = walk.nodes([anchor])[0].chunk_id
+        if cid and cid not in have and len(out) < n:
+            have = have | {cid}
+            out.append((cid, sim))
+    return out
+
+
+def rank(walk: Walk, merged: bool = False) -> list[RetrievedChunk]:
+    """The chunks the walk read, by their first-pass score (:func:`first_pass`) plus
+    ``rank_memory_weight`` × :func:`score_span` times the memory evidence of each (how
+    strongly a remembered edge vouches for it), then (``fill_to_k``) the prior's next best unread chunks; at most ``k``.
+    ``merged``: the read and the unread candidates compete on one score (a zero-token walk
+    follows the prior, so reading a chunk adds no judgement of its own); otherwise what the
+    navigator read comes first. The score parts are kept in ``walk.evidence``."""
     cfg, ids = walk.cfg, walk.chunk_ids
+    base = first_pass(walk, ids)
     cos = np.asarray(walk.sims(ids), dtype=np.float32)
     vouch = vouched(walk)
     mem = np.asarray([vouch.get(c, 0.0) for c in ids], dtype=np.float32)
-    final = rank_scores(cos, mem, cfg.rank_memory_weight)
-    scored = sorted(zip(ids, final.tolist(), cos.tolist(), mem.tolist()), key=lambda t: -t[1])
-    out = [RetrievedChunk(walk.chunk(c), s, walk.sources[c]) for c, s, _, _ in scored]  # type: ignore[arg-type]
-    walk.evidence = {c: {"cosine": cs, "memory": m, "score": s} for c, s, cs, m in scored}
-    if cfg.fill_to_k and len(out) < cfg.k:
-        have = set(ids)
-        for anchor, sim in walk.search(walk.q_hat, cfg.k + len(have), ("anchor",)):
-            cid = walk.nodes([anchor])[0].chunk_id
-            if cid and cid not in have and len(out) < cfg.k:
-                have.add(cid)
-                out.append(RetrievedChunk(walk.chunk(cid), sim, "dense_fill"))
-                walk.evidence[cid] = {"cosine": sim, "memory": 0.0, "score": sim}
-    return out[: cfg.k]
+    final = rank_scores(base, mem, cfg.rank_memory_weight * score_span(walk))
+    scored = [(c, s, walk.sources[c]) for c, s in zip(ids, final.tolist())]
+    walk.evidence = {c: _evidence(walk, c, x, m, s) for c, s, x, m in zip(ids, final, cos, mem)}
+    fill = _fill(walk, set(ids), cfg.k if merged else cfg.k - len(ids)) if cfg.fill_to_k else []
+    for cid, s in fill:
+        walk.evidence[cid] = _evidence(walk, cid, walk.sims(["a-" + cid[2:]])[0], 0.0, s)
+    if merged:
+        scored = sorted([*scored, *((c, s, "dense_fill") for c, s in fill)], key=lambda t: -t[1])
+    else:
+        scored = sorted(scored, key=lambda t: -t[1]) + [(c, s, "dense_fill") for c, s in fill]
+    out = [RetrievedChunk(walk.chunk(c), s, how) for c, s, how in scored[: cfg.k]]  # type: ignore[arg-type]
+    return out
+
+
+def _evidence(walk: Walk, chunk_id: str, cos: float, mem: float, score: float) -> dict:
+    """A chunk's score parts for the trace: cosine, memory, the prior's lexical and graph
+    parts (when there is a prior) and the final score."""
+    parts = walk.prior.parts.get(chunk_id, {}) if walk.prior else {}
+    out = {**parts, "cosine": float(cos), "memory": float(mem), "score": float(score)}
+    return out
 
 
 def make_trace(
@@ -107,9 +178,14 @@ def retrieve(
     if not isinstance(query, str) or not query.strip():
         raise InvalidQueryError(f"the query must be a non-empty string, got {query!r}")
     subqs = yield from pre_query(query, cfg, pre_query_template)
-    vecs = yield Embed((query, *[s for s in subqs if s != query]))
+    names = question_names(query, cfg) if subqs else []
+    vecs = yield Embed((query, *[s for s in subqs if s != query], *names))
+    vecs, name_vecs = vecs[: len(vecs) - len(names)], vecs[len(vecs) - len(names) :]
     t0 = time.perf_counter()
     walk = Walk(store, vecs[0], cfg)
+    if subqs:
+        walk.prior = prior.build(walk, query, names, name_vecs)
+    tp = time.perf_counter()
     seed(walk, vecs if subqs else vecs[:0])
     t1 = time.perf_counter()
     replay(walk)
@@ -121,9 +197,12 @@ def retrieve(
     else:
         yield from navigate(walk, query, navigator, ledger)
     t3 = time.perf_counter()
-    chunks = rank(walk) if walk.parents else []
+    merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
+    merged = merged and bool(walk.prior.score)  # type: ignore[union-attr]
+    chunks = rank(walk, merged) if walk.parents else []
     timings = {
-        "seed_search": (t1 - t0) * 1e3,
+        "prior": (tp - t0) * 1e3,
+        "seed_search": (t1 - tp) * 1e3,
         "replay": (t2 - t1) * 1e3,
         "bookkeeping": (time.perf_counter() - t3) * 1e3,
     }

@@ -169,6 +169,18 @@ class GraphStore(Protocol):
 
 
 @runtime_checkable
+class LexicalStore(Protocol):
+    """A store that can also rank chunks by words (BM25 or full-text search): the lexical
+    half of hybrid seeds. Optional: without it the first pass is dense only."""
+
+    def lexical_search(
+        self, text: str, k: int, where: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
+        """Top-k chunk ids by lexical score (> 0), best first; ``where`` as in ``search``."""
+        ...
+
+
+@runtime_checkable
 class SettingsStore(Protocol):
     """Optional: a store that keeps JSON settings beside its data (PostgreSQL does, per
     namespace). The CLI keeps the embedding model a store was built with there; a store

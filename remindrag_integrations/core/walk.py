@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from .config import RetrievalConfig
 from .ids import is_chunk
 from .protocols import GraphStore
 from .types import Chunk, Edge, Move, Node, NodeKind, Triple
+
+if TYPE_CHECKING:
+    from .prior import Prior
 
 Parents = dict[str, tuple[str | None, str | None]]
 
@@ -35,6 +39,7 @@ class Walk:
     stop_reason: str = ""
     # chunk -> {"cosine", "memory", "score"}: the parts of its final ranking score
     evidence: dict[str, dict[str, float]] = field(default_factory=dict)
+    prior: Prior | None = None  # the first pass's fused scores (core/prior.py)
     _nbrs: dict[str, list[Edge]] = field(default_factory=dict)
     _edges: dict[str, Edge] = field(default_factory=dict)
     _nodes: dict[str, Node] = field(default_factory=dict)
@@ -51,6 +56,10 @@ class Walk:
             self._nbrs[node_id] = self.store.neighbors(node_id)
             self._edges.update((e.id, e) for e in self._nbrs[node_id])
         return self._nbrs[node_id]
+
+    def cached_neighbors(self, node_id: str) -> list[Edge] | None:
+        """The neighbours already read for ``node_id`` (None when not read yet)."""
+        return self._nbrs.get(node_id)
 
     def edge(self, edge_id: str) -> Edge:
         if edge_id not in self._edges:

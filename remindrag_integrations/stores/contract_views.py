@@ -54,6 +54,29 @@ class ViewsContract:
         top = store.search(q, 2, ("anchor",), {"dept": "y"})
         assert len(top) == 2 and {docs[h] for h, _ in top} == {"d2"}  # k filled after filtering
 
+    def test_lexical_search_ranks_words_filters_and_forgets(
+        self, make_store: Callable[..., GraphStore]
+    ) -> None:
+        from ..core.protocols import LexicalStore
+
+        store, _ = self._tagged(make_store)
+        assert isinstance(store, LexicalStore)
+        hits = store.lexical_search("d2 part", 10)
+        assert [h for h, _ in hits[:2]] in (["c-2100", "c-2200"], ["c-2200", "c-2100"])
+        assert len(hits) == 6 and all(s > 0 for _, s in hits)  # "part" matches every chunk
+        assert hits[0][1] > hits[2][1]
+        assert {h for h, _ in store.lexical_search("part", 10, {"dept": "x"})} == {
+            "c-1100",
+            "c-1200",
+            "c-3100",
+            "c-3200",
+        }
+        assert store.lexical_search("the of and", 10) == []  # stop words only
+        assert store.lexical_search("zebra", 10) == []
+        assert len(store.lexical_search("part", 1)) == 1
+        store.delete_documents(["d2"])
+        assert store.lexical_search("d2", 10) == []
+
     def test_whole_graph_and_recent_traces(self, make_store: Callable[..., GraphStore]) -> None:
         store, g = self._tagged(make_store)
         nodes, edges = store.whole_graph()

@@ -32,6 +32,8 @@ from ..core.types import (
 )
 from . import validate
 from .directory import Persisted
+from .graph_matrix import GraphMatrix
+from .lexical import LexicalIndex
 
 
 class InMemoryGraphStore(Persisted):
@@ -56,6 +58,8 @@ class InMemoryGraphStore(Persisted):
         self._entity_names: dict[str, str] = {}
         self._dim: int | None = None
         self._index: dict[str, tuple[list[str], np.ndarray]] = {}
+        self._lexical: LexicalIndex | None = None  # built on the first lexical search
+        self._matrix: GraphMatrix | None = None  # built on the first first-pass PageRank
         self._bases: dict[Path, str | None] = {}  # directory -> generation this store knows
         self._held: dict[Path, Any] = {}  # directories whose writer lock this store holds
 
@@ -123,6 +127,7 @@ class InMemoryGraphStore(Persisted):
                     self._adj[e.u].add(e.id)
                     self._adj[e.v].add(e.id)
             self._index.clear()
+            self._lexical = self._matrix = None
 
     def _add_node(self, node: Node, row: np.ndarray) -> None:
         if node.id in self._nodes:
@@ -186,6 +191,7 @@ class InMemoryGraphStore(Persisted):
         for d in doc_set:
             del self._docs[d]
         self._index.clear()
+        self._lexical = self._matrix = None
         return {
             "documents": len(doc_set),
             "chunks": len(chunks),
@@ -263,6 +269,24 @@ class InMemoryGraphStore(Persisted):
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.lexsort((top, -sims[top]))]
         return [(ids[i], float(sims[i])) for i in top]
+
+    def lexical_search(
+        self, text: str, k: int, where: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
+        """The top-``k`` chunks by BM25 over their texts, with their scores."""
+        with self._lock:
+            if self._lexical is None:
+                self._lexical = LexicalIndex((c.id, c.text) for c in self._chunks.values())
+            index = self._lexical
+        allowed = (lambda ids: self._passing(ids, where)) if where else None
+        return index.search(text, k, allowed)
+
+    def graph_matrix(self) -> GraphMatrix:
+        """Entities, anchors and the edges between them as a sparse matrix (PageRank)."""
+        with self._lock:
+            if self._matrix is None:
+                self._matrix = GraphMatrix.build(self._nodes.values(), self._edges.values())
+            return self._matrix
 
     def _passing(self, ids: list[str], where: Mapping[str, Any]) -> np.ndarray:
         f = filters.parse(where)

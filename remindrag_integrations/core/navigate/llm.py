@@ -104,7 +104,8 @@ def render_choices(
         hint = f"stop ({len(walk.chunk_ids)} passages read)"
     else:
         hint = str(numbers.get(suggested.node or "", "stop"))
-    lines.append(f"Suggested by similarity: {hint}")
+    by = "the graph" if walk.prior and walk.prior.score else "similarity"
+    lines.append(f"Suggested by {by}: {hint}")
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """Zero-token mode's navigator and filter: decisions from the graph's features, no LLM.
 
-- navigation: greedy best-first over the query similarity of unexplored neighbours (an entity
-  is worth the best unread anchor it mentions: names alone say little);
+- navigation: greedy best-first over the first-pass score of unexplored neighbours (an
+  anchor: its chunk's fused prior score, :func:`..pipeline.first_pass`; an entity: the best
+  unread anchor it mentions, since names alone say little);
 - filter: the chunks most similar to the query support the answer.
 """
 
@@ -17,9 +18,23 @@ from . import Option
 _LOOKAHEAD = 64  # neighbours of an entity looked at when valuing it
 
 
+def anchor_values(walk: Walk, anchors: list[str]) -> list[float]:
+    """The first-pass score of each anchor's chunk (query similarity without a prior)."""
+    p = walk.prior
+    if p is None or not p.score:
+        return walk.sims(anchors)
+    g = walk.cfg.prior_graph_weight
+    return [
+        p.score.get("c-" + a[2:], s + g * p.graph.get(a, 0.0))
+        for a, s in zip(anchors, walk.sims(anchors))
+    ]
+
+
 def value(walk: Walk, node: str) -> float:
-    """How promising ``node`` is: its own query similarity, and for an entity also that of
-    the unread anchors it mentions."""
+    """How promising ``node`` is: an anchor its first-pass score, an entity its own query
+    similarity or that of the best unread anchor it mentions."""
+    if is_anchor(node):
+        return anchor_values(walk, [node])[0]
     own = walk.sims([node])[0]
     if not is_entity(node):
         return own
@@ -28,7 +43,7 @@ def value(walk: Walk, node: str) -> float:
         for e in walk.neighbors(node)[:_LOOKAHEAD]
         if is_anchor(w := e.other(node)) and w not in walk.parents
     ]
-    return max([own, *walk.sims(anchors)])
+    return max([own, *anchor_values(walk, anchors)])
 
 
 def best_backward(walk: Walk, current: str) -> tuple[str | None, float]:

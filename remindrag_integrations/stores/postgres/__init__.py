@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from .graph import GraphWrites
+from .lexical import LexicalReads
 from .memory import Memory
 from .reads import Reads
 from .sql import _NEIGHBORS, TABLES
@@ -25,7 +26,7 @@ from .traces import Traces
 __all__ = ["TABLES", "PostgresGraphStore", "_NEIGHBORS"]
 
 
-class PostgresGraphStore(GraphWrites, Reads, Memory, Traces):
+class PostgresGraphStore(GraphWrites, Reads, LexicalReads, Memory, Traces):
     """A :class:`~remindrag_integrations.core.protocols.GraphStore` on PostgreSQL with pgvector.
 
     ``dsn`` is a libpq connection string (``postgresql://user@host:5432/db``); the schema is

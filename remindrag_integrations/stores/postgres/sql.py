@@ -51,8 +51,9 @@ CREATE INDEX IF NOT EXISTS rr_traces_seq ON rr_traces (namespace, seq);
 CREATE TABLE IF NOT EXISTS rr_settings (
   namespace text NOT NULL, key text NOT NULL, value jsonb NOT NULL, PRIMARY KEY (namespace, key));
 CREATE INDEX IF NOT EXISTS rr_documents_meta ON rr_documents USING gin (metadata jsonb_path_ops);
+CREATE INDEX IF NOT EXISTS rr_chunks_fts ON rr_chunks USING gin (to_tsvector('english', text));
 """
-LAST_SCHEMA_OBJECT = "rr_documents_meta"  # missing: the schema (or its newest part) is to run
+LAST_SCHEMA_OBJECT = "rr_chunks_fts"  # missing: the schema (or its newest part) is to run
 
 TABLES = (
     "rr_documents",

@@ -1,0 +1,223 @@
+"""The first pass's prior: what the graph knows about a question before any memory exists.
+
+Three signals per chunk, fused into one score that the seeds, the navigator (zero-token and
+the LLM's ordering of choices and its suggestion) and the final ranking all read:
+
+- dense: cosine of the question to the chunk (its anchor's embedding);
+- lexical: BM25 of the question over the chunk texts, scaled to the best hit (hybrid seeds
+  see what words find and embeddings miss: names, numbers, rare terms);
+- graph: personalised PageRank mass on the chunk's anchor, spreading from the question's
+  entities (linked by name, weighted by specificity: 1 / chunks that mention them) and from
+  the best hybrid passages, over the local neighbourhood of the graph (entities, anchors and
+  the edges between them), scaled to the best anchor.
+
+``score = cosine + prior_lexical_weight · lexical + prior_graph_weight · graph``; the parts
+are kept for the trace. Pure functions over a :class:`~.walk.Walk` (its cached store reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import RetrievalConfig
+from .ids import is_anchor, is_chunk, is_entity, norm_name
+from .protocols import LexicalStore
+from .walk import Walk
+
+# words that make no name on their own (a span of only these is never looked up)
+_FUNCTION_WORDS = frozenset(
+    """a an the of in on at to for from by with and or but not no is are was were be been
+    being do does did has have had who whom whose which what when where why how that this
+    these those there it its he she they his her their him them i you we me my our your
+    as than then so if also both either neither one two many much more most other another
+    same such any all each every some few after before during while about into over under""".split()
+)
+
+
+def is_name(text: str) -> bool:
+    """Whether a span can be a name: it has a word that is not a function word."""
+    return any(w not in _FUNCTION_WORDS for w in norm_name(text).split())
+
+
+@dataclass
+class Prior:
+    """Per chunk: the fused score and its parts; per node: the graph (PPR) mass."""
+
+    score: dict[str, float] = field(default_factory=dict)
+    parts: dict[str, dict[str, float]] = field(default_factory=dict)
+    graph: dict[str, float] = field(default_factory=dict)
+    entities: dict[str, float] = field(default_factory=dict)  # question entity -> weight
+
+    def ranked(self) -> list[str]:
+        """Candidate chunks, best first (ties by id)."""
+        return sorted(self.score, key=lambda c: (-self.score[c], c))
+
+
+def anchor_of(chunk_id: str) -> str:
+    return "a-" + chunk_id[2:]
+
+
+def chunk_of(anchor_id: str) -> str:
+    return "c-" + anchor_id[2:]
+
+
+def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -> dict[str, float]:
+    """Graph entities the question names, with restart weight similarity × specificity (1 /
+    the chunks that mention it): for each name the offline extractor finds in the question,
+    the entity of that exact name (similarity 1), else the nearest entity by embedding.
+    (Looking up every word span of the question by exact name was tried and lost: it links
+    common nouns that happen to be entities.)"""
+    found: dict[str, float] = {}
+    for name, vec in zip(names, name_vecs):
+        exact = walk.store.find_entity_by_name(norm_name(name))
+        hits = [(exact, 1.0)] if exact is not None else walk.search(vec, 1, ("entity",))
+        for node, sim in hits:
+            found[node] = max(found.get(node, 0.0), float(sim))
+    cap = walk.cfg.prior_max_degree
+    out = {}
+    for node, sim in found.items():
+        mentions = sum(1 for e in walk.neighbors(node) if e.kind == "mention")
+        if 0 < mentions <= cap:
+            out[node] = max(sim, 1e-6) / mentions
+    return out
+
+
+def hybrid(walk: Walk, query: str) -> tuple[dict[str, float], dict[str, float]]:
+    """(dense cosine, lexical score scaled to the best) of the candidate chunks: the top
+    ``prior_candidates`` of each search."""
+    n = walk.cfg.prior_candidates
+    dense = {chunk_of(a): s for a, s in walk.search(walk.q_hat, n, ("anchor",))}
+    lex: dict[str, float] = {}
+    if walk.cfg.prior_lexical_weight > 0 and isinstance(walk.store, LexicalStore):
+        hits = walk.store.lexical_search(query, n, where=walk.cfg.filter)
+        top = max((s for _, s in hits), default=0.0)
+        lex = {c: s / top for c, s in hits if top > 0}
+    missing = [c for c in lex if c not in dense]
+    for c, s in zip(missing, walk.sims([anchor_of(c) for c in missing])):
+        dense[c] = s
+    return dense, lex
+
+
+def neighbourhood(walk: Walk, start: Sequence[str]) -> list[str]:
+    """Entities and anchors within ``prior_hops`` of ``start``, breadth first, at most
+    ``prior_max_nodes``; hub entities (more than ``prior_max_degree`` edges) are reached but
+    not expanded."""
+    cfg = walk.cfg
+    nodes, seen, frontier = list(start), set(start), list(start)
+    for _ in range(cfg.prior_hops):
+        nxt: list[str] = []
+        for u in frontier:
+            edges = walk.neighbors(u)
+            if is_entity(u) and len(edges) > cfg.prior_max_degree:
+                continue
+            for e in edges:
+                w = e.other(u)
+                if (
+                    w not in seen
+                    and not is_chunk(w)
+                    and len(nodes) + len(nxt) < cfg.prior_max_nodes
+                ):
+                    seen.add(w)
+                    nxt.append(w)
+        if walk.filter is not None:  # never through a filtered-out document's anchors
+            nxt = [w for w, ok in zip(nxt, walk.allowed(nxt)) if ok]
+        nodes += nxt
+        frontier = nxt
+    return nodes
+
+
+def spread(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
+    """Personalised PageRank from ``restart``: over the store's whole graph when it keeps one
+    as a matrix (the embedded store; not under a metadata filter), else over the local
+    :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it reaches."""
+    matrix = getattr(walk.store, "graph_matrix", None)
+    if matrix is None or walk.filter is not None:
+        return spread_local(walk, restart)
+    cfg = walk.cfg
+    g = matrix()
+    x = g.pagerank(restart, cfg.prior_damping, cfg.prior_iterations, cfg.prior_max_degree)
+    mass = x[g.anchors]
+    n = min(cfg.prior_candidates, int((mass > 0).sum()))
+    if n == 0:
+        return {}
+    top = np.argpartition(-mass, n - 1)[:n]
+    return {g.ids[g.anchors[i]]: float(mass[i]) for i in top}
+
+
+def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
+    """Personalised PageRank (damping ``prior_damping``, ``prior_iterations`` steps) from
+    ``restart`` over its :func:`neighbourhood`; the mass of every node. Edges are those read
+    while expanding (mass that reaches the outermost ring, whose edges are not read, leaks)."""
+    nodes = neighbourhood(walk, list(restart))
+    pos = {n: i for i, n in enumerate(nodes)}
+    src: list[int] = []
+    dst: list[int] = []
+    for u in nodes:
+        edges = walk.cached_neighbors(u) or []
+        if is_entity(u) and len(edges) > walk.cfg.prior_max_degree:
+            continue  # a hub spreads nothing: what reaches it is lost, as it says little
+        for e in edges:
+            w = e.other(u)
+            if w in pos:
+                src.append(pos[u])
+                dst.append(pos[w])
+    p = np.zeros(len(nodes))
+    for n, mass in restart.items():
+        p[pos[n]] = mass
+    if p.sum() <= 0:
+        return {}
+    p /= p.sum()
+    if not src:
+        return {n: float(v) for n, v in zip(nodes, p) if v > 0}
+    s, d = np.asarray(src), np.asarray(dst)
+    out_deg = np.bincount(s, minlength=len(nodes)).astype(np.float64)
+    x, damping = p.copy(), walk.cfg.prior_damping
+    for _ in range(walk.cfg.prior_iterations):
+        flow = np.bincount(d, weights=x[s] / out_deg[s], minlength=len(nodes))
+        x = (1.0 - damping) * p + damping * flow
+    return {n: float(v) for n, v in zip(nodes, x) if v > 0}
+
+
+def restart_mass(
+    first: dict[str, float], ents: dict[str, float], cfg: RetrievalConfig
+) -> dict[str, float]:
+    """Where the PageRank restarts: the question's entities, plus the best
+    ``prior_restart_passages`` hybrid passages (their anchors) in proportion to their positive
+    score, with ``prior_passage_restart`` times the entities' mass (all of it when the question
+    names no graph entity)."""
+    restart = dict(ents)
+    total = sum(ents.values())
+    ranked = sorted(first, key=lambda c: (-first[c], c))[: cfg.prior_restart_passages]
+    top = [c for c in ranked if first[c] > 0]
+    scale = sum(first[c] for c in top)
+    mass = cfg.prior_passage_restart * total if total else 1.0
+    if scale > 0 and mass > 0:
+        for c in top:
+            restart[anchor_of(c)] = restart.get(anchor_of(c), 0.0) + mass * first[c] / scale
+    return restart
+
+
+def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -> Prior:
+    """The prior of one question (an empty one when ``prior`` is off)."""
+    cfg = walk.cfg
+    if not cfg.prior:
+        return Prior()
+    dense, lex = hybrid(walk, query)
+    first = {c: dense[c] + cfg.prior_lexical_weight * lex.get(c, 0.0) for c in dense}
+    ents = question_entities(walk, names, name_vecs)
+    restart = restart_mass(first, ents, cfg)
+    graph = spread(walk, restart) if restart and cfg.prior_graph_weight > 0 else {}
+    best = max((v for n, v in graph.items() if is_anchor(n)), default=0.0)
+    reached = [n for n in graph if is_anchor(n) and chunk_of(n) not in dense]
+    for a, cos in zip(reached, walk.sims(reached)):
+        dense[chunk_of(a)] = cos
+    prior = Prior(graph={n: v / best for n, v in graph.items()} if best else {}, entities=ents)
+    for c, cos in dense.items():
+        g = prior.graph.get(anchor_of(c), 0.0)
+        lx = lex.get(c, 0.0)
+        prior.score[c] = cos + cfg.prior_lexical_weight * lx + cfg.prior_graph_weight * g
+        prior.parts[c] = {"cosine": cos, "lexical": lx, "graph": g}
+    return prior

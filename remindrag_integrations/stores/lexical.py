@@ -1,0 +1,60 @@
+"""BM25 over chunk texts, the lexical half of hybrid seeds (bm25s: Okapi BM25, English stop
+words, the same tokenisation as the bench's ``bm25`` baseline).
+
+bm25s builds a static index: a store builds one lazily on the first lexical search after a
+change, so an insert or delete costs nothing until a query needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+Allowed = Callable[[list[str]], np.ndarray]
+
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """Lower-cased word tokens without English stop words (bm25s' tokenizer)."""
+    import bm25s
+
+    out = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+    return [list(t) for t in out]
+
+
+class LexicalIndex:
+    """A BM25 index over fixed (chunk id, text) pairs; a store rebuilds it after a change."""
+
+    def __init__(self, items: Iterable[tuple[str, str]]) -> None:
+        import bm25s
+
+        pairs = list(items)
+        self.ids = [cid for cid, _ in pairs]
+        self._bm25 = bm25s.BM25()
+        if pairs:
+            self._bm25.index(tokenize([t for _, t in pairs]), show_progress=False)
+
+    def scores(self, text: str) -> tuple[list[str], np.ndarray]:
+        """Every chunk id and its BM25 score for ``text`` (zeros when no query word is
+        indexed)."""
+        ids = self.ids
+        (tokens,) = tokenize([text])
+        known = self._bm25.get_tokens_ids(tokens) if ids else []
+        if not known:
+            return ids, np.zeros(len(ids), np.float32)
+        return ids, np.asarray(self._bm25.get_scores_from_ids(known), np.float32)
+
+    def search(self, text: str, n: int, allowed: Allowed | None = None) -> list[tuple[str, float]]:
+        """The top-``n`` chunks with a positive score, best first (ties by id order); with
+        ``allowed`` only the chunks it passes."""
+        ids, sc = self.scores(text)
+        if not ids or n <= 0:
+            return []
+        if allowed is not None:
+            sc = np.where(allowed(ids), sc, 0.0)
+        n = min(n, int((sc > 0).sum()))
+        if n == 0:
+            return []
+        top = np.argpartition(-sc, n - 1)[:n]
+        top = top[np.lexsort((top, -sc[top]))]
+        return [(ids[i], float(sc[i])) for i in top]

@@ -1,0 +1,57 @@
+"""Lexical search of the PostgreSQL store: PostgreSQL's full-text search over chunk texts (an
+expression GIN index on ``to_tsvector('english', text)``), the words of the question OR-ed,
+ranked by ``ts_rank`` normalised by document length. Not BM25 (the embedded store's), but the
+same role: the lexical half of hybrid seeds."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+
+from ...core import filters
+from .base import PgBase
+from .filter_sql import where_sql
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def or_query(text: str) -> str:
+    """A ``to_tsquery`` string matching any word of ``text`` (words only: no operator of the
+    user's can reach the parser)."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text) if len(w) > 1))
+    return " | ".join(words[:64])
+
+
+class LexicalReads(PgBase):
+    def lexical_search(
+        self, text: str, k: int, where: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
+        """Top-``k`` chunk ids by full-text rank (> 0), best first."""
+        query = or_query(text)
+        if k <= 0 or not query:
+            return []
+        params: dict[str, Any] = {"ns": self.namespace, "q": query, "n": k}
+        parsed = filters.parse(where)
+        docs = (
+            " AND doc_id IN (SELECT id FROM rr_documents WHERE "
+            f"namespace = %(ns)s AND {where_sql(parsed, params)})"
+            if parsed is not None
+            else ""
+        )
+
+        def run(cur: psycopg.Cursor) -> list[tuple[str, float]]:
+            cur.execute(
+                "WITH q AS (SELECT to_tsquery('english', %(q)s) AS q) "
+                "SELECT id, ts_rank(to_tsvector('english', text), q.q, 1) AS r "
+                "FROM rr_chunks, q WHERE namespace = %(ns)s "
+                f"AND to_tsvector('english', text) @@ q.q{docs} "
+                "ORDER BY r DESC, id LIMIT %(n)s",
+                params,
+            )
+            return [(r[0], float(r[1])) for r in cur if r[1] > 0]
+
+        with self._cursor() as cur:
+            return run(cur)

@@ -1,0 +1,107 @@
+"""The first pass's prior (core/prior.py): hybrid lexical + dense candidates and a personalised
+PageRank from the question's entities, on a fresh graph with no memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from remindrag_integrations import ReMindRAG
+from remindrag_integrations.core.prior import is_name
+from remindrag_integrations.testing import HashEmbedder
+
+DOCS = {
+    "derrickson": "Scott Derrickson is an American director. Scott Derrickson directed Sinister.",
+    "sinister": "Sinister is a 2012 horror film. Sinister stars Ethan Hawke as a writer.",
+    "xj": "The Jaguar XJ220 is a two-seater sports car produced by Jaguar.",
+}
+FILLER = [
+    "Which actors starred in films that directors made? Many actors starred in many films.",
+    "An actor starred in the film that a director directed, said the film critic.",
+    "The film that the director directed starred a famous actor from the theatre.",
+    "Directors direct films and actors star in films; critics write about films.",
+    "A documentary film about actors and directors was shown at the festival.",
+]
+QUESTION = "Which actor starred in the film Scott Derrickson directed?"
+
+
+@pytest.fixture(scope="module")
+def engine() -> ReMindRAG:
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    docs = [(k, v, {"kind": "fact"}) for k, v in DOCS.items()]
+    docs += [(f"filler{i}", t, {"kind": "filler"}) for i, t in enumerate(FILLER)]
+    eng.insert(docs)
+    return eng
+
+
+def _docs(retrieval) -> list[str]:
+    return [rc.chunk.doc_id for rc in retrieval.chunks]
+
+
+def test_the_graph_brings_the_second_hop_that_cosine_misses(engine: ReMindRAG) -> None:
+    plain = engine.retrieve(QUESTION, k=3, prior=False)
+    hybrid = engine.retrieve(QUESTION, k=3)
+    assert "sinister" not in _docs(plain)  # cosine alone prefers the wordy fillers
+    assert _docs(hybrid)[0] == "derrickson" and "sinister" in _docs(hybrid)
+    ev = hybrid.trace.rank_evidence
+    sinister = next(rc.chunk.id for rc in hybrid.chunks if rc.chunk.doc_id == "sinister")
+    assert ev[sinister]["graph"] > 0 and ev[sinister]["lexical"] < 0.5
+    fillers = [rc.chunk.id for rc in hybrid.chunks if rc.chunk.doc_id.startswith("filler")]
+    assert all(ev[c]["graph"] < ev[sinister]["graph"] for c in fillers)
+    assert "prior" in hybrid.trace.timings_ms
+
+
+def test_a_rare_word_is_found_by_the_lexical_half(engine: ReMindRAG) -> None:
+    r = engine.retrieve("Who produced the XJ220?", k=2)
+    top = r.chunks[0]
+    assert top.chunk.doc_id == "xj"
+    assert r.trace.rank_evidence[top.chunk.id]["lexical"] == pytest.approx(1.0)
+
+
+def test_prior_off_ranks_by_cosine_alone(engine: ReMindRAG) -> None:
+    r = engine.retrieve(QUESTION, k=5, prior=False)
+    scores = [rc.score for rc in r.chunks if rc.source != "dense_fill"]
+    assert scores == sorted(scores, reverse=True)
+    assert all("graph" not in e for e in r.trace.rank_evidence.values())
+    assert "prior" in r.trace.timings_ms  # measured (near 0) either way
+
+
+def test_the_prior_never_spreads_through_a_filtered_out_document(engine: ReMindRAG) -> None:
+    r = engine.retrieve(QUESTION, k=5, filter={"kind": "filler"})
+    assert set(_docs(r)) <= {f"filler{i}" for i in range(len(FILLER))}
+    r = engine.retrieve(QUESTION, k=5, filter={"$or": [{"kind": "filler"}, {"kind": "fact"}]})
+    assert "sinister" in _docs(r)
+    # without derrickson's document the mass still flows from the question's entity to
+    # Sinister along their relation edge (entities always pass a filter, as in the walk),
+    # never into the filtered-out passage
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng.insert([(k, v, {"keep": k != "derrickson"}) for k, v in DOCS.items()])
+    r = eng.retrieve(QUESTION, k=3, filter={"keep": True})
+    assert "derrickson" not in _docs(r)
+    top = r.chunks[0]
+    assert top.chunk.doc_id == "sinister" and r.trace.rank_evidence[top.chunk.id]["graph"] == 1.0
+
+
+def test_function_words_make_no_name() -> None:
+    assert not is_name("Which") and not is_name("the of")
+    assert is_name("Scott Derrickson") and is_name("The Beatles")
+
+
+def test_the_zero_token_walk_follows_the_prior(engine: ReMindRAG) -> None:
+    r = engine.retrieve(QUESTION, k=3)
+    first = r.trace.seeds[0]
+    assert first.startswith("a-")
+    seed_doc = engine.store.get_node(first).doc_id
+    assert seed_doc in {"derrickson", "sinister"}
+    assert np.isfinite([rc.score for rc in r.chunks]).all()
+
+
+def test_the_readme_prior_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "prior=" in b]
+    exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - our own README
+    out = capsys.readouterr().out
+    assert "'lexical'" in out and "'graph'" in out
