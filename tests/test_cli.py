@@ -205,7 +205,10 @@ def test_readme_cli_example_runs_as_written(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "indexed 50 documents" in proc.stdout
-    assert re.search(r"^  replay ", proc.stdout, re.MULTILINE)
+    # the second ask is answered from memory: replayed edges, or (when the first-pass prior
+    # already seeds the remembered passage) its vouched seed; either way no walk
+    assert re.search(r"^  stop\s+replay$", proc.stdout, re.MULTILINE)
+    assert "(0 traversal decisions)" in proc.stdout
     assert "strongest remembered edges" in proc.stdout
     (page,) = tmp_path.rglob("trace.html")
     assert "<svg" in page.read_text(encoding="utf-8")

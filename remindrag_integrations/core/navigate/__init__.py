@@ -143,9 +143,12 @@ def navigate(
     (``on_invalid_move="fallback"``) or stops the walk (``"stop"``)."""
     cfg = walk.cfg
     current = next(iter(walk.parents))
-    feedback, spent0, last_cost, idle = "", _spent(ledger), 0, 0
+    feedback, spent0, idle = "", _spent(ledger), 0
+    last_cost = prev_cost = 0  # the prompt grows each step: the next call costs about
+    # the last one plus the last growth
     while True:
-        walk.stop_reason = _bound(walk, _spent(ledger) - spent0, last_cost, idle)
+        next_cost = last_cost + max(0, last_cost - prev_cost) if prev_cost else last_cost
+        walk.stop_reason = _bound(walk, _spent(ledger) - spent0, next_cost, idle)
         if walk.stop_reason:
             return
         opts = options(walk, current)
@@ -178,5 +181,5 @@ def navigate(
         except LLMError as exc:
             walk.stop_reason = f"llm_error: {exc}"
             return
-        last_cost = _spent(ledger) - before
+        prev_cost, last_cost = last_cost, _spent(ledger) - before
         idle = 0 if len(walk.chunk_ids) > read_before else idle + 1
