@@ -6,8 +6,15 @@ For each library and setting: build seconds, bytes the index adds to the process
 top-2 query latency p50 / p95 (one query at a time, as a retrieval does) and recall of the
 exact float32 top-2. Prints a table and writes JSON.
 
+``--source real`` takes real MiniLM vectors instead (an ``.npz`` of ``vecs``, e.g. the bench's
+embedding cache of passages, entity names and questions): ``--queries`` random rows are held out
+as queries and the rest are indexed, so the structure of real embeddings is measured at the
+same row count as random ones.
+
     PYTHONPATH=. python benchmarks/ann_choice.py --rows 200000 \
         --out benchmarks/results/ann_choice.json
+    PYTHONPATH=. python benchmarks/ann_choice.py --source real --rows 27000 \
+        --real-npz ~/.cache/remindrag-bench/minilm.npz --out benchmarks/results/ann_real.json
 """
 
 from __future__ import annotations
@@ -30,6 +37,14 @@ K = 2
 def _rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _real(path: str, rows: int, queries: int) -> tuple[np.ndarray, np.ndarray]:
+    with np.load(os.path.expanduser(path), allow_pickle=False) as z:
+        vecs = np.asarray(z["vecs"], dtype=np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    order = np.random.default_rng(0).permutation(len(vecs))
+    return vecs[order[queries : queries + rows]], vecs[order[:queries]]
 
 
 def _data(rows: int, queries: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -143,8 +158,13 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--efs", default="64,256,512", help="search beam widths to try")
     ap.add_argument("--out", default="benchmarks/results/ann_choice.json")
+    ap.add_argument("--source", choices=("random", "real"), default="random")
+    ap.add_argument("--real-npz", default="~/.cache/remindrag-bench/minilm.npz")
     args = ap.parse_args()
-    vecs, qs = _data(args.rows, args.queries, args.dim)
+    if args.source == "real":
+        vecs, qs = _real(args.real_npz, args.rows, args.queries)
+    else:
+        vecs, qs = _data(args.rows, args.queries, args.dim)
     truth = [set(map(int, np.argsort(-(vecs @ q))[:K])) for q in qs]
     load = [os.getloadavg()]
     candidates: list[tuple[str, Callable[[], Searcher]]] = [
@@ -159,7 +179,7 @@ def main() -> None:
         rows += _measure(name, make, qs, truth, efs[:1] if name.startswith("exact") else efs)
         gc.collect()
     load.append(os.getloadavg())
-    print(f"\n{args.rows:,} rows x {args.dim}, {args.queries} queries, top-{K}; load {load}")
+    print(f"\n{args.source}: {len(vecs):,} rows, {len(qs)} queries, top-{K}; load {load}")
     print("| index | ef | build s | RSS added MB | query ms p50 / p95 | recall@2 vs exact f32 |")
     print("|---|---|---|---|---|---|")
     for r in rows:
@@ -170,7 +190,7 @@ def main() -> None:
             f"| {r['index']} | {r['ef']} | {r['build_s']:.1f} | {r['rss_added_mb']:.0f} | "
             f"{r['query_ms_p50']:.3f} / {r['query_ms_p95']:.3f} | {r['recall_at_2']:.3f} |"
         )
-    out: dict[str, Any] = {"rows": args.rows, "dim": args.dim, "queries": args.queries}
+    out: dict[str, Any] = {"source": args.source, "rows": len(vecs), "queries": len(qs)}
     out.update(k=K, loadavg_before_after=load, results=rows)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)

@@ -165,3 +165,20 @@ def test_embedding_table_reuses_rows_and_grows() -> None:
         table.get(["b"])
     with pytest.raises(ValueError):
         table.put(["e"], np.ones((1, 3), np.float32))
+
+
+def test_a_built_index_is_saved_and_adopted_on_load(tmp_path: Path) -> None:
+    store = synthetic_graph(3000, DIM, ann=True, ann_ef=64)
+    q = _queries(store, 1)[0]
+    want = store.search(q, 3, KINDS)  # builds the entity and anchor indexes
+    store.delete_documents(store.document_ids()[:3])  # keys of freed rows leave the index
+    want = store.search(q, 3, KINDS)
+    store.save(tmp_path / "s")
+    loaded = InMemoryGraphStore.load(tmp_path / "s", ann=True, ann_ef=64)
+    assert set(loaded._vectors._ann) == {"entity", "anchor"}  # adopted, not rebuilt
+    assert loaded.search(q, 3, KINDS) == want
+    g = contract_graph(("zz",), dim=DIM)
+    loaded.add_graph(**g)  # the adopted index keeps following inserts
+    assert loaded.search(g["embeddings"][-1], 1, ("entity",))[0][0] == g["nodes"][-1].id
+    exact = InMemoryGraphStore.load(tmp_path / "s", ann=False)  # ignored when ANN is off
+    assert exact._vectors._ann == {} and _ids(exact.search(q, 1, KINDS)) == _ids(want[:1])

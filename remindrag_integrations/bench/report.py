@@ -226,6 +226,15 @@ def plot(result: dict, out_dir: Path, stem: str) -> list[Path]:
         ):
             ax.plot(xs, [p[key]["p50"] for p in pts], "o-", label=f"{label} p50")
             ax.plot(xs, [p[key]["p95"] for p in pts], ":", label=f"{label} p95")
+        exact = [p for p in pts if "exact_seed_search_ms" in p]
+        if exact:  # the exact scan, measured on the same store when seed search used ANN
+            ax.plot(
+                [p["edges"] for p in exact],
+                [p["exact_seed_search_ms"]["p50"] for p in exact],
+                "x--",
+                color="grey",
+                label="exact scan p50 (same store)",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("edges in the graph")

@@ -12,6 +12,8 @@ import numpy as np
 
 from ..core.types import ConfigError, StoreCorruptError
 
+_PARK = 1 << 48  # above any table row
+
 
 def available() -> bool:
     """True when the ANN library (extra ``ann``) is installed."""
@@ -65,11 +67,22 @@ class AnnIndex:
     def to_bytes(self) -> bytes:
         return bytes(self._index.save())
 
+    def rekey(self, old: np.ndarray, new: np.ndarray) -> None:
+        """Give the vectors stored under keys ``old`` the keys ``new`` (a permutation-safe
+        two-step rename through keys no row can have)."""
+        if len(old):
+            parked = old.astype(np.uint64) + np.uint64(_PARK)
+            self._index.rename(old.astype(np.uint64), parked)
+            self._index.rename(parked, new.astype(np.uint64))
+
     @classmethod
     def from_bytes(cls, data: bytes, dim: int, ef: int) -> AnnIndex:
         from usearch.index import Index
 
-        index = Index.restore(bytearray(data))
+        try:
+            index = Index.restore(bytearray(data))
+        except (RuntimeError, ValueError) as exc:
+            raise StoreCorruptError(f"the saved ANN index is unreadable: {exc}") from exc
         if index is None or index.ndim != dim:
             raise StoreCorruptError("the saved ANN index does not match the store")
         out = cls.__new__(cls)

@@ -168,6 +168,30 @@ class NodeIndex:
             out.append(_best(list(zip(ids, map(float, sims))), k))
         return out
 
+    # --- persistence of built indexes ------------------------------------------------------
+    def saved_indexes(self) -> dict[NodeKind, tuple[list[str], list[int], bytes]]:
+        """Each built ANN index as (its node ids, their keys = table rows, its bytes)."""
+        out = {}
+        for kind, index in self._ann.items():
+            ids = list(self._members[kind])
+            out[kind] = (ids, self.table.rows_of(ids).tolist(), index.to_bytes())
+        return out
+
+    def adopt_index(self, kind: NodeKind, ids: list[str], keys: list[int], data: bytes) -> bool:
+        """Use a saved index of ``kind`` (see :meth:`saved_indexes`) when ANN is on and it
+        holds exactly the kind's nodes; else it is ignored (and rebuilt when needed)."""
+        members = self._members[kind]
+        if not self.ann or not ann_mod.available() or set(ids) != members.keys():
+            return False
+        if len(keys) != len(ids):
+            raise ValueError("saved ANN keys do not match their ids")
+        index = ann_mod.AnnIndex.from_bytes(data, self.table.matrix().shape[1], self.ef)
+        if len(index) != len(ids):
+            raise ValueError("saved ANN index does not hold its ids")
+        index.rekey(np.asarray(keys, dtype=np.int64), self.table.rows_of(ids))
+        self._ann[kind] = index
+        return True
+
     def _index(self, kind: NodeKind) -> ann_mod.AnnIndex:
         """The kind's ANN index, built from the stored vectors on first use."""
         if kind not in self._ann:

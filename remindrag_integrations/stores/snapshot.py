@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.types import Chunk, ConfigError, Edge, Node, StoreCorruptError
+from .node_index import KINDS
 
 if TYPE_CHECKING:
     from .memory_store import InMemoryGraphStore
@@ -31,6 +32,7 @@ def dump(store: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
     with store._lock:
         node_ids = list(store._nodes)
         mem_ids = list(store._memory)
+        raw: dict[str, bytes] = {}
         payload: dict[str, Any] = {
             "documents.json": {k: [v[0], v[1]] for k, v in store._docs.items()},
             "chunks.json": [c.to_dict() for c in store._chunks.values()],
@@ -43,7 +45,11 @@ def dump(store: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
         table = store._vectors.table
         emb = table.matrix()[table.rows_of(node_ids)] if node_ids else np.zeros((0, dim))
         memory = _rows([store._memory[e] for e in mem_ids], dim)
+        for kind, (ids, keys, data) in store._vectors.saved_indexes().items():
+            payload[f"ann-{kind}.json"] = {"ids": ids, "keys": keys}  # built ANN indexes
+            raw[f"ann-{kind}.usearch"] = data
         files = {name: json.dumps(obj).encode() for name, obj in payload.items()}
+        files.update(raw)
     files["embeddings.npy"] = _npy(emb, table.dtype)  # float16 when the store keeps float16
     files["memory.npy"] = _npy(memory, np.dtype(np.float32))
     return files, {"namespace": store.namespace, "dim": store._dim}
@@ -93,6 +99,12 @@ def _restore(
         raise ValueError("memory rows do not match their ids or the dimension")
     store._memory = {str(e): memory[i] for i, e in enumerate(mem_ids)}
     store._traces = {t["trace_id"]: t for t in read("traces.json")}
+    for kind in KINDS:  # saved ANN indexes (older stores have none: built when needed)
+        if f"ann-{kind}.json" in files and f"ann-{kind}.usearch" in files:
+            saved = read(f"ann-{kind}.json")
+            store._vectors.adopt_index(
+                kind, saved["ids"], saved["keys"], files[f"ann-{kind}.usearch"]
+            )
     return store
 
 
