@@ -69,7 +69,7 @@ class InMemoryGraphStore(Persisted):
         self._chunks: dict[str, Chunk] = {}
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, Edge] = {}
-        self._adj: dict[str, set[str]] = {}
+        self._adj: dict[str, list[str]] = {}  # node -> its edge ids (lists: a third of sets)
         self._vectors = NodeIndex(vectors, ann, ann_threshold, ann_ef, ann_overfetch)
         self._memory: dict[str, np.ndarray] = {}
         self._traces: dict[str, dict] = {}
@@ -142,12 +142,13 @@ class InMemoryGraphStore(Persisted):
             for e in edges:
                 if e.id not in self._edges:
                     self._edges[e.id] = e
-                    self._adj[e.u].add(e.id)
-                    self._adj[e.v].add(e.id)
+                    self._adj[e.u].append(e.id)
+                    if e.v != e.u:
+                        self._adj[e.v].append(e.id)
 
     def _add_node(self, node: Node) -> None:
         self._nodes[node.id] = node
-        self._adj.setdefault(node.id, set())
+        self._adj.setdefault(node.id, [])
         if node.kind == "entity":
             self._entity_names[norm_name(node.name)] = node.id
             for a in node.aliases:
@@ -188,11 +189,13 @@ class InMemoryGraphStore(Persisted):
         doc_set = {d for d in doc_ids if d in self._docs}
         doomed = self._doomed(doc_set, keep)
         dead_edges = {e for nid in doomed for e in self._adj.get(nid, ())}
+        touched = set()
         for eid in dead_edges:
             e = self._edges.pop(eid)
-            self._adj.get(e.u, set()).discard(eid)
-            self._adj.get(e.v, set()).discard(eid)
+            touched.update((e.u, e.v))
             self._memory.pop(eid, None)
+        for nid in touched - doomed:
+            self._adj[nid] = [x for x in self._adj[nid] if x not in dead_edges]
         self._vectors.drop([self._nodes[nid] for nid in doomed])
         for nid in doomed:
             self._nodes.pop(nid)
