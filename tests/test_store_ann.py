@@ -15,11 +15,12 @@ from remindrag_integrations.core.types import (
     InvalidArgumentError,
     UnknownNodeError,
 )
-from remindrag_integrations.stores import InMemoryGraphStore, open_store
+from remindrag_integrations.stores import InMemoryGraphStore, ann, open_store
 from remindrag_integrations.stores.vectors import EmbeddingTable
 from remindrag_integrations.testing import contract_graph
 
-pytest.importorskip("usearch")
+# the extra 'ann' (never imported here: see test_the_onnx_embedder_still_imports_after_...)
+pytestmark = pytest.mark.skipif(not ann.available(), reason="extra 'ann' (usearch) not installed")
 
 KINDS = ("entity", "anchor")
 DIM = 32
@@ -182,3 +183,23 @@ def test_a_built_index_is_saved_and_adopted_on_load(tmp_path: Path) -> None:
     assert loaded.search(g["embeddings"][-1], 1, ("entity",))[0][0] == g["nodes"][-1].id
     exact = InMemoryGraphStore.load(tmp_path / "s", ann=False)  # ignored when ANN is off
     assert exact._vectors._ann == {} and _ids(exact.search(q, 1, KINDS)) == _ids(want[:1])
+
+
+def test_the_onnx_embedder_still_imports_after_an_ann_search() -> None:
+    """usearch imported before onnxruntime crashes the process: the store imports them in the
+    order that works."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("onnxruntime")
+    code = (
+        "import numpy as np\n"
+        "from remindrag_integrations.stores import InMemoryGraphStore\n"
+        "from remindrag_integrations.testing import contract_graph\n"
+        "s = InMemoryGraphStore(ann=True); g = contract_graph(dim=8); s.add_graph(**g)\n"
+        "assert s.search(g['embeddings'][0], 1, ('entity',))\n"
+        "import onnxruntime\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

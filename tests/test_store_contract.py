@@ -10,7 +10,7 @@ import pg_fixture
 import pytest
 
 from remindrag_integrations.core.memory.write import update
-from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores import InMemoryGraphStore, ann
 from remindrag_integrations.testing import StoreContract, contract_graph, store_contract
 
 make_pg_store = pg_fixture.make_pg_store  # fixtures: a real server, started once per process
@@ -48,7 +48,8 @@ class TestInMemoryStoreAnn(StoreContract):
 
     @pytest.fixture()
     def make_store(self) -> Callable[..., InMemoryGraphStore]:
-        pytest.importorskip("usearch")
+        if not ann.available():
+            pytest.skip("extra 'ann' (usearch) not installed")
         return lambda namespace="contract": InMemoryGraphStore(namespace, ann=True)
 
 

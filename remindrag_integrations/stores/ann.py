@@ -6,6 +6,7 @@ them."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import numpy as np
@@ -16,12 +17,19 @@ _PARK = 1 << 48  # above any table row
 
 
 def available() -> bool:
-    """True when the ANN library (extra ``ann``) is installed."""
-    try:
-        import usearch.index  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """True when the ANN library (extra ``ann``) is installed (nothing is imported)."""
+    return importlib.util.find_spec("usearch") is not None
+
+
+def _index_class() -> Any:
+    """usearch's ``Index``. onnxruntime (extra ``fast``) is imported first when installed:
+    importing it after usearch's compiled module crashes the process (usearch 2.26,
+    onnxruntime 1.32: segmentation fault), the other order works."""
+    if importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401
+    from usearch.index import Index
+
+    return Index
 
 
 def require() -> None:
@@ -35,10 +43,8 @@ class AnnIndex:
     """One HNSW index; ``ef`` is the search beam width (recall against speed)."""
 
     def __init__(self, dim: int, ef: int, connectivity: int = 16) -> None:
-        from usearch.index import Index
-
         self.ef = ef
-        self._index: Any = Index(
+        self._index: Any = _index_class()(
             ndim=dim, metric="ip", dtype="f16", connectivity=connectivity, expansion_search=ef
         )
 
@@ -77,10 +83,8 @@ class AnnIndex:
 
     @classmethod
     def from_bytes(cls, data: bytes, dim: int, ef: int) -> AnnIndex:
-        from usearch.index import Index
-
         try:
-            index = Index.restore(bytearray(data))
+            index = _index_class().restore(bytearray(data))
         except (RuntimeError, ValueError) as exc:
             raise StoreCorruptError(f"the saved ANN index is unreadable: {exc}") from exc
         if index is None or index.ndim != dim:
