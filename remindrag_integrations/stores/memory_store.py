@@ -189,7 +189,7 @@ class InMemoryGraphStore(Persisted):
         doc_set = {d for d in doc_ids if d in self._docs}
         doomed = self._doomed(doc_set, keep)
         dead_edges = {e for nid in doomed for e in self._adj.get(nid, ())}
-        touched = set()
+        touched: set[str] = set()
         for eid in dead_edges:
             e = self._edges.pop(eid)
             touched.update((e.u, e.v))
