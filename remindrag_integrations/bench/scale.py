@@ -188,8 +188,9 @@ def measure_point(
     if out["ann"]:  # the exact scan on the same store and queries, for the ratio
         store._vectors.ann = False
         store.search(qs[0], 2, ("entity", "anchor"))  # its float32 cache (not timed)
-        exact_ms, _, _, _ = _seed_and_replay(store, qs, cfg, exact)
+        exact_ms, _, _, exact_recall = _seed_and_replay(store, qs, cfg, exact)
         out["exact_seed_search_ms"] = _pcts(exact_ms)
+        out["exact_seed_recall"] = exact_recall  # float16 rounding alone
         store._vectors.ann = True
     if save:
         out.update(_saved_size(store))
