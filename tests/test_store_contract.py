@@ -10,7 +10,7 @@ import pg_fixture
 import pytest
 
 from remindrag_integrations.core.memory.write import update
-from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores import InMemoryGraphStore, ann
 from remindrag_integrations.testing import StoreContract, contract_graph, store_contract
 
 make_pg_store = pg_fixture.make_pg_store  # fixtures: a real server, started once per process
@@ -18,6 +18,8 @@ pg_dsn = pg_fixture.pg_dsn
 
 
 class TestInMemoryStore(StoreContract):
+    embedding_atol = 1e-3  # float16 vectors
+
     @pytest.fixture()
     def make_store(self) -> Callable[..., InMemoryGraphStore]:
         return lambda namespace="contract": InMemoryGraphStore(namespace=namespace)
@@ -33,6 +35,24 @@ class TestInMemoryStore(StoreContract):
         assert loaded.export_memory() == store.export_memory()
 
 
+class TestInMemoryStoreFloat32(StoreContract):
+    @pytest.fixture()
+    def make_store(self) -> Callable[..., InMemoryGraphStore]:
+        return lambda namespace="contract": InMemoryGraphStore(namespace, vectors="float32")
+
+
+class TestInMemoryStoreAnn(StoreContract):
+    """Every search through the HNSW index, however small the store."""
+
+    embedding_atol = 1e-3
+
+    @pytest.fixture()
+    def make_store(self) -> Callable[..., InMemoryGraphStore]:
+        if not ann.available():
+            pytest.skip("extra 'ann' (usearch) not installed")
+        return lambda namespace="contract": InMemoryGraphStore(namespace, ann=True)
+
+
 @pytest.mark.postgres
 class TestPostgresStore(StoreContract):
     @pytest.fixture()
@@ -41,7 +61,9 @@ class TestPostgresStore(StoreContract):
 
 
 def test_store_contract_function_runs_every_check() -> None:
-    ran = store_contract(lambda namespace="contract": InMemoryGraphStore(namespace=namespace))
+    ran = store_contract(
+        lambda namespace="contract": InMemoryGraphStore(namespace=namespace), embedding_atol=1e-3
+    )
     assert set(ran) == {n for n in dir(StoreContract) if n.startswith("test_")}
 
 

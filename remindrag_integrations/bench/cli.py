@@ -120,6 +120,10 @@ def _add_real_scale(sub: Any) -> None:
     scale.add_argument("--no-save", action="store_true", help="skip the on-disk size")
     scale.add_argument("--out", default=None)
     scale.add_argument("--plot", action="store_true")
+    scale.add_argument(
+        "--ann", choices=("auto", "on", "off"), default="auto", help="the store's ann= option"
+    )
+    scale.add_argument("--vectors", choices=("float16", "float32"), default="float16")
 
 
 def _add_files(sub: Any) -> None:
@@ -212,8 +216,15 @@ def main(argv: list[str] | None = None) -> int:
         from .scale import run_scale
 
         sizes = [int(s) for s in args.sizes.split(",")]
+        ann = {"auto": None, "on": True, "off": False}[args.ann]
         res = run_scale(
-            sizes, queries=args.queries, dim=args.dim, save=not args.no_save, progress=_progress
+            sizes,
+            queries=args.queries,
+            dim=args.dim,
+            save=not args.no_save,
+            progress=_progress,
+            ann=ann,
+            vectors=args.vectors,
         )
         _write(res, args.out, "scale", args.plot)
         return 0

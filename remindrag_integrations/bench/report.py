@@ -142,13 +142,14 @@ def curve_table(result: dict) -> str:
 
 def scale_table(result: dict) -> str:
     head = (
-        "| edges | nodes | build s | seed search ms p50 / p95 | replay ms p50 / p95 | "
+        "| edges | nodes | build s | seed search ms p50 / p95 | seed recall@2 | "
+        "exact scan ms p50 / p95 | ANN build s | replay ms p50 / p95 | "
         "memorize ms p50 / p95 | replayed edges/q | RSS MB | store on disk MB | save s |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for p in result["points"]:
         if "error" in p:
-            lines.append(f"| {p['edges']:,} | – | – | – | – | – | – | – | – | {p['error']} |")
+            lines.append(f"| {p['edges']:,} |" + " – |" * 11 + f" {p['error']} |")
             continue
 
         def pp(k: str, p: dict = p) -> str:
@@ -156,7 +157,10 @@ def scale_table(result: dict) -> str:
 
         lines.append(
             f"| {p['edges']:,} | {p['nodes']:,} | {p['build_s']:.1f} | "
-            f"{pp('seed_search_ms')} | {pp('replay_ms')} | {pp('memorize_ms')} | "
+            f"{pp('seed_search_ms')} | {_f(p.get('seed_recall'), 2)} | "
+            f"{pp('exact_seed_search_ms') if 'exact_seed_search_ms' in p else '–'} | "
+            f"{_f(p['index_build_s'], 1) if p.get('ann') else '–'} | "
+            f"{pp('replay_ms')} | {pp('memorize_ms')} | "
             f"{p['replayed_per_query']:.1f} | {p['rss_mb']:.0f} | "
             f"{_f(p.get('disk_mb'), 1)} | {_f(p.get('save_s'), 1)} |"
         )
@@ -222,6 +226,15 @@ def plot(result: dict, out_dir: Path, stem: str) -> list[Path]:
         ):
             ax.plot(xs, [p[key]["p50"] for p in pts], "o-", label=f"{label} p50")
             ax.plot(xs, [p[key]["p95"] for p in pts], ":", label=f"{label} p95")
+        exact = [p for p in pts if "exact_seed_search_ms" in p]
+        if exact:  # the exact scan, measured on the same store when seed search used ANN
+            ax.plot(
+                [p["edges"] for p in exact],
+                [p["exact_seed_search_ms"]["p50"] for p in exact],
+                "x--",
+                color="grey",
+                label="exact scan p50 (same store)",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("edges in the graph")

@@ -5,7 +5,8 @@ The generator keeps the proportions of the real pooled HotpotQA graph (per chunk
 ~7 entity mentions drawn from a Zipf-like popularity, ~15 relations among the chunk's entities,
 one context edge to the next chunk of its document; ≈ 25 edges per chunk), with random unit
 embeddings and ~3 KB of text per chunk. Each size runs in a fresh subprocess so the RSS it
-reports is its own.
+reports is its own. Seed recall compares the store's top-2 with the exact top-2 over the
+float32 vectors the graph was built from (so it counts both ANN misses and float16 rounding).
 """
 
 from __future__ import annotations
@@ -40,8 +41,18 @@ ENTITIES_PER_CHUNK = 7
 CHUNKS_PER_DOC = 10
 
 
-def synthetic_graph(n_edges: int, dim: int = 384, seed: int = 0) -> InMemoryGraphStore:
-    """A store with about ``n_edges`` edges (see module docstring)."""
+def synthetic_embeddings(n_nodes: int, dim: int, seed: int = 0) -> np.ndarray:
+    """The float32 unit vectors :func:`synthetic_graph` gives its nodes, in node order."""
+    emb = np.random.default_rng([seed, 1]).standard_normal((n_nodes, dim), dtype=np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    return emb
+
+
+def synthetic_graph(
+    n_edges: int, dim: int = 384, seed: int = 0, **options: Any
+) -> InMemoryGraphStore:
+    """A store with about ``n_edges`` edges (see module docstring); ``options`` go to
+    :class:`InMemoryGraphStore` (``vectors=``, ``ann=`` ...)."""
     rng = np.random.default_rng(seed)
     n_chunks = max(2, round(n_edges / (EDGES_PER_CHUNK - 2.5)))  # minus duplicate relations
     n_entities = max(4, n_chunks * ENTITIES_PER_CHUNK // 2)  # entities recur across chunks
@@ -80,9 +91,8 @@ def synthetic_graph(n_edges: int, dim: int = 384, seed: int = 0) -> InMemoryGrap
                     f"x-{i:010x}", f"a-{i - 1:010x}", aid, "context", "continues in the next chunk"
                 )
             )
-    emb = rng.standard_normal((len(nodes), dim)).astype(np.float32)
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    store = InMemoryGraphStore()
+    emb = synthetic_embeddings(len(nodes), dim, seed)
+    store = InMemoryGraphStore(**options)
     store.add_graph(
         documents=[
             (f"doc{d}", "synthetic", {})
@@ -115,49 +125,58 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _exact_seeds(
+    store: InMemoryGraphStore, qs: list[np.ndarray], k: int, dim: int
+) -> list[set[str]]:
+    """The exact top-``k`` entity / anchor ids of each query over the float32 vectors the
+    graph was built from (regenerated, then freed)."""
+    nodes = _node_order(store)
+    rows = [i for i, n in enumerate(nodes) if n.kind != "chunk"]
+    mat = synthetic_embeddings(len(nodes), dim)[rows]
+    sims = np.asarray(qs) @ mat.T
+    del mat
+    return [{nodes[rows[i]].id for i in np.argsort(-s)[:k]} for s in sims]
+
+
+def _node_order(store: InMemoryGraphStore) -> list[Node]:
+    """Nodes in the order :func:`synthetic_graph` made them (entities, then anchor and chunk
+    per chunk): the store keeps insertion order."""
+    return store.whole_graph()[0]
+
+
 def measure_point(
-    n_edges: int, queries: int = 50, dim: int = 384, save: bool = True
+    n_edges: int, queries: int = 50, dim: int = 384, save: bool = True, **options: Any
 ) -> dict[str, Any]:
     """Build one graph, then: pass 1 = seeds + random walk + memorize (timed); pass 2 = the
-    same queries again, timing seed search and the replay that now fires."""
+    same queries again, timing seed search and the replay that now fires. ``options`` go to
+    the store (``ann=``, ``vectors=`` ...). After RSS is read, the same seed searches run
+    through the exact scan, side by side."""
     t0 = time.perf_counter()
-    store = synthetic_graph(n_edges, dim)
+    store = synthetic_graph(n_edges, dim, **options)
     build = time.perf_counter() - t0
     counts = store.counts()
     rng = np.random.default_rng(1)
     cfg = RetrievalConfig()
-    ents = [n for n, _ in store.search(np.ones(dim, np.float32), 10**9, ("entity",))]
+    ents = [n.id for n in _node_order(store) if n.kind == "entity"]
     qs = []
     for _ in range(queries):  # a query near a random entity
         base = store.node_embeddings([ents[int(rng.integers(len(ents)))]])[0]
         qs.append(unit(base + 0.3 * unit(rng.standard_normal(dim).astype(np.float32))))
-    store.search(qs[0], 2, ("entity", "anchor"))  # build the search index once (not timed)
-    memo_ms, seed_ms, replay_ms, replayed = [], [], [], []
-    for q in qs:
-        walk = Walk(store, q, cfg)
-        seed(walk, np.asarray([q]))
-        _random_walk(walk, rng, 4)
-        t = time.perf_counter()
-        eff, ineff = split_edges(walk.parents, Support(walk.chunk_ids or list(walk.parents)[-1:]))
-        update(store, eff, ineff, q)
-        memo_ms.append((time.perf_counter() - t) * 1e3)
-    for q in qs:
-        walk = Walk(store, q, cfg)
-        t = time.perf_counter()
-        seeds = find_seeds(store, [q], cfg.seeds)
-        t1 = time.perf_counter()
-        for s in seeds:
-            walk.add(s, None, None, "seed")
-        replay(walk)
-        t2 = time.perf_counter()
-        seed_ms.append((t1 - t) * 1e3)
-        replay_ms.append((t2 - t1) * 1e3)
-        replayed.append(len(walk.replayed_edges))
+    exact = _exact_seeds(store, qs, cfg.seeds, dim)
+    t0 = time.perf_counter()
+    store.search(qs[0], 2, ("entity", "anchor"))  # build the search index once
+    index_s = time.perf_counter() - t0
+    memo_ms = [_memorize(store, q, cfg, rng) for q in qs]
+    seed_ms, replay_ms, replayed, found = _seed_and_replay(store, qs, cfg, exact)
     out: dict[str, Any] = {
         "edges": counts["edges"],
         "target_edges": n_edges,
         "nodes": counts["chunks"] + counts["anchors"] + counts["entities"],
         "build_s": build,
+        "index_build_s": index_s,
+        "ann": any(store._vectors.uses_ann(k) for k in ("entity", "anchor")),
+        "vectors": str(store._vectors.table.dtype),
+        "seed_recall": found,
         "touched_edges": counts["touched_edges"] or store.touched_edges(),
         "seed_search_ms": _pcts(seed_ms),
         "replay_ms": _pcts(replay_ms),
@@ -166,9 +185,48 @@ def measure_point(
         "rss_mb": _rss_mb(),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+    if out["ann"]:  # the exact scan on the same store and queries, for the ratio
+        store._vectors.ann = False
+        store.search(qs[0], 2, ("entity", "anchor"))  # its float32 cache (not timed)
+        exact_ms, _, _, exact_recall = _seed_and_replay(store, qs, cfg, exact)
+        out["exact_seed_search_ms"] = _pcts(exact_ms)
+        out["exact_seed_recall"] = exact_recall  # float16 rounding alone
+        store._vectors.ann = True
     if save:
         out.update(_saved_size(store))
     return out
+
+
+def _memorize(store: InMemoryGraphStore, q: np.ndarray, cfg: Any, rng: Any) -> float:
+    """Seeds, a short random walk, then the timed memory write: ms."""
+    walk = Walk(store, q, cfg)
+    seed(walk, np.asarray([q]))
+    _random_walk(walk, rng, 4)
+    t = time.perf_counter()
+    eff, ineff = split_edges(walk.parents, Support(walk.chunk_ids or list(walk.parents)[-1:]))
+    update(store, eff, ineff, q)
+    return (time.perf_counter() - t) * 1e3
+
+
+def _seed_and_replay(
+    store: InMemoryGraphStore, qs: list[np.ndarray], cfg: Any, exact: list[set[str]]
+) -> tuple[list[float], list[float], list[int], float]:
+    """Seed search ms, replay ms and replayed edges per query; recall of the exact seeds."""
+    seed_ms, replay_ms, replayed, found = [], [], [], 0
+    for q, want in zip(qs, exact):
+        walk = Walk(store, q, cfg)
+        t = time.perf_counter()
+        seeds = find_seeds(store, [q], cfg.seeds)
+        t1 = time.perf_counter()
+        for s in seeds:
+            walk.add(s, None, None, "seed")
+        replay(walk)
+        t2 = time.perf_counter()
+        found += len(want & set(seeds))
+        seed_ms.append((t1 - t) * 1e3)
+        replay_ms.append((t2 - t1) * 1e3)
+        replayed.append(len(walk.replayed_edges))
+    return seed_ms, replay_ms, replayed, found / (cfg.seeds * max(len(qs), 1))
 
 
 def _saved_size(store: InMemoryGraphStore) -> dict[str, float]:
@@ -197,8 +255,10 @@ def run_scale(
     save: bool = True,
     progress: Callable[[str], None] = lambda s: None,
     timeout: float = 3600.0,
+    **options: Any,
 ) -> dict[str, Any]:
-    """Every size in its own subprocess; a size that fails or times out is reported as such."""
+    """Every size in its own subprocess; a size that fails or times out is reported as such.
+    ``options`` go to the store (``ann=``, ``vectors=`` ...)."""
     points = []
     for n in sizes:
         progress(f"scale point: {n:,} edges")
@@ -210,6 +270,7 @@ def run_scale(
             str(queries),
             str(dim),
             "1" if save else "0",
+            json.dumps(options),
         ]
         try:
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
@@ -229,6 +290,7 @@ def run_scale(
         "store": "InMemoryGraphStore",
         "queries": queries,
         "dim": dim,
+        "store_options": options,
         "points": points,
         "machine": machine(),
     }
@@ -236,4 +298,5 @@ def run_scale(
 
 if __name__ == "__main__":  # one point, JSON on stdout (used by run_scale)
     n, q, d, sv = (int(x) for x in sys.argv[1:5])
-    print(json.dumps(measure_point(n, q, d, bool(sv))))
+    opts = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
+    print(json.dumps(measure_point(n, q, d, bool(sv), **opts)))

@@ -42,10 +42,11 @@ def open_store(
       be read). ``lock=True`` opens it for writing (see :meth:`InMemoryGraphStore.open`);
     - a store object: returned as it is.
 
-    ``namespace`` selects the tenant; ``kwargs`` go to ``PostgresGraphStore``.
+    ``namespace`` selects the tenant; ``kwargs`` go to the store's constructor
+    (``PostgresGraphStore``, or ``InMemoryGraphStore``: e.g. ``vectors=``, ``ann=``).
     """
     if spec is None:
-        return InMemoryGraphStore(namespace=namespace)
+        return InMemoryGraphStore(namespace=namespace, **kwargs)
     if is_postgres_dsn(spec):
         try:
             from .postgres import PostgresGraphStore
@@ -56,7 +57,7 @@ def open_store(
             ) from exc
         return PostgresGraphStore(spec, namespace=namespace, **kwargs)
     if isinstance(spec, (str, os.PathLike)):
-        store = InMemoryGraphStore.open(spec, namespace, lock=lock, wait=wait)
+        store = InMemoryGraphStore.open(spec, namespace, lock=lock, wait=wait, **kwargs)
         if namespace != "default" and store.namespace != namespace:
             store.close()
             raise ConfigError(

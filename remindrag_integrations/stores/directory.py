@@ -29,7 +29,7 @@ class Persisted:
     _bases: dict[Path, str | None]
     _held: dict[Path, FileLock]
 
-    def __init__(self, namespace: str = "default") -> None:  # the store class sets its state
+    def __init__(self, namespace: str = "default", **options: Any) -> None:  # the store sets it
         self.namespace = namespace
 
     @staticmethod
@@ -62,12 +62,13 @@ class Persisted:
         return generations.dir_lock(root, self.lock_wait if wait is None else wait)
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> Self:
+    def load(cls, directory: str | os.PathLike[str], **options: Any) -> Self:
         """Load a saved store (no lock taken); raises :class:`StoreCorruptError` on any
-        damage. A later :meth:`save` there refuses to overwrite another writer's save."""
+        damage. A later :meth:`save` there refuses to overwrite another writer's save.
+        ``options`` go to the constructor (e.g. ``vectors=``, ``ann=``)."""
         root = Path(directory).resolve()
         gen, manifest, files = generations.read(root)
-        store: Self = snapshot.load(cls, manifest, files, root)
+        store: Self = snapshot.load(cls, manifest, files, root, options)
         store._bases[root] = gen
         return store
 
@@ -79,19 +80,20 @@ class Persisted:
         *,
         lock: bool = True,
         wait: float | None = 0.0,
+        **options: Any,
     ) -> Self:
         """The store saved in ``directory``, or an empty one if nothing is saved there. With
         ``lock`` it is opened for writing: the directory's lock is held until :meth:`close`,
         so a second writer gets :class:`StoreLockedError` (or waits up to ``wait`` s,
-        ``None``: forever). A directory holding damaged data raises
-        :class:`StoreCorruptError`; it is never taken for empty."""
+        ``None``: forever); ``options`` go to the constructor. A directory holding damaged
+        data raises :class:`StoreCorruptError`; it is never taken for empty."""
         root = Path(directory).resolve()
         held = generations.acquire(root, wait) if lock else None
         try:
             if generations.holds_data(root):
-                store = cls.load(root)
+                store = cls.load(root, **options)
             else:
-                store = cls(namespace=namespace)
+                store = cls(namespace=namespace, **options)
                 store._bases[root] = None
         except BaseException:
             if held is not None:

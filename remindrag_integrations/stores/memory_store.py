@@ -26,6 +26,8 @@ from ..core.protocols import MemoryFn
 from ..core.types import (
     Chunk,
     Edge,
+    EmbeddingError,
+    InvalidArgumentError,
     Node,
     NodeKind,
     UnknownNodeError,
@@ -34,13 +36,31 @@ from . import validate
 from .directory import Persisted
 from .graph_matrix import GraphMatrix
 from .lexical import LexicalIndex
+from .node_index import NodeIndex
+from .vectors import VectorDtype
 
 
 class InMemoryGraphStore(Persisted):
-    """A graph store in RAM; ``save(dir)`` / ``load(dir)`` round-trip everything."""
+    """A graph store in RAM; ``save(dir)`` / ``load(dir)`` round-trip everything.
+
+    Node vectors are kept in one ``vectors`` matrix (``"float16"``, the default, or
+    ``"float32"``). Seed search scans exactly, or, for a node kind of at least
+    ``ann_threshold`` nodes, asks an HNSW index (extra ``ann``; ``ann=None``: when installed,
+    ``True``: always and at any size, ``False``: never) searched with beam width ``ann_ef``;
+    a filtered search over-fetches ``k × ann_overfetch`` candidates. See :mod:`.node_index`.
+    """
 
     def __init__(
-        self, namespace: str = "default", max_traces: int = 10_000, lock_wait: float = 30.0
+        self,
+        namespace: str = "default",
+        max_traces: int = 10_000,
+        lock_wait: float = 30.0,
+        *,
+        vectors: VectorDtype = "float16",
+        ann: bool | None = None,
+        ann_threshold: int = 20_000,
+        ann_ef: int = 256,
+        ann_overfetch: int = 8,
     ) -> None:
         self.namespace = namespace
         self.max_traces = max_traces
@@ -51,13 +71,12 @@ class InMemoryGraphStore(Persisted):
         self._chunks: dict[str, Chunk] = {}
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, Edge] = {}
-        self._adj: dict[str, set[str]] = {}
-        self._emb: dict[str, np.ndarray] = {}
+        self._adj: dict[str, list[str]] = {}  # node -> its edge ids (lists: a third of sets)
+        self._vectors = NodeIndex(vectors, ann, ann_threshold, ann_ef, ann_overfetch)
         self._memory: dict[str, np.ndarray] = {}
         self._traces: dict[str, dict] = {}
         self._entity_names: dict[str, str] = {}
         self._dim: int | None = None
-        self._index: dict[str, tuple[list[str], np.ndarray]] = {}
         self._lexical: LexicalIndex | None = None  # built on the first lexical search
         self._matrix: GraphMatrix | None = None  # built on the first first-pass PageRank
         self._bases: dict[Path, str | None] = {}  # directory -> generation this store knows
@@ -104,6 +123,7 @@ class InMemoryGraphStore(Persisted):
     ) -> None:
         with self._lock:  # every check first: a failed call changes nothing
             embeddings = validate.graph_embeddings(nodes, embeddings, self._dim)
+            validate.storable(embeddings, self._vectors.table.dtype)
             validate.edge_endpoints(edges, nodes, lambda ids: [i for i in ids if i in self._nodes])
             for node_id in entity_aliases:
                 if node_id not in self._nodes and node_id not in {n.id for n in nodes}:
@@ -117,24 +137,23 @@ class InMemoryGraphStore(Persisted):
                 self._docs[doc_id] = (digest, dict(meta))
             for c in chunks:
                 self._chunks[c.id] = c
-            for node, row in zip(nodes, embeddings):
-                self._add_node(node, row)
+            fresh = [i for i, n in enumerate(nodes) if n.id not in self._nodes]
+            for i in fresh:
+                self._add_node(nodes[i])
+            self._vectors.put([nodes[i] for i in fresh], embeddings[fresh])
             for node_id, aliases in entity_aliases.items():
                 self._add_aliases(node_id, aliases)
             for e in edges:
                 if e.id not in self._edges:
                     self._edges[e.id] = e
-                    self._adj[e.u].add(e.id)
-                    self._adj[e.v].add(e.id)
-            self._index.clear()
+                    self._adj[e.u].append(e.id)
+                    if e.v != e.u:
+                        self._adj[e.v].append(e.id)
             self._lexical = self._matrix = None
 
-    def _add_node(self, node: Node, row: np.ndarray) -> None:
-        if node.id in self._nodes:
-            return
+    def _add_node(self, node: Node) -> None:
         self._nodes[node.id] = node
-        self._emb[node.id] = row
-        self._adj.setdefault(node.id, set())
+        self._adj.setdefault(node.id, [])
         if node.kind == "entity":
             self._entity_names[norm_name(node.name)] = node.id
             for a in node.aliases:
@@ -175,14 +194,16 @@ class InMemoryGraphStore(Persisted):
         doc_set = {d for d in doc_ids if d in self._docs}
         doomed = self._doomed(doc_set, keep)
         dead_edges = {e for nid in doomed for e in self._adj.get(nid, ())}
+        touched: set[str] = set()
         for eid in dead_edges:
             e = self._edges.pop(eid)
-            self._adj.get(e.u, set()).discard(eid)
-            self._adj.get(e.v, set()).discard(eid)
+            touched.update((e.u, e.v))
             self._memory.pop(eid, None)
+        for nid in touched - doomed:
+            self._adj[nid] = [x for x in self._adj[nid] if x not in dead_edges]
+        self._vectors.drop([self._nodes[nid] for nid in doomed])
         for nid in doomed:
             self._nodes.pop(nid)
-            self._emb.pop(nid, None)
             self._adj.pop(nid, None)
         self._entity_names = {k: v for k, v in self._entity_names.items() if v not in doomed}
         chunks = [c for c in self._chunks.values() if c.doc_id in doc_set]
@@ -190,7 +211,6 @@ class InMemoryGraphStore(Persisted):
             del self._chunks[c.id]
         for d in doc_set:
             del self._docs[d]
-        self._index.clear()
         self._lexical = self._matrix = None
         return {
             "documents": len(doc_set),
@@ -226,29 +246,13 @@ class InMemoryGraphStore(Persisted):
         if not node_ids:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         with self._lock:
-            try:
-                return np.stack([self._emb[n] for n in node_ids])
-            except KeyError as exc:
-                raise UnknownNodeError(f"unknown node id {exc.args[0]!r}") from None
+            return self._vectors.get(node_ids)
 
     def neighbors(self, node_id: str) -> list[Edge]:
         with self._lock:  # check and use under one lock: a concurrent delete cannot split them
             if node_id not in self._adj:
                 raise UnknownNodeError(f"unknown node id {node_id!r}")
             return [self._edges[e] for e in sorted(self._adj[node_id])]
-
-    def _kind_index(self, kinds: Sequence[NodeKind]) -> tuple[list[str], np.ndarray]:
-        key = ",".join(sorted(kinds))
-        with self._lock:
-            if key not in self._index:
-                ids = [n.id for n in self._nodes.values() if n.kind in kinds]
-                mat = (
-                    np.stack([self._emb[i] for i in ids])
-                    if ids
-                    else np.zeros((0, self._dim or 1), dtype=np.float32)
-                )
-                self._index[key] = (ids, mat)
-            return self._index[key]
 
     def search(
         self,
@@ -257,18 +261,7 @@ class InMemoryGraphStore(Persisted):
         kinds: Sequence[NodeKind],
         where: Mapping[str, Any] | None = None,
     ) -> list[tuple[str, float]]:
-        ids, mat = self._kind_index(kinds)
-        if not ids or k <= 0:
-            return []
-        sims = mat @ mem.unit(query)
-        if where:  # chunks and anchors of documents failing the filter drop out
-            sims = np.where(self._passing(ids, where), sims, -np.inf)
-        k = min(k, int(np.isfinite(sims).sum()))
-        if k == 0:
-            return []
-        top = np.argpartition(-sims, k - 1)[:k]
-        top = top[np.lexsort((top, -sims[top]))]
-        return [(ids[i], float(sims[i])) for i in top]
+        return self.search_many(np.asarray([query]), k, kinds, where)[0]
 
     def lexical_search(
         self, text: str, k: int, where: Mapping[str, Any] | None = None
@@ -278,7 +271,8 @@ class InMemoryGraphStore(Persisted):
             if self._lexical is None:
                 self._lexical = LexicalIndex((c.id, c.text) for c in self._chunks.values())
             index = self._lexical
-        allowed = (lambda ids: self._passing(ids, where)) if where else None
+        filt = filters.parse(where) if where else None
+        allowed = (lambda ids: self._passing(ids, filt)) if filt is not None else None
         return index.search(text, k, allowed)
 
     def graph_matrix(self) -> GraphMatrix:
@@ -288,8 +282,33 @@ class InMemoryGraphStore(Persisted):
                 self._matrix = GraphMatrix.build(self._nodes.values(), self._edges.values())
             return self._matrix
 
-    def _passing(self, ids: list[str], where: Mapping[str, Any]) -> np.ndarray:
-        f = filters.parse(where)
+    def search_many(
+        self,
+        queries: np.ndarray,
+        k: int,
+        kinds: Sequence[NodeKind],
+        where: Mapping[str, Any] | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`search` for each row of ``queries`` at once (one matrix product or one
+        batched ANN search)."""
+        qs = np.asarray(queries, dtype=np.float32)
+        if qs.ndim != 2:
+            raise InvalidArgumentError(f"queries must be a 2-D array, got shape {qs.shape}")
+        if not len(qs):
+            return []
+        if self._dim is None:
+            return [[] for _ in qs]
+        if qs.shape[1] != self._dim:
+            raise EmbeddingError(f"query dimension {qs.shape[1]} != store dimension {self._dim}")
+        qs = np.stack([mem.unit(q) for q in qs])
+        passing = None
+        if where:  # chunks and anchors of documents failing the filter drop out
+            filt = filters.parse(where)
+            passing = lambda ids: self._passing(ids, filt)  # noqa: E731
+        with self._lock:
+            return self._vectors.search(qs, k, kinds, passing)
+
+    def _passing(self, ids: list[str], f: filters.Filter | None) -> np.ndarray:
         with self._lock:
             ok = {d: f is None or f.test(meta) for d, (_, meta) in self._docs.items()}
             docs = [self._nodes[i].doc_id for i in ids]

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.types import Chunk, Edge, Node, StoreCorruptError
+from ..core.types import Chunk, ConfigError, Edge, Node, StoreCorruptError
+from .node_index import KINDS
 
 if TYPE_CHECKING:
     from .memory_store import InMemoryGraphStore
@@ -31,6 +32,7 @@ def dump(store: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
     with store._lock:
         node_ids = list(store._nodes)
         mem_ids = list(store._memory)
+        raw: dict[str, bytes] = {}
         payload: dict[str, Any] = {
             "documents.json": {k: [v[0], v[1]] for k, v in store._docs.items()},
             "chunks.json": [c.to_dict() for c in store._chunks.values()],
@@ -40,22 +42,33 @@ def dump(store: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
             "traces.json": list(store._traces.values()),
         }
         dim = store._dim or 0
-        emb = _rows([store._emb[n] for n in node_ids], dim)
+        table = store._vectors.table
+        emb = table.matrix()[table.rows_of(node_ids)] if node_ids else np.zeros((0, dim))
         memory = _rows([store._memory[e] for e in mem_ids], dim)
+        for kind, (ids, keys, data) in store._vectors.saved_indexes().items():
+            payload[f"ann-{kind}.json"] = {"ids": ids, "keys": keys}  # built ANN indexes
+            raw[f"ann-{kind}.usearch"] = data
         files = {name: json.dumps(obj).encode() for name, obj in payload.items()}
-    files["embeddings.npy"] = _npy(emb)
-    files["memory.npy"] = _npy(memory)
+        files.update(raw)
+    files["embeddings.npy"] = _npy(emb, table.dtype)  # float16 when the store keeps float16
+    files["memory.npy"] = _npy(memory, np.dtype(np.float32))
     return files, {"namespace": store.namespace, "dim": store._dim}
 
 
-def load(cls: Any, manifest: dict, files: dict[str, bytes], root: Path) -> Any:
-    """The store the files of a verified generation describe; malformed content raises
-    :class:`StoreCorruptError`."""
+def load(
+    cls: Any, manifest: dict, files: dict[str, bytes], root: Path, options: dict[str, Any]
+) -> Any:
+    """The store the files of a verified generation describe, made with the constructor
+    ``options`` (vectors, ANN); malformed content raises :class:`StoreCorruptError`."""
     missing = [f for f in FILES if f not in files]
     if missing:
         raise StoreCorruptError(f"store at {root} lacks {', '.join(missing)}")
     try:
-        return _restore(cls(namespace="default"), manifest, files)
+        store = cls(namespace="default", **options)
+    except TypeError as exc:  # an unknown option: the caller's mistake, not damage
+        raise ConfigError(f"unknown store option: {exc}") from None
+    try:
+        return _restore(store, manifest, files)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise StoreCorruptError(f"store at {root} has malformed content: {exc}") from exc
 
@@ -86,6 +99,12 @@ def _restore(
         raise ValueError("memory rows do not match their ids or the dimension")
     store._memory = {str(e): memory[i] for i, e in enumerate(mem_ids)}
     store._traces = {t["trace_id"]: t for t in read("traces.json")}
+    for kind in KINDS:  # saved ANN indexes (older stores have none: built when needed)
+        if f"ann-{kind}.json" in files and f"ann-{kind}.usearch" in files:
+            saved = read(f"ann-{kind}.json")
+            store._vectors.adopt_index(
+                kind, saved["ids"], saved["keys"], files[f"ann-{kind}.usearch"]
+            )
     return store
 
 
@@ -93,9 +112,9 @@ def _rows(rows: list[np.ndarray], dim: int) -> np.ndarray:
     return np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
 
 
-def _npy(arr: np.ndarray) -> bytes:
+def _npy(arr: np.ndarray, dtype: np.dtype) -> bytes:
     buf = io.BytesIO()
-    np.save(buf, arr.astype(np.float32), allow_pickle=False)
+    np.save(buf, arr.astype(dtype, copy=False), allow_pickle=False)
     return buf.getvalue()
 
 

@@ -69,3 +69,16 @@ def memory_vector(edge_id: str, vector: object, dim: int | None) -> np.ndarray:
     if float(np.linalg.norm(arr.astype(np.float64))) > 1.0 + 1e-3:
         raise EmbeddingError(f"memory vector of {edge_id} has norm > 1")
     return arr
+
+
+def storable(emb: np.ndarray, dtype: np.dtype) -> None:
+    """Rows fit the store's vector type (float16 holds magnitudes up to 65504). Raises
+    :class:`EmbeddingError`."""
+    if (
+        dtype == np.float16
+        and emb.size
+        and float(np.abs(emb).max()) > float(np.finfo(np.float16).max)
+    ):
+        raise EmbeddingError(
+            "embedding values exceed the float16 range: normalise them or use vectors='float32'"
+        )
