@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 ORACLE_NOTE = (
     "LLM = `oracle`: a scripted perfect navigator that reads the gold passages. These "
@@ -185,65 +186,68 @@ def plot(result: dict, out_dir: Path, stem: str) -> list[Path]:
     import matplotlib.pyplot as plt
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    if result["kind"] == "learning_curve":
-        same = [p for p in result["phases"] if p["phase"].startswith("same")]
-        xs = list(range(len(same)))
-        fig, ax1 = plt.subplots(figsize=(6, 4))
-        ax1.plot(xs, [p["summary"]["recall@5"] for p in same], "o-", label="recall@5")
-        ax1.set_xlabel("memorization turns")
-        ax1.set_ylabel("recall@5")
-        ax1.set_ylim(0, 1)
-        ax2 = ax1.twinx()
-        ax2.plot(
-            xs,
-            [p["summary"]["traversal_tokens_per_query"] for p in same],
-            "s--",
-            color="tab:red",
-            label="traversal tokens / query",
+    draw = {"learning_curve": _plot_curve, "scale": _plot_scale}.get(result["kind"])
+    if draw is None:
+        return []
+    fig = draw(plt, result)
+    fig.tight_layout()
+    path = out_dir / f"{stem}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def _plot_curve(plt: Any, result: dict) -> Any:
+    same = [p for p in result["phases"] if p["phase"].startswith("same")]
+    xs = list(range(len(same)))
+    fig, ax1 = plt.subplots(figsize=(6, 4))
+    ax1.plot(xs, [p["summary"]["recall@5"] for p in same], "o-", label="recall@5")
+    ax1.set_xlabel("memorization turns")
+    ax1.set_ylabel("recall@5")
+    ax1.set_ylim(0, 1)
+    ax2 = ax1.twinx()
+    ax2.plot(
+        xs,
+        [p["summary"]["traversal_tokens_per_query"] for p in same],
+        "s--",
+        color="tab:red",
+        label="traversal tokens / query",
+    )
+    ax2.set_ylim(bottom=0)
+    ax2.set_ylabel("traversal tokens / query", color="tab:red")
+    ax1.set_xticks(xs)
+    title = f"{result['dataset']} ({result['setting']}, LLM {result['llm']})"
+    if result["llm"] == "oracle":
+        title += "\noracle: memory mechanism, not accuracy"
+    ax1.set_title(title, fontsize=9)
+    fig.legend(loc="center right", fontsize=8)
+    return fig
+
+
+def _plot_scale(plt: Any, result: dict) -> Any:
+    pts = [p for p in result["points"] if "error" not in p]
+    xs = [p["edges"] for p in pts]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (
+        ("seed_search_ms", "seed search"),
+        ("replay_ms", "replay"),
+        ("memorize_ms", "memorize"),
+    ):
+        ax.plot(xs, [p[key]["p50"] for p in pts], "o-", label=f"{label} p50")
+        ax.plot(xs, [p[key]["p95"] for p in pts], ":", label=f"{label} p95")
+    exact = [p for p in pts if "exact_seed_search_ms" in p]
+    if exact:  # the exact scan, measured on the same store when seed search used ANN
+        ax.plot(
+            [p["edges"] for p in exact],
+            [p["exact_seed_search_ms"]["p50"] for p in exact],
+            "x--",
+            color="grey",
+            label="exact scan p50 (same store)",
         )
-        ax2.set_ylim(bottom=0)
-        ax2.set_ylabel("traversal tokens / query", color="tab:red")
-        ax1.set_xticks(xs)
-        title = f"{result['dataset']} ({result['setting']}, LLM {result['llm']})"
-        if result["llm"] == "oracle":
-            title += "\noracle: memory mechanism, not accuracy"
-        ax1.set_title(title, fontsize=9)
-        fig.legend(loc="center right", fontsize=8)
-        fig.tight_layout()
-        path = out_dir / f"{stem}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
-    elif result["kind"] == "scale":
-        pts = [p for p in result["points"] if "error" not in p]
-        xs = [p["edges"] for p in pts]
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for key, label in (
-            ("seed_search_ms", "seed search"),
-            ("replay_ms", "replay"),
-            ("memorize_ms", "memorize"),
-        ):
-            ax.plot(xs, [p[key]["p50"] for p in pts], "o-", label=f"{label} p50")
-            ax.plot(xs, [p[key]["p95"] for p in pts], ":", label=f"{label} p95")
-        exact = [p for p in pts if "exact_seed_search_ms" in p]
-        if exact:  # the exact scan, measured on the same store when seed search used ANN
-            ax.plot(
-                [p["edges"] for p in exact],
-                [p["exact_seed_search_ms"]["p50"] for p in exact],
-                "x--",
-                color="grey",
-                label="exact scan p50 (same store)",
-            )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("edges in the graph")
-        ax.set_ylabel("latency per query (ms)")
-        ax.set_title("InMemoryGraphStore: non-LLM latency vs graph size", fontsize=9)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out_dir / f"{stem}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
-    return written
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("edges in the graph")
+    ax.set_ylabel("latency per query (ms)")
+    ax.set_title("InMemoryGraphStore: non-LLM latency vs graph size", fontsize=9)
+    ax.legend(fontsize=7)
+    return fig

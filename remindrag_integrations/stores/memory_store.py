@@ -34,13 +34,12 @@ from ..core.types import (
 )
 from . import validate
 from .directory import Persisted
-from .graph_matrix import GraphMatrix
-from .lexical import LexicalIndex
+from .first_pass import FirstPassIndexes
 from .node_index import NodeIndex
 from .vectors import VectorDtype
 
 
-class InMemoryGraphStore(Persisted):
+class InMemoryGraphStore(FirstPassIndexes, Persisted):
     """A graph store in RAM; ``save(dir)`` / ``load(dir)`` round-trip everything.
 
     Node vectors are kept in one ``vectors`` matrix (``"float16"``, the default, or
@@ -77,8 +76,7 @@ class InMemoryGraphStore(Persisted):
         self._traces: dict[str, dict] = {}
         self._entity_names: dict[str, str] = {}
         self._dim: int | None = None
-        self._lexical: LexicalIndex | None = None  # built on the first lexical search
-        self._matrix: GraphMatrix | None = None  # built on the first first-pass PageRank
+        self._lexical = self._matrix = None  # the prior's indexes, built when first used
         self._bases: dict[Path, str | None] = {}  # directory -> generation this store knows
         self._held: dict[Path, Any] = {}  # directories whose writer lock this store holds
 
@@ -262,25 +260,6 @@ class InMemoryGraphStore(Persisted):
         where: Mapping[str, Any] | None = None,
     ) -> list[tuple[str, float]]:
         return self.search_many(np.asarray([query]), k, kinds, where)[0]
-
-    def lexical_search(
-        self, text: str, k: int, where: Mapping[str, Any] | None = None
-    ) -> list[tuple[str, float]]:
-        """The top-``k`` chunks by BM25 over their texts, with their scores."""
-        with self._lock:
-            if self._lexical is None:
-                self._lexical = LexicalIndex((c.id, c.text) for c in self._chunks.values())
-            index = self._lexical
-        filt = filters.parse(where) if where else None
-        allowed = (lambda ids: self._passing(ids, filt)) if filt is not None else None
-        return index.search(text, k, allowed)
-
-    def graph_matrix(self) -> GraphMatrix:
-        """Entities, anchors and the edges between them as a sparse matrix (PageRank)."""
-        with self._lock:
-            if self._matrix is None:
-                self._matrix = GraphMatrix.build(self._nodes.values(), self._edges.values())
-            return self._matrix
 
     def search_many(
         self,
