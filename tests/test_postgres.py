@@ -108,15 +108,15 @@ def test_engine_on_postgres_matches_the_embedded_store_through_the_lifecycle(
         eng.insert([Document(i, t) for i, t in TEXTS])
     _same_state(pg, ref)
     runs = {}
-    for name, eng in (("pg", pg), ("ref", ref)):
-        r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
+    for name, eng in (("pg", pg), ("ref", ref)):  # cosine-only pass: both walk the same way
+        r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0, prior=False)
         runs[name] = [c.chunk.id for c in r.chunks]
         walked = [c.chunk.id for c in r.chunks if c.source == "traversal"]
         assert walked and eng.memorize(r.trace_id, supporting=walked).applied
     assert runs["pg"] == runs["ref"]
     _same_state(pg, ref)
     assert pg.store.touched_edges() > 0
-    again = pg.retrieve("Who directed Sinister?")
+    again = pg.retrieve("Who directed Sinister?", prior=False)
     assert again.trace.stop_reason == "replay" and again.trace.replayed_edges
     # an unchanged document is a no-op: memory and graph stay as they are
     before = (pg.store.counts(), pg.store.export_memory())
@@ -220,7 +220,7 @@ def test_memory_admin_through_the_engine(
 ) -> None:
     eng = _engine(make_pg_store("admin"))
     eng.insert([Document(i, t) for i, t in TEXTS])
-    r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
+    r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0, prior=False)
     eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks if c.source == "traversal"])
     top = eng.inspect_memory(5)
     assert top and all(row["norm"] > 0 and row["text"] for row in top)
@@ -378,3 +378,21 @@ def test_cli_on_a_dsn_with_namespaces(pg_dsn: str, tmp_path) -> None:
     finally:
         for ns in ("cli-tenant", "cli-empty"):
             open_store(pg_dsn, namespace=ns).drop_namespace()
+
+
+def test_the_first_pass_prior_on_postgres(make_pg_store: Callable[..., PostgresGraphStore]) -> None:
+    """Full-text search is the lexical half and the PageRank spreads over the question's
+    local neighbourhood (batched reads): the second hop still comes from the graph."""
+    from test_prior import DOCS, FILLER, QUESTION
+
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder(), store=make_pg_store("prior"))
+    docs = [Document(k, v) for k, v in DOCS.items()]
+    eng.insert(docs + [Document(f"filler{i}", t) for i, t in enumerate(FILLER)])
+    r = eng.retrieve(QUESTION, k=3)
+    found = [rc.chunk.doc_id for rc in r.chunks]
+    assert found[0] == "derrickson" and "sinister" in found
+    ev = r.trace.rank_evidence
+    assert ev[r.chunks[0].chunk.id]["lexical"] > 0 and ev[r.chunks[0].chunk.id]["graph"] > 0
+    xj = eng.retrieve("Who produced the XJ220?", k=1).chunks[0]
+    assert xj.chunk.doc_id == "xj"
+    eng.store.drop_namespace()  # type: ignore[union-attr]
