@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from indexing import table  # benchmarks/indexing.py, next to this script (a table printer)
+
 from remindrag_integrations.bench.legacy_extractor import legacy_extraction
 from remindrag_integrations.core import extract_rules, indexing
 from remindrag_integrations.core.extract_rules import rule_based_extraction
@@ -94,16 +96,6 @@ def use(extractor: Extractor) -> Iterator[None]:
         yield
     finally:
         indexing.rule_based_extraction, extract_rules.rule_based_extraction = saved
-
-
-def table(title: str, header: list[str], rows: list[list[Any]]) -> None:
-    print(f"\n{title}")
-    cells = [header] + [[f"{c:.3f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    for i, r in enumerate(cells):
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
 
 
 def entity_stats(texts: list[str], questions: list[str], repeats: int) -> dict[str, Any]:
