@@ -9,11 +9,12 @@ import numpy as np
 import psycopg
 
 from ...core import filters
+from ...core.frontier import Neighborhood
 from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, EmbeddingError, Node, NodeKind, UnknownNodeError
 from .base import PgBase, _get
 from .filter_sql import where_sql
-from .sql import _NEIGHBORS
+from .sql import _NEIGHBORHOODS, _NEIGHBORS
 
 
 class Reads(PgBase):
@@ -109,6 +110,17 @@ class Reads(PgBase):
                 raise UnknownNodeError(f"unknown node id {node_id!r}")
         return out
 
+    def neighborhoods(self, node_ids: Sequence[str]) -> dict[str, Neighborhood]:
+        """Nodes, embeddings, edges, their memory and the remembered neighbours of a whole
+        frontier in one statement (see :mod:`remindrag_integrations.core.frontier`)."""
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return {}
+        with self._cursor() as cur:
+            cur.execute(_NEIGHBORHOODS, {"ns": self.namespace, "ids": ids})
+            rows = cur.fetchall()
+        return _assemble(ids, rows, self.dim or 0)
+
     def search(
         self,
         query: np.ndarray,
@@ -172,3 +184,29 @@ class Reads(PgBase):
                 (self.namespace, normalized_name),
             ).fetchone()
         return row[0] if row else None
+
+
+def _assemble(ids: list[str], rows: list[tuple], dim: int) -> dict[str, Neighborhood]:
+    """Neighbourhoods from the rows of ``_NEIGHBORHOODS`` (unknown nodes raise)."""
+    me: dict[str, tuple[Node, np.ndarray]] = {}
+    edges: dict[str, list[tuple[Edge, np.ndarray | None]]] = {n: [] for n in ids}
+    far: dict[str, tuple[Node, np.ndarray]] = {}
+    for n, eid, u, v, kind, text, vec, oid, okind, name, doc, chunk, aliases, emb in rows:
+        other = (Node(oid, okind, name, doc, chunk, tuple(aliases)), emb) if oid else None
+        if eid is None and other is not None:
+            me[n] = other
+            continue
+        edges[n].append((Edge(eid, u, v, kind, text), vec))
+        if other is not None:
+            far[oid] = other
+    out = {}
+    zero, empty = np.zeros(dim, dtype=np.float32), np.zeros((0, dim), dtype=np.float32)
+    for n in ids:
+        node, emb = _get(me, n, "node")
+        mine = sorted(edges[n], key=lambda t: t[0].id)
+        memory = np.stack([zero if m is None else m for _, m in mine]) if mine else empty
+        seen = {e.other(n) for e, m in mine if m is not None}
+        out[n] = Neighborhood(
+            node, emb, tuple(e for e, _ in mine), memory, {o: far[o] for o in seen}
+        )
+    return out

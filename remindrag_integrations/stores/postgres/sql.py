@@ -73,6 +73,27 @@ UNION SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %(ns)s AND v =
 ORDER BY id
 """
 
+# One round trip for a frontier (core/frontier.py): a row per node (edge columns NULL), a row
+# per edge with its memory and, for remembered edges, the node at the other end
+_NEIGHBORHOODS = """
+WITH f(n) AS (SELECT DISTINCT unnest(%(ids)s::text[])),
+e AS (
+  SELECT f.n, e.id, e.u, e.v, e.kind, e.text, CASE WHEN e.u = f.n THEN e.v ELSE e.u END AS o
+  FROM f JOIN rr_edges e ON e.namespace = %(ns)s AND e.u = f.n
+  UNION ALL
+  SELECT f.n, e.id, e.u, e.v, e.kind, e.text, e.u
+  FROM f JOIN rr_edges e ON e.namespace = %(ns)s AND e.v = f.n AND e.u <> f.n
+)
+SELECT f.n, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::vector,
+  x.id, x.kind, x.name, x.doc_id, x.chunk_id, x.aliases, x.embedding
+FROM f JOIN rr_nodes x ON x.namespace = %(ns)s AND x.id = f.n
+UNION ALL
+SELECT e.n, e.id, e.u, e.v, e.kind, e.text, m.vec,
+  o.id, o.kind, o.name, o.doc_id, o.chunk_id, o.aliases, o.embedding
+FROM e LEFT JOIN rr_edge_memory m ON m.namespace = %(ns)s AND m.edge_id = e.id
+LEFT JOIN rr_nodes o ON m.vec IS NOT NULL AND o.namespace = %(ns)s AND o.id = e.o
+"""
+
 _ORPHAN_ENTITIES = """
 WITH m AS (
   SELECT v AS ent FROM rr_edges WHERE namespace = %(ns)s AND kind = 'mention' AND u = ANY(%(doomed)s)
