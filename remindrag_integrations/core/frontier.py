@@ -30,27 +30,62 @@ class Neighborhood:
     remembered: Mapping[str, tuple[Node, np.ndarray]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Follow:
+    """Read ahead along memory: also the neighbourhoods of the nodes reachable through edges
+    whose memory ``v`` has ``query · v > min_alignment`` (what replay may follow), nearest
+    first, at most ``max_nodes`` more and ``max_depth`` edges away."""
+
+    query: np.ndarray
+    min_alignment: float
+    max_nodes: int
+    max_depth: int = 8
+
+
 @runtime_checkable
 class FrontierStore(Protocol):
     """A store that reads the neighbourhoods of many nodes in one call."""
 
-    def neighborhoods(self, node_ids: Sequence[str]) -> dict[str, Neighborhood]:
-        """The neighbourhood of each distinct node; an unknown node raises
+    def neighborhoods(
+        self, node_ids: Sequence[str], follow: Follow | None = None
+    ) -> dict[str, Neighborhood]:
+        """The neighbourhood of each distinct node (and, with ``follow``, of the nodes it
+        reaches through remembered edges); an unknown node raises
         :class:`~.types.UnknownNodeError`."""
         ...
 
 
-def neighborhoods(store: GraphStore, node_ids: Sequence[str]) -> dict[str, Neighborhood]:
-    """The neighbourhood of each distinct node of ``node_ids``: the store's own batched read
-    when it has one, else :func:`read_neighborhoods`."""
+def neighborhoods(
+    store: GraphStore, node_ids: Sequence[str], follow: Follow | None = None
+) -> dict[str, Neighborhood]:
+    """The neighbourhood of each distinct node of ``node_ids`` (see :class:`Follow`): the
+    store's own batched read when it has one, else :func:`read_neighborhoods`."""
     if isinstance(store, FrontierStore):
-        return store.neighborhoods(node_ids)
-    return read_neighborhoods(store, node_ids)
+        return store.neighborhoods(node_ids, follow)
+    return read_neighborhoods(store, node_ids, follow)
 
 
-def read_neighborhoods(store: GraphStore, node_ids: Sequence[str]) -> dict[str, Neighborhood]:
-    """Neighbourhoods from the plain store reads (a few calls for the whole frontier, plus
-    one ``neighbors`` per node)."""
+def read_neighborhoods(
+    store: GraphStore, node_ids: Sequence[str], follow: Follow | None = None
+) -> dict[str, Neighborhood]:
+    """Neighbourhoods from the plain store reads, breadth first along ``follow``."""
+    out = _read_level(store, node_ids)
+    level, depth = list(out), 0
+    while follow is not None and level and depth < follow.max_depth:
+        room = follow.max_nodes - (len(out) - len(dict.fromkeys(node_ids)))
+        nxt = [o for n in level for o in _followed(out[n], follow) if o not in out][:room]
+        out.update(_read_level(store, list(dict.fromkeys(nxt))))
+        level, depth = nxt, depth + 1
+    return out
+
+
+def _followed(hood: Neighborhood, follow: Follow) -> list[str]:
+    """The other ends of the node's edges whose memory passes ``follow``."""
+    align = hood.memory @ follow.query if len(hood.edges) else np.zeros(0)
+    return [e.other(hood.node.id) for e, a in zip(hood.edges, align) if a > follow.min_alignment]
+
+
+def _read_level(store: GraphStore, node_ids: Sequence[str]) -> dict[str, Neighborhood]:
     ids = list(dict.fromkeys(node_ids))
     if not ids:
         return {}

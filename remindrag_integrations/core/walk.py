@@ -11,7 +11,7 @@ import numpy as np
 
 from . import filters
 from .config import RetrievalConfig
-from .frontier import neighborhoods
+from .frontier import Follow, neighborhoods
 from .ids import is_chunk
 from .protocols import GraphStore
 from .types import Chunk, Edge, Move, Node, NodeKind, Triple
@@ -43,6 +43,7 @@ class Walk:
     _sims: dict[str, float] = field(default_factory=dict)
     _embs: dict[str, np.ndarray] = field(default_factory=dict)
     _memory: dict[str, np.ndarray] = field(default_factory=dict)
+    _read: set[str] = field(default_factory=set)  # nodes whose neighbourhood was read
     _doc_ok: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -55,14 +56,17 @@ class Walk:
             self._edges.update((e.id, e) for e in self._nbrs[node_id])
         return self._nbrs[node_id]
 
-    def prefetch(self, node_ids: Sequence[str]) -> None:
+    def prefetch(self, node_ids: Sequence[str], follow: Follow | None = None) -> None:
         """Read the neighbourhoods (node, embedding, edges, their memory, remembered
-        neighbours) of the nodes not read yet, in one store call (one round trip on
-        PostgreSQL)."""
-        missing = [n for n in dict.fromkeys(node_ids) if n not in self._nbrs]
+        neighbours) of the nodes not read yet, and with ``follow`` of what they reach through
+        memory, in one store call (one round trip on PostgreSQL)."""
+        missing = [n for n in dict.fromkeys(node_ids) if n not in self._read]
         if not missing:
             return
-        for node_id, hood in neighborhoods(self.store, missing).items():
+        for node_id, hood in neighborhoods(self.store, missing, follow).items():
+            if node_id in self._read:
+                continue
+            self._read.add(node_id)
             self._nbrs[node_id] = list(hood.edges)
             self._nodes[node_id], self._embs[node_id] = hood.node, hood.embedding
             self._edges.update((e.id, e) for e in hood.edges)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..frontier import Follow
 from ..walk import Walk
 from .math import memory_evidence, replay_bound, replay_scores
 
@@ -16,7 +17,8 @@ def replay(walk: Walk) -> None:
     need = replay_bound(cfg.alpha, cfg.lam)
     stack = list(reversed(walk.seeds))
     added = 0
-    walk.prefetch(stack)  # the seeds' edges, memory and remembered neighbours: one read
+    # the seeds and all that memory may lead to from them (edges with q̂ · v > need): one read
+    walk.prefetch(stack, Follow(walk.q_hat, need, cfg.max_replay_nodes))
     while stack and added < cfg.max_replay_nodes:
         u = stack.pop()
         edges = walk.frontier(u)
@@ -35,7 +37,7 @@ def replay(walk: Walk) -> None:
             cfg.alpha,
         )
         order = [i for i in np.argsort(-scores) if scores[i] > cfg.lam]
-        walk.prefetch([cands[i].other(u) for i in order])  # the children: one read
+        walk.prefetch([cands[i].other(u) for i in order])  # read ahead above: usually cached
         for i in order:
             e, w = cands[i], cands[i].other(u)
             if w not in walk.parents and added < cfg.max_replay_nodes:

@@ -16,13 +16,14 @@
 
 from __future__ import annotations
 
+from .bulk import BulkOptions
 from .graph import GraphWrites
 from .memory import Memory
 from .reads import Reads
 from .sql import _NEIGHBORS, TABLES
 from .traces import Traces
 
-__all__ = ["TABLES", "PostgresGraphStore", "_NEIGHBORS"]
+__all__ = ["TABLES", "BulkOptions", "PostgresGraphStore", "_NEIGHBORS"]
 
 
 class PostgresGraphStore(GraphWrites, Reads, Memory, Traces):

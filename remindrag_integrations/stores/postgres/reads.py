@@ -9,12 +9,12 @@ import numpy as np
 import psycopg
 
 from ...core import filters
-from ...core.frontier import Neighborhood
+from ...core.frontier import Follow, Neighborhood
 from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, EmbeddingError, Node, NodeKind, UnknownNodeError
 from .base import PgBase, _get
 from .filter_sql import where_sql
-from .sql import _NEIGHBORHOODS, _NEIGHBORS
+from .sql import _FRONTIER, _FRONTIER_FOLLOW, _NEIGHBORHOODS, _NEIGHBORS
 
 
 class Reads(PgBase):
@@ -110,16 +110,29 @@ class Reads(PgBase):
                 raise UnknownNodeError(f"unknown node id {node_id!r}")
         return out
 
-    def neighborhoods(self, node_ids: Sequence[str]) -> dict[str, Neighborhood]:
+    def neighborhoods(
+        self, node_ids: Sequence[str], follow: Follow | None = None
+    ) -> dict[str, Neighborhood]:
         """Nodes, embeddings, edges, their memory and the remembered neighbours of a whole
-        frontier in one statement (see :mod:`remindrag_integrations.core.frontier`)."""
+        frontier, and with ``follow`` of what it reaches through memory, in one statement
+        (see :mod:`remindrag_integrations.core.frontier`)."""
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
+        params: dict[str, Any] = {"ns": self.namespace, "ids": ids}
+        frontier = _FRONTIER
+        if follow is not None and np.isfinite(follow.min_alignment) and follow.max_nodes > 0:
+            q = np.asarray(follow.query, dtype=np.float32)
+            if q.shape != (self.dim,):
+                raise EmbeddingError(f"query dimension {q.shape} != store dimension {self.dim}")
+            frontier = _FRONTIER_FOLLOW
+            params.update(q=q, neg=-float(follow.min_alignment), depth=int(follow.max_depth))
+            params["cap"] = len(ids) + int(follow.max_nodes)
         with self._cursor() as cur:
-            cur.execute(_NEIGHBORHOODS, {"ns": self.namespace, "ids": ids})
+            cur.execute(_NEIGHBORHOODS.format(frontier=frontier), params)
             rows = cur.fetchall()
-        return _assemble(ids, rows, self.dim or 0)
+        found = {r[0] for r in rows}
+        return _assemble([n for n in ids if n not in found] + sorted(found), rows, self.dim or 0)
 
     def search(
         self,

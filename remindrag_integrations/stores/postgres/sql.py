@@ -67,6 +67,17 @@ TABLES = (
     "rr_namespaces",
 )
 
+
+def hnsw_index_sql(dim: int, m: int = 16, ef_construction: int = 64) -> str:
+    """The partial HNSW (cosine) expression index of the nodes of one dimension."""
+    d = int(dim)
+    return (
+        f"CREATE INDEX IF NOT EXISTS rr_nodes_hnsw_{d} ON rr_nodes USING hnsw "
+        f"((embedding::vector({d})) vector_cosine_ops) "
+        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)}) WHERE dim = {d}"
+    )
+
+
 _NEIGHBORS = """
 SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %(ns)s AND u = %(n)s
 UNION SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %(ns)s AND v = %(n)s
@@ -75,8 +86,20 @@ ORDER BY id
 
 # One round trip for a frontier (core/frontier.py): a row per node (edge columns NULL), a row
 # per edge with its memory and, for remembered edges, the node at the other end
+_FRONTIER = "f(n) AS (SELECT DISTINCT unnest(%(ids)s::text[]))"
+# the frontier and what it reaches through edges whose memory passes q . v > min (nearest first)
+_FRONTIER_FOLLOW = """r(n, d) AS (
+  SELECT x, 0 FROM unnest(%(ids)s::text[]) x
+  UNION
+  SELECT y.o, r.d + 1 FROM r, LATERAL (
+    SELECT e.v AS o, e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = r.n
+    UNION ALL SELECT e.u, e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = r.n
+  ) y JOIN rr_edge_memory m ON m.namespace = %(ns)s AND m.edge_id = y.id
+  WHERE r.d < %(depth)s AND (m.vec <#> %(q)s::vector) < %(neg)s
+),
+f(n) AS (SELECT n FROM r GROUP BY n ORDER BY min(d), n LIMIT %(cap)s)"""
 _NEIGHBORHOODS = """
-WITH f(n) AS (SELECT DISTINCT unnest(%(ids)s::text[])),
+WITH RECURSIVE {frontier},
 e AS (
   SELECT f.n, e.id, e.u, e.v, e.kind, e.text, CASE WHEN e.u = f.n THEN e.v ELSE e.u END AS o
   FROM f JOIN rr_edges e ON e.namespace = %(ns)s AND e.u = f.n
