@@ -12,6 +12,7 @@ The index is rebuilt only when the batch is large next to what the index already
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import psycopg
@@ -19,6 +20,7 @@ import psycopg
 from ...core.types import ConfigError
 from .sql import SCHEMA_LOCK, hnsw_index_sql
 
+_SIZE = re.compile(r"[1-9][0-9]{0,6}(kB|MB|GB)")
 REBUILD_RATIO = 4  # rebuild when the index holds fewer than RATIO x the batch's new nodes
 
 
@@ -47,7 +49,7 @@ class BulkOptions:
             raise ConfigError("hnsw ef_construction must be >= 2 * m")
         if not 0 <= self.workers <= 64:
             raise ConfigError("bulk workers must be in [0, 64]")
-        if not self.memory or not self.memory.replace(" ", "").isalnum():
+        if not isinstance(self.memory, str) or not _SIZE.fullmatch(self.memory):
             raise ConfigError(f"bulk memory must be a PostgreSQL size like '1GB': {self.memory!r}")
 
 
