@@ -48,7 +48,21 @@ from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphSto
 OUT = ROOT / "results"
 
 
-class PlainReads(PostgresGraphStore):
+class Counting(PostgresGraphStore):
+    """The store, counting its connection uses (one per store call: a round trip or two)."""
+
+    calls = 0
+
+    def _cursor(self):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return super()._cursor()
+
+    def _tx(self, fn, retries=8):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return super()._tx(fn, retries)
+
+
+class PlainReads(Counting):
     """The store with its one-statement frontier read replaced by per-node plain reads."""
 
     def neighborhoods(
@@ -128,21 +142,28 @@ def time_seeds(store: PostgresGraphStore, qs: list[np.ndarray], exact: list[list
     return {"seed_p50_ms": pct(ms, 50), "seed_p95_ms": pct(ms, 95), "recall": float(np.mean(hits))}
 
 
-def time_replay(store: PostgresGraphStore, qs: list[np.ndarray]) -> dict:
+def time_replay(store: Counting, qs: list[np.ndarray]) -> dict:
     cfg = RetrievalConfig()
     seeds = [find_seeds(store, [q], cfg.seeds) for q in qs]
-    ms, got = [], []
+    ms, got, calls = [], [], []
     for p in range(3):
         for q, ss in zip(qs, seeds):
             walk = Walk(store, q, cfg)
             for s in ss:
                 walk.add(s, None, None, "seed")
-            t = time.perf_counter()
+            before, t = store.calls, time.perf_counter()
             replay(walk)
             if p:
                 ms.append((time.perf_counter() - t) * 1e3)
                 got.append(len(walk.replayed_edges))
-    return {"replay_p50_ms": pct(ms, 50), "replay_p95_ms": pct(ms, 95), "replayed": got}
+                calls.append(store.calls - before)
+    return {
+        "replay_p50_ms": pct(ms, 50),
+        "replay_p95_ms": pct(ms, 95),
+        "store_calls_mean": round(float(np.mean(calls)), 2),
+        "replayed_edges_mean": round(float(np.mean(got)), 2),
+        "replayed": got,
+    }
 
 
 def query(store: PostgresGraphStore, q: np.ndarray) -> int:
@@ -218,7 +239,8 @@ def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
         ef: time_seeds(PostgresGraphStore(dsn, namespace=ns, ef_search=ef), qs, exact)
         for ef in args.ef_search
     }
-    one, plain = time_replay(store, qs), time_replay(PlainReads(dsn, namespace=ns), qs)
+    one = time_replay(Counting(dsn, namespace=ns), qs)
+    plain = time_replay(PlainReads(dsn, namespace=ns), qs)
     row["same_replay"] = one.pop("replayed") == plain.pop("replayed")
     row["replay_one_statement"], row["replay_plain_reads"] = one, plain
     row["load_avg_after_queries"] = load_avg()

@@ -21,7 +21,8 @@ from ...core.types import ConfigError
 from .sql import SCHEMA_LOCK, hnsw_index_sql
 
 _SIZE = re.compile(r"[1-9][0-9]{0,6}(kB|MB|GB)")
-REBUILD_RATIO = 4  # rebuild when the index holds fewer than RATIO x the batch's new nodes
+REBUILD_RATIO = 4
+ANALYZE_ROWS = 10_000  # below it the planner's defaults serve as well as fresh statistics  # rebuild when the index holds fewer than RATIO x the batch's new nodes
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,11 @@ def begin(cur: psycopg.Cursor, opts: BulkOptions, dim: int | None, new_nodes: in
     return True
 
 
-def end(cur: psycopg.Cursor, opts: BulkOptions, dim: int | None, rebuild: bool) -> None:
+def end(cur: psycopg.Cursor, opts: BulkOptions, dim: int | None, rebuild: bool, rows: int) -> None:
     """Rebuild the HNSW index of ``dim`` over every row when :func:`begin` dropped it, and
-    refresh the planner's statistics (a large batch changes them; stale ones turn indexed
-    lookups into scans of the whole namespace). Still inside the batch's transaction."""
+    after a batch of ``ANALYZE_ROWS`` rows or more refresh the planner's statistics (stale
+    ones turn indexed lookups into scans of the whole namespace until autovacuum comes by).
+    Still inside the batch's transaction."""
     if rebuild and dim is not None:
         cur.execute("SELECT set_config('maintenance_work_mem', %s, true)", (opts.memory,))
         cur.execute(
@@ -77,4 +79,5 @@ def end(cur: psycopg.Cursor, opts: BulkOptions, dim: int | None, rebuild: bool) 
             (str(opts.workers),),
         )
         cur.execute(hnsw_index_sql(dim, opts.m, opts.ef_construction))
-    cur.execute("ANALYZE rr_nodes, rr_edges, rr_chunks, rr_entity_names")
+    if rows >= ANALYZE_ROWS:
+        cur.execute("ANALYZE rr_nodes, rr_edges, rr_chunks, rr_entity_names")

@@ -59,7 +59,7 @@ class GraphWrites(PgBase):
                     f"an edge joins unknown node(s): {exc.diag.message_detail}"
                 ) from None
             if large:
-                bulk.end(cur, self.bulk, dim, rebuild)
+                bulk.end(cur, self.bulk, dim, rebuild, len(nodes) + len(edges))
 
         self._tx(write)
 

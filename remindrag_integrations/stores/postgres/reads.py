@@ -157,12 +157,16 @@ class Reads(PgBase):
             else ""
         )
 
+        # the literal lets the planner use the HNSW index (entities and anchors only)
+        indexed = " AND kind <> 'chunk'" if "chunk" not in kinds else ""
+
         def run(cur: psycopg.Cursor) -> list[tuple[str, float]]:
             if 2 * k > self.ef_search:  # widen the HNSW candidate list for a large k
                 cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(2 * k),))
             cur.execute(  # dim is an int literal so the planner can match the partial index
                 f"SELECT id, 1 - ((embedding::vector({dim})) <=> %(q)s::vector({dim})) "
                 f"FROM rr_nodes WHERE namespace = %(ns)s AND dim = {dim} AND kind = ANY(%(k)s)"
+                f"{indexed}"
                 f"{docs} ORDER BY (embedding::vector({dim})) <=> %(q)s::vector({dim}) "
                 "LIMIT %(n)s",
                 params,

@@ -69,12 +69,15 @@ TABLES = (
 
 
 def hnsw_index_sql(dim: int, m: int = 16, ef_construction: int = 64) -> str:
-    """The partial HNSW (cosine) expression index of the nodes of one dimension."""
+    """The partial HNSW (cosine) expression index of the entity and anchor nodes of one
+    dimension: what seed search and dense fill look for. A chunk node shares its anchor's
+    embedding and is never a seed; a search that asks for chunks scans instead."""
     d = int(dim)
     return (
         f"CREATE INDEX IF NOT EXISTS rr_nodes_hnsw_{d} ON rr_nodes USING hnsw "
         f"((embedding::vector({d})) vector_cosine_ops) "
-        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)}) WHERE dim = {d}"
+        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)}) "
+        f"WHERE dim = {d} AND kind <> 'chunk'"
     )
 
 
@@ -85,7 +88,8 @@ ORDER BY id
 """
 
 # One round trip for a frontier (core/frontier.py): a row per node (edge columns NULL), a row
-# per edge with its memory and, for remembered edges, the node at the other end
+# per edge with its memory and, for remembered edges, the node at the other end. The LATERAL
+# ... LIMIT 1 subqueries keep every lookup an index probe whatever the planner estimates.
 _FRONTIER = "f(n) AS (SELECT DISTINCT unnest(%(ids)s::text[]))"
 # the frontier and what it reaches through edges whose memory passes q . v > min (nearest first)
 _FRONTIER_FOLLOW = """r(n, d) AS (
@@ -101,20 +105,27 @@ f(n) AS (SELECT n FROM r GROUP BY n ORDER BY min(d), n LIMIT %(cap)s)"""
 _NEIGHBORHOODS = """
 WITH RECURSIVE {frontier},
 e AS (
-  SELECT f.n, e.id, e.u, e.v, e.kind, e.text, CASE WHEN e.u = f.n THEN e.v ELSE e.u END AS o
-  FROM f JOIN rr_edges e ON e.namespace = %(ns)s AND e.u = f.n
-  UNION ALL
-  SELECT f.n, e.id, e.u, e.v, e.kind, e.text, e.u
-  FROM f JOIN rr_edges e ON e.namespace = %(ns)s AND e.v = f.n AND e.u <> f.n
+  SELECT f.n, y.* FROM f CROSS JOIN LATERAL (
+    SELECT e.id, e.u, e.v, e.kind, e.text, e.v AS o
+    FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = f.n
+    UNION ALL
+    SELECT e.id, e.u, e.v, e.kind, e.text, e.u
+    FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = f.n AND e.u <> f.n) y
 )
 SELECT f.n, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::vector,
   x.id, x.kind, x.name, x.doc_id, x.chunk_id, x.aliases, x.embedding
-FROM f JOIN rr_nodes x ON x.namespace = %(ns)s AND x.id = f.n
+FROM f CROSS JOIN LATERAL (
+  SELECT * FROM rr_nodes x WHERE x.namespace = %(ns)s AND x.id = f.n LIMIT 1) x
 UNION ALL
 SELECT e.n, e.id, e.u, e.v, e.kind, e.text, m.vec,
   o.id, o.kind, o.name, o.doc_id, o.chunk_id, o.aliases, o.embedding
-FROM e LEFT JOIN rr_edge_memory m ON m.namespace = %(ns)s AND m.edge_id = e.id
-LEFT JOIN rr_nodes o ON m.vec IS NOT NULL AND o.namespace = %(ns)s AND o.id = e.o
+FROM e LEFT JOIN LATERAL (
+  SELECT vec FROM rr_edge_memory m WHERE m.namespace = %(ns)s AND m.edge_id = e.id LIMIT 1
+) m ON true
+LEFT JOIN LATERAL (
+  SELECT * FROM rr_nodes o
+  WHERE m.vec IS NOT NULL AND o.namespace = %(ns)s AND o.id = e.o LIMIT 1
+) o ON true
 """
 
 _ORPHAN_ENTITIES = """
