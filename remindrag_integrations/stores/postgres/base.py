@@ -205,9 +205,15 @@ def _configure(conn: psycopg.Connection, ef_search: int) -> None:
 
 
 def _bulk(
-    cur: psycopg.Cursor, table: str, cols: Sequence[str], rows: list[tuple], conflict: str
+    cur: psycopg.Cursor,
+    table: str,
+    cols: Sequence[str],
+    rows: list[tuple],
+    conflict: str,
+    types: Sequence[str] | None = None,
 ) -> list[tuple]:
-    """COPY ``rows`` into a temporary twin of ``table``, then INSERT ... SELECT ``conflict``."""
+    """COPY ``rows`` into a temporary twin of ``table``, then INSERT ... SELECT ``conflict``.
+    With the column ``types``, the COPY is binary (vectors go as raw floats, not text)."""
     if not rows:
         return []
     stage = f"_stage_{table}"
@@ -216,7 +222,10 @@ def _bulk(
         f"CREATE TEMP TABLE IF NOT EXISTS {stage} "
         f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
     )
-    with cur.copy(f"COPY {stage} ({collist}) FROM STDIN") as copy:
+    binary = " (FORMAT BINARY)" if types else ""
+    with cur.copy(f"COPY {stage} ({collist}) FROM STDIN{binary}") as copy:
+        if types:
+            copy.set_types(list(types))
         for row in rows:
             copy.write_row(row)
     cur.execute(f"INSERT INTO {table} ({collist}) SELECT {collist} FROM {stage} {conflict}")

@@ -110,6 +110,7 @@ class GraphWrites(PgBase):
                 for n, row in zip(nodes, emb)
             ],
             "ON CONFLICT (namespace, id) DO NOTHING RETURNING id, kind, name",
+            ("text", "text", "text", "text", "text", "text", "text[]", "int4", "vector"),
         )
         added = {nid for nid, kind, _ in new if kind == "entity"}
         names = [(ns, norm_name(n.name), n.id) for n in nodes if n.id in added]
