@@ -228,8 +228,7 @@ def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
         a = PostgresGraphStore(dsn, namespace=ns).whole_graph()
         rows_store = PostgresGraphStore(dsn, namespace=ns + "-rows")
         row["same_graph_as_row_path"] = a == rows_store.whole_graph() and row_counts == counts
-        rows_store.drop_namespace()
-        rows_store.close()
+        rows_store.close()  # kept: the benchmark's server is thrown away at exit
         row["load_avg_after_rows"] = load_avg()
     qs, exact = make_queries(batch, args.queries, args.dim)
     del batch
@@ -336,12 +335,12 @@ def main() -> None:
         if "qps" in r:
             for kind, by in r["qps"].items():
                 print(f"QPS {kind}: " + ", ".join(f"{c} clients {v}" for c, v in by.items()))
-    (OUT / "pg_scale.json").write_text(
-        json.dumps(
-            {"benchmark": "pg_scale", "machine": platform.platform(), "rows": rows}, indent=2
-        )
-    )
-    plot(rows, OUT / "pg_scale.png")
+    # the curve: every size measured so far (a run may measure only some sizes)
+    done = sorted(OUT.glob("pg_scale_*.json"), key=lambda p: int(p.stem.split("_")[-1]))
+    curve = [json.loads(p.read_text())["row"] for p in done if p.stem[9:].isdigit()]
+    meta = {"benchmark": "pg_scale", "machine": platform.platform()}
+    (OUT / "pg_scale.json").write_text(json.dumps({**meta, "rows": curve}, indent=2))
+    plot(curve, OUT / "pg_scale.png")
 
 
 if __name__ == "__main__":
