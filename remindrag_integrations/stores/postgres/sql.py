@@ -98,8 +98,10 @@ _FRONTIER_FOLLOW = """r(n, d) AS (
   SELECT y.o, r.d + 1 FROM r, LATERAL (
     SELECT e.v AS o, e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = r.n
     UNION ALL SELECT e.u, e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = r.n
-  ) y JOIN rr_edge_memory m ON m.namespace = %(ns)s AND m.edge_id = y.id
-  WHERE r.d < %(depth)s AND (m.vec <#> %(q)s::vector) < %(neg)s
+  ) y CROSS JOIN LATERAL (
+    SELECT 1 FROM rr_edge_memory m WHERE m.namespace = %(ns)s AND m.edge_id = y.id
+      AND (m.vec <#> %(q)s::vector) < %(neg)s LIMIT 1) m
+  WHERE r.d < %(depth)s
 ),
 f(n) AS (SELECT n FROM r GROUP BY n ORDER BY min(d), n LIMIT %(cap)s)"""
 _NEIGHBORHOODS = """
