@@ -106,32 +106,38 @@ def _waiting_on_locks(dsn: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _wait_for_lock_waiters(dsn: str, n: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _waiting_on_locks(dsn) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} sessions ever waited on a lock"
+        time.sleep(0.02)
+
+
 def test_readers_wait_for_a_bulk_load_and_then_see_all_of_it(
     pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
 ) -> None:
+    dim = 40  # a dimension no other test uses: its index is small, so the batch rebuilds it
     loader = make_pg_store("bulk-read", bulk=ALWAYS)
-    loader.add_graph(**contract_graph(("d1",), dim=DIM))
-    reader = make_pg_store("bulk-read-other")  # another tenant of the same table
-    reader.add_graph(**contract_graph(("d9",), dim=DIM))
+    loader.add_graph(**contract_graph(("d1",), dim=dim))
+    reader = make_pg_store("bulk-read-other")  # another tenant of the same dimension
+    reader.add_graph(**contract_graph(("d9",), dim=dim))
     mine = PostgresGraphStore(pg_dsn, namespace="bulk-read")
     before, other_before = mine.counts(), reader.counts()
     seen: dict[str, Any] = {}
     with psycopg.connect(pg_dsn) as blocker:
         blocker.execute("LOCK TABLE rr_edges IN SHARE MODE")  # holds the load mid-way
         load = threading.Thread(
-            target=lambda: loader.add_graph(**contract_graph(DOCS, dim=DIM, salt="x"))
+            target=lambda: loader.add_graph(**contract_graph(DOCS, dim=dim, salt="x"))
         )
         load.start()
-        while _waiting_on_locks(pg_dsn) < 1:
-            time.sleep(0.02)
+        _wait_for_lock_waiters(pg_dsn, 1)
         reads = [
             threading.Thread(target=lambda: seen.update(mine=mine.counts())),
             threading.Thread(target=lambda: seen.update(other=reader.counts())),
         ]
         for t in reads:
             t.start()
-        while _waiting_on_locks(pg_dsn) < 3:  # the loader and both readers wait
-            time.sleep(0.02)
+        _wait_for_lock_waiters(pg_dsn, 3)  # the loader and both readers wait
         assert not seen  # no reader saw the half-loaded graph
         blocker.rollback()
     load.join(timeout=60)
