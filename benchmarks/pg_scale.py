@@ -283,7 +283,7 @@ def plot(rows: list[dict], path: Path) -> None:
     )
     a.set(xlabel="edges", ylabel="load (s)", title="PostgreSQL load")
     a.legend()
-    for ef in rows[-1]["seeds"]:
+    for ef in [e for e in rows[-1]["seeds"] if all(e in r["seeds"] for r in rows)]:
         b.loglog(
             edges,
             [r["seeds"][ef]["seed_p50_ms"] for r in rows],
@@ -308,6 +308,16 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def write_curve() -> None:
+    """``pg_scale.json`` and ``pg_scale.png`` from every ``pg_scale_<edges>.json`` present."""
+    done = [p for p in OUT.glob("pg_scale_*.json") if p.stem[9:].isdigit()]
+    done.sort(key=lambda p: int(p.stem[9:]))
+    curve = [json.loads(p.read_text())["row"] for p in done]
+    meta = {"benchmark": "pg_scale", "machine": platform.platform()}
+    (OUT / "pg_scale.json").write_text(json.dumps({**meta, "rows": curve}, indent=2))
+    plot(curve, OUT / "pg_scale.png")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--edges", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
@@ -317,7 +327,11 @@ def main() -> None:
     ap.add_argument("--row-max", type=int, default=100_000, help="largest row-by-row load")
     ap.add_argument("--qps-seconds", type=float, default=5.0)
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server)")
+    ap.add_argument("--curve-only", action="store_true", help="only redraw the curve and plot")
     args = ap.parse_args()
+    if args.curve_only:
+        write_curve()
+        return
     dsn = pg_dsn(args.dsn)
     OUT.mkdir(parents=True, exist_ok=True)
     print(
@@ -335,12 +349,7 @@ def main() -> None:
         if "qps" in r:
             for kind, by in r["qps"].items():
                 print(f"QPS {kind}: " + ", ".join(f"{c} clients {v}" for c, v in by.items()))
-    # the curve: every size measured so far (a run may measure only some sizes)
-    done = sorted(OUT.glob("pg_scale_*.json"), key=lambda p: int(p.stem.split("_")[-1]))
-    curve = [json.loads(p.read_text())["row"] for p in done if p.stem[9:].isdigit()]
-    meta = {"benchmark": "pg_scale", "machine": platform.platform()}
-    (OUT / "pg_scale.json").write_text(json.dumps({**meta, "rows": curve}, indent=2))
-    plot(curve, OUT / "pg_scale.png")
+    write_curve()
 
 
 if __name__ == "__main__":

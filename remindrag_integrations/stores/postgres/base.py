@@ -73,7 +73,7 @@ class PgBase:
         pool_size: int = 4,
         max_traces: int | None = 10_000,
         journal: bool = False,
-        ef_search: int = 400,
+        ef_search: int = 800,
         bulk: BulkOptions | None = None,
     ) -> None:
         if not isinstance(namespace, str) or not namespace or not storable(namespace):
