@@ -251,7 +251,8 @@ def test_lookups_are_served_by_indexes(
     q = np.ones(DIM, dtype=np.float32)
     search = (
         f"SELECT id FROM rr_nodes WHERE namespace = %s AND dim = {DIM} "
-        f"AND kind = ANY(%s) ORDER BY (embedding::vector({DIM})) <=> %s::vector({DIM}) "
+        f"AND kind = ANY(%s) AND kind <> 'chunk' "
+        f"ORDER BY (embedding::vector({DIM})) <=> %s::vector({DIM}) "
         "LIMIT 2"
     )
     assert f"rr_nodes_hnsw_{DIM}" in _plan(pg_dsn, search, ("plans", ["entity"], q))

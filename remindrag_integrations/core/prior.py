@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .config import RetrievalConfig
+from .frontier import FrontierStore
 from .ids import is_anchor, is_chunk, is_entity, norm_name
 from .protocols import LexicalStore
 from .walk import Walk
@@ -104,10 +105,13 @@ def hybrid(walk: Walk, query: str) -> tuple[dict[str, float], dict[str, float]]:
 def neighbourhood(walk: Walk, start: Sequence[str]) -> list[str]:
     """Entities and anchors within ``prior_hops`` of ``start``, breadth first, at most
     ``prior_max_nodes``; hub entities (more than ``prior_max_degree`` edges) are reached but
-    not expanded."""
+    not expanded. A store that reads many neighbourhoods at once gets one call per hop."""
     cfg = walk.cfg
     nodes, seen, frontier = list(start), set(start), list(start)
+    batched = isinstance(walk.store, FrontierStore)
     for _ in range(cfg.prior_hops):
+        if batched:  # one round trip per hop on PostgreSQL
+            walk.prefetch(frontier)
         nxt: list[str] = []
         for u in frontier:
             edges = walk.neighbors(u)

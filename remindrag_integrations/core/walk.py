@@ -12,6 +12,7 @@ import numpy as np
 
 from . import filters
 from .config import RetrievalConfig
+from .frontier import Follow, neighborhoods
 from .ids import is_chunk
 from .protocols import GraphStore
 from .types import Chunk, Edge, Move, Node, NodeKind, Triple
@@ -45,6 +46,9 @@ class Walk:
     _nodes: dict[str, Node] = field(default_factory=dict)
     _chunks: dict[str, Chunk] = field(default_factory=dict)
     _sims: dict[str, float] = field(default_factory=dict)
+    _embs: dict[str, np.ndarray] = field(default_factory=dict)
+    _memory: dict[str, np.ndarray] = field(default_factory=dict)
+    _read: set[str] = field(default_factory=set)  # nodes whose neighbourhood was read
     _doc_ok: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -60,6 +64,43 @@ class Walk:
     def cached_neighbors(self, node_id: str) -> list[Edge] | None:
         """The neighbours already read for ``node_id`` (None when not read yet)."""
         return self._nbrs.get(node_id)
+
+    def prefetch(self, node_ids: Sequence[str], follow: Follow | None = None) -> None:
+        """Read the neighbourhoods (node, embedding, edges, their memory, remembered
+        neighbours) of the nodes not read yet, and with ``follow`` of what they reach through
+        memory, in one store call (one round trip on PostgreSQL)."""
+        missing = [n for n in dict.fromkeys(node_ids) if n not in self._read]
+        if not missing:
+            return
+        for node_id, hood in neighborhoods(self.store, missing, follow).items():
+            if node_id in self._read:
+                continue
+            self._read.add(node_id)
+            self._nbrs[node_id] = list(hood.edges)
+            self._nodes[node_id], self._embs[node_id] = hood.node, hood.embedding
+            self._edges.update((e.id, e) for e in hood.edges)
+            self._memory.update((e.id, m) for e, m in zip(hood.edges, hood.memory))
+            for other, (node, emb) in hood.remembered.items():
+                self._nodes.setdefault(other, node)
+                self._embs.setdefault(other, emb)
+
+    def embeddings(self, node_ids: Sequence[str]) -> np.ndarray:
+        """The nodes' embeddings (one store call for those not read yet)."""
+        missing = [n for n in dict.fromkeys(node_ids) if n not in self._embs]
+        if missing:
+            self._embs.update(zip(missing, self.store.node_embeddings(missing)))
+        if not node_ids:
+            return np.zeros((0, len(self.q_hat)), dtype=np.float32)
+        return np.stack([self._embs[n] for n in node_ids])
+
+    def memory(self, edge_ids: Sequence[str]) -> np.ndarray:
+        """The edges' memory rows (one store call for those not read yet)."""
+        missing = [e for e in dict.fromkeys(edge_ids) if e not in self._memory]
+        if missing:
+            self._memory.update(zip(missing, self.store.memory(missing)))
+        if not edge_ids:
+            return np.zeros((0, len(self.q_hat)), dtype=np.float32)
+        return np.stack([self._memory[e] for e in edge_ids])
 
     def edge(self, edge_id: str) -> Edge:
         if edge_id not in self._edges:
@@ -82,7 +123,7 @@ class Walk:
         """cos(q̂, node) for each node (embeddings are unit rows)."""
         missing = [n for n in dict.fromkeys(node_ids) if n not in self._sims]
         if missing:
-            vals = self.store.node_embeddings(missing) @ self.q_hat
+            vals = self.embeddings(missing) @ self.q_hat
             self._sims.update(zip(missing, (float(v) for v in vals)))
         return [self._sims[n] for n in node_ids]
 

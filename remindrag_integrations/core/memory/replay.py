@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..frontier import Follow
 from ..walk import Walk
 from .math import memory_evidence, replay_bound, replay_scores
 
@@ -16,26 +17,30 @@ def replay(walk: Walk) -> None:
     need = replay_bound(cfg.alpha, cfg.lam)
     stack = list(reversed(walk.seeds))
     added = 0
+    # the seeds and all that memory may lead to from them (edges with q̂ · v > need): one read
+    walk.prefetch(stack, Follow(walk.q_hat, need, cfg.max_replay_nodes))
     while stack and added < cfg.max_replay_nodes:
         u = stack.pop()
         edges = walk.frontier(u)
         if not edges:
             continue
-        memory = walk.store.memory([e.id for e in edges])
+        memory = walk.memory([e.id for e in edges])
         live = [i for i, m in enumerate(memory @ walk.q_hat) if m > need]
         if not live:
             continue
         cands = [edges[i] for i in live]
         scores = replay_scores(
             walk.q_hat,
-            walk.store.node_embeddings([u])[0],
-            walk.store.node_embeddings([e.other(u) for e in cands]),
+            walk.embeddings([u])[0],
+            walk.embeddings([e.other(u) for e in cands]),
             memory[live],
             cfg.alpha,
         )
-        for i in np.argsort(-scores):
+        order = [i for i in np.argsort(-scores) if scores[i] > cfg.lam]
+        walk.prefetch([cands[i].other(u) for i in order])  # read ahead above: usually cached
+        for i in order:
             e, w = cands[i], cands[i].other(u)
-            if scores[i] > cfg.lam and w not in walk.parents and added < cfg.max_replay_nodes:
+            if w not in walk.parents and added < cfg.max_replay_nodes:
                 walk.add(w, u, e, "replay")
                 walk.replayed_edges.append(e.id)
                 added += 1
@@ -49,6 +54,6 @@ def vouched(walk: Walk, chunk_ids: list[str] | None = None) -> dict[str, float]:
     if not ids:
         return {}
     edges = [walk.parents[c][1] for c in ids]
-    align = walk.store.memory(edges) @ walk.q_hat  # type: ignore[arg-type]
+    align = walk.memory(edges) @ walk.q_hat  # type: ignore[arg-type]
     ev = memory_evidence(align, walk.cfg.alpha, walk.cfg.lam)
     return {c: float(e) for c, e in zip(ids, ev) if e > 0}

@@ -8,6 +8,10 @@
   compute SPEC §3 with :func:`remindrag_integrations.memory.apply_updates` and write back, so
   writers in any number of processes serialise per edge and no update is lost.
 - Neighbour, memory and embedding lookups are indexed point queries; the graph is never loaded.
+  :meth:`~.reads.Reads.neighborhoods` reads a whole frontier (and what memory leads to from
+  it) in one statement, so replay costs one round trip.
+- A large ``add_graph`` batch (``BulkOptions.rows``) is bulk-loaded: COPY with the HNSW index
+  dropped and rebuilt once, in the batch's transaction (:mod:`.bulk`).
 - Foreign keys cascade node → edges → memory, so a deleted node leaves no orphan behind.
 
 ``journal=True`` also records every applied memory update (edge, operation, query vector) in
@@ -16,6 +20,7 @@
 
 from __future__ import annotations
 
+from .bulk import BulkOptions
 from .graph import GraphWrites
 from .lexical import LexicalReads
 from .memory import Memory
@@ -23,7 +28,7 @@ from .reads import Reads
 from .sql import _NEIGHBORS, TABLES
 from .traces import Traces
 
-__all__ = ["TABLES", "PostgresGraphStore", "_NEIGHBORS"]
+__all__ = ["TABLES", "BulkOptions", "PostgresGraphStore", "_NEIGHBORS"]
 
 
 class PostgresGraphStore(GraphWrites, Reads, LexicalReads, Memory, Traces):
@@ -32,7 +37,8 @@ class PostgresGraphStore(GraphWrites, Reads, LexicalReads, Memory, Traces):
     ``dsn`` is a libpq connection string (``postgresql://user@host:5432/db``); the schema is
     created on first use. ``dim`` pins the embedding dimension up front (else the first
     :meth:`add_graph` sets it). One store object serves one ``namespace``. ``ef_search`` is
-    the HNSW candidate list of seed search (higher: better recall, slower). Its parts:
+    the HNSW candidate list of seed search (higher: better recall, slower); ``bulk``
+    (:class:`BulkOptions`) says when a batch is bulk-loaded and how the index is built. Its parts:
     :mod:`.base` (connections, schema), :mod:`.graph`, :mod:`.reads`, :mod:`.memory`,
     :mod:`.traces` (and settings).
     """

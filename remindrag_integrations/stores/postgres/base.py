@@ -21,7 +21,8 @@ from psycopg.types import TypeInfo
 
 from ...core.arguments import storable
 from ...core.types import ConfigError, EmbeddingError, StoreError, UnknownNodeError
-from .sql import LAST_SCHEMA_OBJECT, SCHEMA, SCHEMA_LOCK, SCHEMA_VERSION
+from .bulk import BulkOptions
+from .sql import LAST_SCHEMA_OBJECT, SCHEMA, SCHEMA_LOCK, SCHEMA_VERSION, hnsw_index_sql
 
 T = TypeVar("T")
 
@@ -72,7 +73,8 @@ class PgBase:
         pool_size: int = 4,
         max_traces: int | None = 10_000,
         journal: bool = False,
-        ef_search: int = 100,
+        ef_search: int = 800,
+        bulk: BulkOptions | None = None,
     ) -> None:
         if not isinstance(namespace, str) or not namespace or not storable(namespace):
             raise ConfigError("namespace must be a non-empty string without NUL or surrogates")
@@ -80,6 +82,9 @@ class PgBase:
         self.max_traces, self.journal, self.ef_search = max_traces, journal, int(ef_search)
         self._dim: int | None = None
         self._saved_traces = 0
+        self.bulk = bulk if bulk is not None else BulkOptions()
+        if not isinstance(self.bulk, BulkOptions):
+            raise ConfigError("bulk must be a BulkOptions")
         self._create_schema(dim)
         self._pool = _Pool(dsn, pool_size, lambda conn: _configure(conn, self.ef_search))
 
@@ -118,10 +123,7 @@ class PgBase:
                 "UPDATE rr_namespaces SET dim = %s WHERE namespace = %s", (dim, self.namespace)
             )
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            cur.execute(
-                f"CREATE INDEX IF NOT EXISTS rr_nodes_hnsw_{dim} ON rr_nodes USING hnsw "
-                f"((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
-            )
+            cur.execute(hnsw_index_sql(dim, self.bulk.m, self.bulk.ef_construction))
             current = dim
         elif current != dim:
             raise EmbeddingError(f"embedding dimension {dim} != store dimension {current}")
@@ -203,9 +205,15 @@ def _configure(conn: psycopg.Connection, ef_search: int) -> None:
 
 
 def _bulk(
-    cur: psycopg.Cursor, table: str, cols: Sequence[str], rows: list[tuple], conflict: str
+    cur: psycopg.Cursor,
+    table: str,
+    cols: Sequence[str],
+    rows: list[tuple],
+    conflict: str,
+    types: Sequence[str] | None = None,
 ) -> list[tuple]:
-    """COPY ``rows`` into a temporary twin of ``table``, then INSERT ... SELECT ``conflict``."""
+    """COPY ``rows`` into a temporary twin of ``table``, then INSERT ... SELECT ``conflict``.
+    With the column ``types``, the COPY is binary (vectors go as raw floats, not text)."""
     if not rows:
         return []
     stage = f"_stage_{table}"
@@ -214,7 +222,10 @@ def _bulk(
         f"CREATE TEMP TABLE IF NOT EXISTS {stage} "
         f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
     )
-    with cur.copy(f"COPY {stage} ({collist}) FROM STDIN") as copy:
+    binary = " (FORMAT BINARY)" if types else ""
+    with cur.copy(f"COPY {stage} ({collist}) FROM STDIN{binary}") as copy:
+        if types:
+            copy.set_types(list(types))
         for row in rows:
             copy.write_row(row)
     cur.execute(f"INSERT INTO {table} ({collist}) SELECT {collist} FROM {stage} {conflict}")

@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 from ...core.ids import norm_name
 from ...core.types import Chunk, Edge, Node, UnknownNodeError
 from .. import validate
+from . import bulk
 from .base import PgBase, _bulk
 from .sql import _ORPHAN_ENTITIES
 
@@ -36,6 +37,8 @@ class GraphWrites(PgBase):
         def write(cur: psycopg.Cursor) -> None:
             dim = self._set_dim(cur, int(emb.shape[1])) if len(nodes) else self._dim
             validate.edge_endpoints(edges, nodes, lambda ids: self._known(cur, ids))
+            large = self.bulk.rows is not None and len(nodes) + len(edges) >= self.bulk.rows
+            rebuild = large and bulk.begin(cur, self.bulk, dim, len(nodes))
             if replace:  # the old versions go in this transaction, but not what the batch uses
                 keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
                 self._delete(cur, sorted(set(replace)), sorted(keep))
@@ -55,6 +58,8 @@ class GraphWrites(PgBase):
                 raise UnknownNodeError(
                     f"an edge joins unknown node(s): {exc.diag.message_detail}"
                 ) from None
+            if large:
+                bulk.end(cur, self.bulk, dim, rebuild, len(nodes) + len(edges))
 
         self._tx(write)
 
@@ -105,6 +110,7 @@ class GraphWrites(PgBase):
                 for n, row in zip(nodes, emb)
             ],
             "ON CONFLICT (namespace, id) DO NOTHING RETURNING id, kind, name",
+            ("text", "text", "text", "text", "text", "text", "text[]", "int4", "vector"),
         )
         added = {nid for nid, kind, _ in new if kind == "entity"}
         names = [(ns, norm_name(n.name), n.id) for n in nodes if n.id in added]

@@ -9,11 +9,12 @@ import numpy as np
 import psycopg
 
 from ...core import filters
+from ...core.frontier import Follow, Neighborhood
 from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, EmbeddingError, Node, NodeKind, UnknownNodeError
 from .base import PgBase, _get
 from .filter_sql import where_sql
-from .sql import _NEIGHBORS
+from .sql import _FRONTIER, _FRONTIER_FOLLOW, _NEIGHBORHOODS, _NEIGHBORS
 
 
 class Reads(PgBase):
@@ -109,6 +110,30 @@ class Reads(PgBase):
                 raise UnknownNodeError(f"unknown node id {node_id!r}")
         return out
 
+    def neighborhoods(
+        self, node_ids: Sequence[str], follow: Follow | None = None
+    ) -> dict[str, Neighborhood]:
+        """Nodes, embeddings, edges, their memory and the remembered neighbours of a whole
+        frontier, and with ``follow`` of what it reaches through memory, in one statement
+        (see :mod:`remindrag_integrations.core.frontier`)."""
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return {}
+        params: dict[str, Any] = {"ns": self.namespace, "ids": ids}
+        frontier = _FRONTIER
+        if follow is not None and np.isfinite(follow.min_alignment) and follow.max_nodes > 0:
+            q = np.asarray(follow.query, dtype=np.float32)
+            if q.shape != (self.dim,):
+                raise EmbeddingError(f"query dimension {q.shape} != store dimension {self.dim}")
+            frontier = _FRONTIER_FOLLOW
+            params.update(q=q, neg=-float(follow.min_alignment), depth=int(follow.max_depth))
+            params["cap"] = len(ids) + int(follow.max_nodes)
+        with self._cursor() as cur:
+            cur.execute(_NEIGHBORHOODS.format(frontier=frontier), params)
+            rows = cur.fetchall()
+        found = {r[0] for r in rows}
+        return _assemble([n for n in ids if n not in found] + sorted(found), rows, self.dim or 0)
+
     def search(
         self,
         query: np.ndarray,
@@ -132,12 +157,16 @@ class Reads(PgBase):
             else ""
         )
 
+        # the literal lets the planner use the HNSW index (entities and anchors only)
+        indexed = " AND kind <> 'chunk'" if "chunk" not in kinds else ""
+
         def run(cur: psycopg.Cursor) -> list[tuple[str, float]]:
             if 2 * k > self.ef_search:  # widen the HNSW candidate list for a large k
                 cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(2 * k),))
             cur.execute(  # dim is an int literal so the planner can match the partial index
                 f"SELECT id, 1 - ((embedding::vector({dim})) <=> %(q)s::vector({dim})) "
                 f"FROM rr_nodes WHERE namespace = %(ns)s AND dim = {dim} AND kind = ANY(%(k)s)"
+                f"{indexed}"
                 f"{docs} ORDER BY (embedding::vector({dim})) <=> %(q)s::vector({dim}) "
                 "LIMIT %(n)s",
                 params,
@@ -172,3 +201,29 @@ class Reads(PgBase):
                 (self.namespace, normalized_name),
             ).fetchone()
         return row[0] if row else None
+
+
+def _assemble(ids: list[str], rows: list[tuple], dim: int) -> dict[str, Neighborhood]:
+    """Neighbourhoods from the rows of ``_NEIGHBORHOODS`` (unknown nodes raise)."""
+    me: dict[str, tuple[Node, np.ndarray]] = {}
+    edges: dict[str, list[tuple[Edge, np.ndarray | None]]] = {n: [] for n in ids}
+    far: dict[str, tuple[Node, np.ndarray]] = {}
+    for n, eid, u, v, kind, text, vec, oid, okind, name, doc, chunk, aliases, emb in rows:
+        other = (Node(oid, okind, name, doc, chunk, tuple(aliases)), emb) if oid else None
+        if eid is None and other is not None:
+            me[n] = other
+            continue
+        edges[n].append((Edge(eid, u, v, kind, text), vec))
+        if other is not None:
+            far[oid] = other
+    out = {}
+    zero, empty = np.zeros(dim, dtype=np.float32), np.zeros((0, dim), dtype=np.float32)
+    for n in ids:
+        node, emb = _get(me, n, "node")
+        mine = sorted(edges[n], key=lambda t: t[0].id)
+        memory = np.stack([zero if m is None else m for _, m in mine]) if mine else empty
+        seen = {e.other(n) for e, m in mine if m is not None}
+        out[n] = Neighborhood(
+            node, emb, tuple(e for e, _ in mine), memory, {o: far[o] for o in seen}
+        )
+    return out

@@ -68,10 +68,67 @@ TABLES = (
     "rr_namespaces",
 )
 
+
+def hnsw_index_sql(dim: int, m: int = 16, ef_construction: int = 64) -> str:
+    """The partial HNSW (cosine) expression index of the entity and anchor nodes of one
+    dimension: what seed search and dense fill look for. A chunk node shares its anchor's
+    embedding and is never a seed; a search that asks for chunks scans instead."""
+    d = int(dim)
+    return (
+        f"CREATE INDEX IF NOT EXISTS rr_nodes_hnsw_{d} ON rr_nodes USING hnsw "
+        f"((embedding::vector({d})) vector_cosine_ops) "
+        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)}) "
+        f"WHERE dim = {d} AND kind <> 'chunk'"
+    )
+
+
 _NEIGHBORS = """
 SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %(ns)s AND u = %(n)s
 UNION SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %(ns)s AND v = %(n)s
 ORDER BY id
+"""
+
+# One round trip for a frontier (core/frontier.py): a row per node (edge columns NULL), a row
+# per edge with its memory and, for remembered edges, the node at the other end. The LATERAL
+# ... LIMIT 1 subqueries keep every lookup an index probe whatever the planner estimates.
+_FRONTIER = "f(n) AS (SELECT DISTINCT unnest(%(ids)s::text[]))"
+# the frontier and what it reaches through edges whose memory passes q . v > min (nearest first)
+_FRONTIER_FOLLOW = """r(n, d) AS (
+  SELECT x, 0 FROM unnest(%(ids)s::text[]) x
+  UNION
+  SELECT y.o, r.d + 1 FROM r, LATERAL (
+    SELECT e.v AS o, e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = r.n
+    UNION ALL SELECT e.u, e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = r.n
+  ) y CROSS JOIN LATERAL (
+    SELECT 1 FROM rr_edge_memory m WHERE m.namespace = %(ns)s AND m.edge_id = y.id
+      AND (m.vec <#> %(q)s::vector) < %(neg)s LIMIT 1) m
+  WHERE r.d < %(depth)s
+),
+f(n) AS (SELECT n FROM r GROUP BY n ORDER BY min(d), n LIMIT %(cap)s)"""
+_NEIGHBORHOODS = """
+WITH RECURSIVE {frontier},
+e AS (
+  SELECT f.n, y.* FROM f CROSS JOIN LATERAL (
+    SELECT e.id, e.u, e.v, e.kind, e.text, e.v AS o
+    FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = f.n
+    UNION ALL
+    SELECT e.id, e.u, e.v, e.kind, e.text, e.u
+    FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = f.n AND e.u <> f.n) y
+)
+SELECT f.n, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::vector,
+  x.id, x.kind, x.name, x.doc_id, x.chunk_id, x.aliases, x.embedding
+FROM f CROSS JOIN LATERAL (
+  SELECT * FROM rr_nodes x WHERE x.namespace = %(ns)s AND x.id = f.n LIMIT 1) x
+UNION ALL
+SELECT e.n, e.id, e.u, e.v, e.kind, e.text, m.vec,
+  o.id, o.kind, o.name, o.doc_id, o.chunk_id, o.aliases, o.embedding
+FROM e LEFT JOIN LATERAL (
+  SELECT vec FROM rr_edge_memory m WHERE m.namespace = %(ns)s AND m.edge_id = e.id LIMIT 1
+) m ON true
+LEFT JOIN LATERAL (
+  SELECT * FROM rr_nodes o
+  WHERE m.vec IS NOT NULL AND o.namespace = %(ns)s AND o.id = e.o LIMIT 1
+) o ON true
 """
 
 _ORPHAN_ENTITIES = """

@@ -1,0 +1,110 @@
+"""Neighbourhoods: what replay and the walk read about a node, for a whole frontier at once.
+
+A remote store answers :meth:`FrontierStore.neighborhoods` in one round trip (PostgreSQL: one
+statement); :func:`neighborhoods` falls back to the plain :class:`~.protocols.GraphStore`
+reads for stores without it (the embedded store, where a read costs no round trip).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .protocols import GraphStore
+from .types import Edge, Node
+
+
+@dataclass(frozen=True)
+class Neighborhood:
+    """A node, its embedding, its edges (ordered by id, as ``neighbors``) with their memory
+    rows (zeros for untouched edges), and the node and embedding at the other end of every
+    edge that has memory (the ones replay may follow)."""
+
+    node: Node
+    embedding: np.ndarray
+    edges: tuple[Edge, ...]
+    memory: np.ndarray
+    remembered: Mapping[str, tuple[Node, np.ndarray]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Follow:
+    """Read ahead along memory: also the neighbourhoods of the nodes reachable through edges
+    whose memory ``v`` has ``query · v > min_alignment`` (what replay may follow), nearest
+    first, at most ``max_nodes`` more and ``max_depth`` edges away."""
+
+    query: np.ndarray
+    min_alignment: float
+    max_nodes: int
+    max_depth: int = 8
+
+
+@runtime_checkable
+class FrontierStore(Protocol):
+    """A store that reads the neighbourhoods of many nodes in one call."""
+
+    def neighborhoods(
+        self, node_ids: Sequence[str], follow: Follow | None = None
+    ) -> dict[str, Neighborhood]:
+        """The neighbourhood of each distinct node (and, with ``follow``, of the nodes it
+        reaches through remembered edges); an unknown node raises
+        :class:`~.types.UnknownNodeError`."""
+        ...
+
+
+def neighborhoods(
+    store: GraphStore, node_ids: Sequence[str], follow: Follow | None = None
+) -> dict[str, Neighborhood]:
+    """The neighbourhood of each distinct node of ``node_ids`` (see :class:`Follow`): the
+    store's own batched read when it has one, else :func:`read_neighborhoods`."""
+    if isinstance(store, FrontierStore):
+        return store.neighborhoods(node_ids, follow)
+    return read_neighborhoods(store, node_ids, follow)
+
+
+def read_neighborhoods(
+    store: GraphStore, node_ids: Sequence[str], follow: Follow | None = None
+) -> dict[str, Neighborhood]:
+    """Neighbourhoods from the plain store reads, breadth first along ``follow``."""
+    out = _read_level(store, node_ids)
+    level, depth = list(out), 0
+    while follow is not None and level and depth < follow.max_depth:
+        room = follow.max_nodes - (len(out) - len(dict.fromkeys(node_ids)))
+        nxt = [o for n in level for o in _followed(out[n], follow) if o not in out][:room]
+        out.update(_read_level(store, list(dict.fromkeys(nxt))))
+        level, depth = nxt, depth + 1
+    return out
+
+
+def _followed(hood: Neighborhood, follow: Follow) -> list[str]:
+    """The other ends of the node's edges whose memory passes ``follow``."""
+    align = hood.memory @ follow.query if len(hood.edges) else np.zeros(0)
+    return [e.other(hood.node.id) for e, a in zip(hood.edges, align) if a > follow.min_alignment]
+
+
+def _read_level(store: GraphStore, node_ids: Sequence[str]) -> dict[str, Neighborhood]:
+    ids = list(dict.fromkeys(node_ids))
+    if not ids:
+        return {}
+    nodes = store.get_nodes(ids)
+    embs = store.node_embeddings(ids)
+    edges = {n: store.neighbors(n) for n in ids}
+    flat = [e.id for n in ids for e in edges[n]]
+    memory = store.memory(flat) if flat else np.zeros((0, embs.shape[1]), dtype=np.float32)
+    rows = dict(zip(flat, memory))
+    others = list(dict.fromkeys(e.other(n) for n in ids for e in edges[n] if rows[e.id].any()))
+    far = (
+        dict(zip(others, zip(store.get_nodes(others), store.node_embeddings(others))))
+        if others
+        else {}
+    )
+    out = {}
+    for node, emb in zip(nodes, embs):
+        mine = edges[node.id]
+        mem_rows = np.stack([rows[e.id] for e in mine]) if mine else memory[:0]
+        seen = {e.other(node.id) for e, m in zip(mine, mem_rows) if m.any()}
+        out[node.id] = Neighborhood(node, emb, tuple(mine), mem_rows, {o: far[o] for o in seen})
+    return out

@@ -1,0 +1,216 @@
+"""The PostgreSQL bulk-load path and the one-statement frontier read, against a real server:
+the bulk path builds the same graph as row-by-row inserts and passes the store contract; a
+load that fails mid-way leaves the store as it was; readers wait and then see the whole batch;
+``neighborhoods`` (with read-ahead along memory) returns what the plain reads return."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pg_fixture
+import psycopg
+import pytest
+
+from remindrag_integrations import ConfigError, Document, ReMindRAG, StoreError
+from remindrag_integrations.core.config import RetrievalConfig
+from remindrag_integrations.core.frontier import Follow, read_neighborhoods
+from remindrag_integrations.core.memory.replay import replay
+from remindrag_integrations.core.memory.write import update
+from remindrag_integrations.core.types import UnknownNodeError
+from remindrag_integrations.core.walk import Walk
+from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores.contract import StoreContract
+from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphStore
+from remindrag_integrations.testing import HashEmbedder, contract_graph
+
+pytestmark = pytest.mark.postgres
+pg_dsn = pg_fixture.pg_dsn
+make_pg_store = pg_fixture.make_pg_store
+
+DIM = 32
+DOCS = ("d1", "d2", "d3", "d4")
+TEXTS = [
+    ("d1", "Scott Derrickson is an American director. He directed Sinister in Los Angeles."),
+    ("d2", "Ed Wood was an American filmmaker. Conrad Brooks acted in films by Ed Wood."),
+    ("d3", "Sinister is a horror film. Ethan Hawke starred in Sinister."),
+]
+ALWAYS = BulkOptions(rows=1)  # every batch takes the bulk path
+NEVER = BulkOptions(rows=None)
+
+
+class TestPostgresBulkStore(StoreContract):
+    """The whole store contract with every write on the bulk path."""
+
+    @pytest.fixture()
+    def make_store(self, make_pg_store: Callable[..., object]) -> Callable[..., object]:
+        return lambda namespace="contract", **kw: make_pg_store(namespace, bulk=ALWAYS, **kw)
+
+
+def _hnsw_indexes(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'rr_nodes' "
+            "AND indexdef LIKE '%%USING hnsw%%'"
+        ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def test_bulk_and_row_paths_build_the_same_graph(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    bulk, rows = make_pg_store("bulk", bulk=ALWAYS), make_pg_store("rows", bulk=NEVER)
+    engines = [ReMindRAG(embeddings=HashEmbedder(DIM), store=s) for s in (bulk, rows)]
+    for eng in engines:
+        eng.insert([Document(i, t) for i, t in TEXTS])
+    assert bulk.counts() == rows.counts() and bulk.counts()["edges"] > 10
+    assert bulk.whole_graph() == rows.whole_graph()
+    assert f"rr_nodes_hnsw_{DIM}" in _hnsw_indexes(pg_dsn)  # rebuilt after the load
+    q = HashEmbedder(DIM).embed(["Who directed Sinister?"])[0]
+    kinds = ("entity", "anchor", "chunk")
+    assert bulk.search(q, 5, kinds) == rows.search(q, 5, kinds)
+    a, b = (e.retrieve("Who directed Sinister?") for e in engines)
+    assert [c.chunk.id for c in a.chunks] == [c.chunk.id for c in b.chunks]
+
+
+def test_a_bulk_load_that_fails_midway_leaves_the_store_as_it_was(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    store = make_pg_store("bulk-fail", bulk=NEVER)
+    store.add_graph(**contract_graph(("d1",), dim=DIM))
+    update(store, ["r-1000"], [], np.ones(DIM, dtype=np.float32))
+    before = (store.counts(), store.whole_graph(), store.export_memory())
+    # the loader gives up on a lock after 300 ms; the edge table is locked by another session,
+    # so the load fails after its nodes and chunks were copied and the HNSW index dropped
+    loader = PostgresGraphStore(
+        pg_dsn + "?options=-c%20lock_timeout%3D300ms", namespace="bulk-fail", bulk=ALWAYS
+    )
+    with psycopg.connect(pg_dsn) as blocker:
+        blocker.execute("LOCK TABLE rr_edges IN SHARE MODE")
+        with pytest.raises(StoreError):
+            loader.add_graph(**contract_graph(("d1", "d2", "d3"), dim=DIM, salt="new"))
+    loader.close()
+    assert (store.counts(), store.whole_graph(), store.export_memory()) == before
+    assert f"rr_nodes_hnsw_{DIM}" in _hnsw_indexes(pg_dsn)
+    assert store.search(np.ones(DIM, dtype=np.float32), 1, ("entity",))  # index usable
+
+
+def _waiting_on_locks(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _wait_for_lock_waiters(dsn: str, n: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _waiting_on_locks(dsn) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} sessions ever waited on a lock"
+        time.sleep(0.02)
+
+
+def test_readers_wait_for_a_bulk_load_and_then_see_all_of_it(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    dim = 40  # a dimension no other test uses: its index is small, so the batch rebuilds it
+    loader = make_pg_store("bulk-read", bulk=ALWAYS)
+    loader.add_graph(**contract_graph(("d1",), dim=dim))
+    reader = make_pg_store("bulk-read-other")  # another tenant of the same dimension
+    reader.add_graph(**contract_graph(("d9",), dim=dim))
+    mine = PostgresGraphStore(pg_dsn, namespace="bulk-read")
+    before, other_before = mine.counts(), reader.counts()
+    seen: dict[str, Any] = {}
+    with psycopg.connect(pg_dsn) as blocker:
+        blocker.execute("LOCK TABLE rr_edges IN SHARE MODE")  # holds the load mid-way
+        load = threading.Thread(
+            target=lambda: loader.add_graph(**contract_graph(DOCS, dim=dim, salt="x"))
+        )
+        load.start()
+        _wait_for_lock_waiters(pg_dsn, 1)
+        reads = [
+            threading.Thread(target=lambda: seen.update(mine=mine.counts())),
+            threading.Thread(target=lambda: seen.update(other=reader.counts())),
+        ]
+        for t in reads:
+            t.start()
+        _wait_for_lock_waiters(pg_dsn, 3)  # the loader and both readers wait
+        assert not seen  # no reader saw the half-loaded graph
+        blocker.rollback()
+    load.join(timeout=60)
+    for t in reads:
+        t.join(timeout=60)
+    assert (
+        seen["mine"] == mine.counts() and seen["mine"]["chunks"] == 2 * len(DOCS) > before["chunks"]
+    )
+    assert seen["other"] == other_before
+    mine.close()
+
+
+def _warm(store: Any) -> np.ndarray:
+    q = HashEmbedder(DIM).embed(["Person1 City1"])[0]
+    q /= np.linalg.norm(q)
+    for path in (["m-1100", "r-1000", "m-1200"], ["k-1100", "r-1900", "m-2100"]):
+        update(store, path, [], q)
+        update(store, path, [], q)
+    return q
+
+
+def test_neighborhoods_match_the_plain_reads(
+    make_pg_store: Callable[..., PostgresGraphStore],
+) -> None:
+    pg, ref = make_pg_store("hoods"), InMemoryGraphStore()
+    for store in (pg, ref):
+        store.add_graph(**contract_graph(DOCS, dim=DIM))
+    q = [_warm(s) for s in (pg, ref)][0]
+    ids = ["e-1001", "a-1100", "c-2100", "e-1001"]
+    follow = Follow(q, 0.5, max_nodes=10)
+    for fl in (None, follow):
+        got, want = pg.neighborhoods(ids, fl), read_neighborhoods(ref, ids, fl)
+        assert sorted(got) == sorted(want)
+        for n, h in want.items():
+            assert got[n].node == h.node and got[n].edges == h.edges
+            assert np.allclose(got[n].memory, h.memory, atol=1e-6)
+            assert np.allclose(got[n].embedding, h.embedding, atol=1e-3)  # embedded: float16
+            assert set(h.remembered) <= set(got[n].remembered)
+    reached = pg.neighborhoods(["e-1001"], follow)
+    assert {"e-1001", "a-1100", "e-1002", "a-1200"} <= set(reached)  # through memory only
+    assert "a-4100" not in reached  # not reached through remembered edges
+    assert len(pg.neighborhoods(["e-1001"], Follow(q, 0.5, max_nodes=1))) == 2
+    with pytest.raises(UnknownNodeError):
+        pg.neighborhoods(["e-1001", "e-nope"])
+    with pytest.raises(UnknownNodeError):
+        read_neighborhoods(ref, ["e-nope"])
+
+
+def test_replay_on_postgres_matches_the_embedded_store(
+    make_pg_store: Callable[..., PostgresGraphStore],
+) -> None:
+    pg, ref = make_pg_store("hoods-replay"), InMemoryGraphStore()
+    for store in (pg, ref):
+        store.add_graph(**contract_graph(DOCS, dim=DIM))
+    q = [_warm(s) for s in (pg, ref)][0]
+    walks = [Walk(s, q, RetrievalConfig()) for s in (pg, ref)]
+    for walk in walks:
+        walk.add("e-1001", None, None, "seed")
+        replay(walk)
+    assert walks[0].replayed_edges == walks[1].replayed_edges
+    assert len(walks[0].replayed_edges) >= 3 and walks[0].parents == walks[1].parents
+
+
+def test_bulk_options_are_validated(pg_dsn: str) -> None:
+    for bad in (
+        {"rows": 0},
+        {"m": 1},
+        {"ef_construction": 10, "m": 16},
+        {"memory": "lots"},
+        {"memory": "1 GB; DROP TABLE x"},
+        {"workers": -1},
+    ):
+        with pytest.raises(ConfigError):
+            BulkOptions(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        PostgresGraphStore(pg_dsn, namespace="x", bulk={"rows": 5})  # type: ignore[arg-type]
