@@ -32,7 +32,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from store_latency import pg_dsn, synthetic_batches  # noqa: E402
+from store_latency import pg_dsn, synthetic_batches, warm_paths  # noqa: E402
 
 from remindrag_integrations.core.config import RetrievalConfig  # noqa: E402
 from remindrag_integrations.core.frontier import Follow, Neighborhood, read_neighborhoods  # noqa: E402
@@ -111,17 +111,7 @@ def make_queries(batch: dict, n: int, dim: int) -> tuple[list[np.ndarray], list[
 def warm(store: PostgresGraphStore, qs: list[np.ndarray], budget: int = 16) -> None:
     """Enhance (twice) the edges of a short DFS from each query's seeds."""
     for q in qs:
-        out: list[str] = []
-        stack = [(s, 0) for s in find_seeds(store, [q], 2)]
-        seen = {s for s, _ in stack}
-        while stack and len(out) < budget:
-            u, depth = stack.pop()
-            for e in store.neighbors(u)[:4]:
-                w = e.other(u)
-                if w not in seen and depth < 3 and len(out) < budget:
-                    seen.add(w)
-                    out.append(e.id)
-                    stack.append((w, depth + 1))
+        out = warm_paths(store, q, budget)
         update(store, out, [], q)
         update(store, out, [], q)
 

@@ -29,6 +29,7 @@ from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.core.memory import math as mem
 from remindrag_integrations.core.memory.replay import replay
 from remindrag_integrations.core.memory.write import update
+from remindrag_integrations.core.protocols import GraphStore
 from remindrag_integrations.core.types import Chunk, Edge, Node
 from remindrag_integrations.core.walk import Walk, find_seeds
 from remindrag_integrations.stores import InMemoryGraphStore
@@ -100,7 +101,7 @@ def queries(store: InMemoryGraphStore, n: int, dim: int, seed: int = 1) -> list[
     return [mem.unit(e + 0.3 * rng.normal(size=dim).astype(np.float32) / np.sqrt(dim)) for e in emb]
 
 
-def warm_paths(store: InMemoryGraphStore, q: np.ndarray, budget: int = 16) -> list[str]:
+def warm_paths(store: GraphStore, q: np.ndarray, budget: int = 16) -> list[str]:
     """Edges of a DFS (depth <= 3) from the query's seeds: what memorization would enhance."""
     out: list[str] = []
     stack = [(s, 0) for s in find_seeds(store, [q], 2)]
