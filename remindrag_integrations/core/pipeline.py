@@ -14,6 +14,7 @@ import numpy as np
 from . import prior
 from .config import RetrievalConfig
 from .extract_rules import rule_based_extraction
+from .ids import anchor_of
 from .memory.math import rank_scores
 from .memory.replay import replay, vouched
 from .navigate import Navigator, navigate
@@ -62,7 +63,7 @@ def seed(walk: Walk, query_vecs: np.ndarray) -> None:
         return
     ranked = walk.prior.ranked() if walk.prior else []
     if ranked:
-        start = ["a-" + c[2:] for c in ranked[:n]]
+        start = [anchor_of(c) for c in ranked[:n]]
         more = find_seeds(walk, list(query_vecs[1:]), n)
     else:
         start, more = [], find_seeds(walk, list(query_vecs), n)
@@ -71,20 +72,13 @@ def seed(walk: Walk, query_vecs: np.ndarray) -> None:
 
 
 def first_pass(walk: Walk, chunk_ids: list[str]) -> np.ndarray:
-    """Each chunk's first-pass score: the prior's fused score, or for a chunk the prior did
-    not score its cosine plus its anchor's graph mass (cosine alone without a prior)."""
-    cos = np.asarray(walk.sims(chunk_ids), dtype=np.float32)
-    p = walk.prior
+    """Each chunk's first-pass score (:meth:`.prior.Prior.chunk_score`; cosine alone without
+    a prior)."""
+    cos = walk.sims(chunk_ids)
+    p, g = walk.prior, walk.cfg.prior_graph_weight
     if p is None or not p.score:
-        return cos
-    g = walk.cfg.prior_graph_weight
-    return np.asarray(
-        [
-            p.score.get(c, float(x) + g * p.graph.get("a-" + c[2:], 0.0))
-            for c, x in zip(chunk_ids, cos)
-        ],
-        dtype=np.float32,
-    )
+        return np.asarray(cos, dtype=np.float32)
+    return np.asarray([p.chunk_score(c, x, g) for c, x in zip(chunk_ids, cos)], np.float32)
 
 
 def score_span(walk: Walk) -> float:
@@ -127,7 +121,7 @@ def rank(walk: Walk, merged: bool = False) -> list[RetrievedChunk]:
     walk.evidence = {c: _evidence(walk, c, x, m, s) for c, s, x, m in zip(ids, final, cos, mem)}
     fill = _fill(walk, set(ids), cfg.k if merged else cfg.k - len(ids)) if cfg.fill_to_k else []
     for cid, s in fill:
-        walk.evidence[cid] = _evidence(walk, cid, walk.sims(["a-" + cid[2:]])[0], 0.0, s)
+        walk.evidence[cid] = _evidence(walk, cid, walk.sims([anchor_of(cid)])[0], 0.0, s)
     if merged:
         scored = sorted([*scored, *((c, s, "dense_fill") for c, s in fill)], key=lambda t: -t[1])
     else:

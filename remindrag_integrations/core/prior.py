@@ -7,9 +7,10 @@ the LLM's ordering of choices and its suggestion) and the final ranking all read
 - lexical: BM25 of the question over the chunk texts, scaled to the best hit (hybrid seeds
   see what words find and embeddings miss: names, numbers, rare terms);
 - graph: personalised PageRank mass on the chunk's anchor, spreading from the question's
-  entities (linked by name, weighted by specificity: 1 / chunks that mention them) and from
-  the best hybrid passages, over the local neighbourhood of the graph (entities, anchors and
-  the edges between them), scaled to the best anchor.
+  entities (linked by name, weighted by specificity: 1 / chunks that mention them; from the
+  best hybrid passages when the question names none), over entities, anchors and the edges
+  between them (the whole graph when the store keeps it as a matrix, else the question's
+  local neighbourhood), scaled to the best anchor.
 
 ``score = cosine + prior_lexical_weight · lexical + prior_graph_weight · graph``; the parts
 are kept for the trace. Pure functions over a :class:`~.walk.Walk` (its cached store reads).
@@ -24,7 +25,7 @@ import numpy as np
 
 from .config import RetrievalConfig
 from .frontier import FrontierStore
-from .ids import is_anchor, is_chunk, is_entity, norm_name
+from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
 from .protocols import LexicalStore
 from .walk import Walk
 
@@ -56,13 +57,12 @@ class Prior:
         """Candidate chunks, best first (ties by id)."""
         return sorted(self.score, key=lambda c: (-self.score[c], c))
 
-
-def anchor_of(chunk_id: str) -> str:
-    return "a-" + chunk_id[2:]
-
-
-def chunk_of(anchor_id: str) -> str:
-    return "c-" + anchor_id[2:]
+    def chunk_score(self, chunk_id: str, cosine: float, graph_weight: float) -> float:
+        """A chunk's first-pass score: its fused score when it is a candidate, else its
+        cosine plus its anchor's graph mass."""
+        if chunk_id in self.score:
+            return self.score[chunk_id]
+        return cosine + graph_weight * self.graph.get(anchor_of(chunk_id), 0.0)
 
 
 def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -> dict[str, float]:

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from ..config import RetrievalConfig
-from ..ids import is_anchor, is_chunk, is_entity
+from ..ids import chunk_of, is_anchor, is_chunk, is_entity
 from ..prompts import MoveChoice
 from ..steps import Step, done
 from ..walk import Walk
@@ -20,14 +20,10 @@ _LOOKAHEAD = 64  # neighbours of an entity looked at when valuing it
 
 def anchor_values(walk: Walk, anchors: list[str]) -> list[float]:
     """The first-pass score of each anchor's chunk (query similarity without a prior)."""
-    p = walk.prior
+    p, g = walk.prior, walk.cfg.prior_graph_weight
     if p is None or not p.score:
         return walk.sims(anchors)
-    g = walk.cfg.prior_graph_weight
-    return [
-        p.score.get("c-" + a[2:], s + g * p.graph.get(a, 0.0))
-        for a, s in zip(anchors, walk.sims(anchors))
-    ]
+    return [p.chunk_score(chunk_of(a), s, g) for a, s in zip(anchors, walk.sims(anchors))]
 
 
 def value(walk: Walk, node: str) -> float:
