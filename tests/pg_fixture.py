@@ -78,8 +78,15 @@ def start_embedded_postgres() -> str:
         try:
             pg("initdb", "--version")
         except (OSError, subprocess.CalledProcessError):  # the user cannot reach the venv
-            shutil.copytree(bin_dir.parent, root / "pginstall", symlinks=True)
-            bin_dir = root / "pginstall" / "bin"
+            # copy the package's install tree and its vendored libraries side by side, as in
+            # site-packages: the binaries find them by RPATH $ORIGIN/../../../<pkg>.libs
+            site = root / "site"
+            pkg = Path(spec.submodule_search_locations[0])
+            shutil.copytree(bin_dir.parent, site / pkg.name / "pginstall", symlinks=True)
+            libs = pkg.parent / f"{pkg.name}.libs"
+            if libs.is_dir():
+                shutil.copytree(libs, site / libs.name, symlinks=True)
+            bin_dir = site / pkg.name / "pginstall" / "bin"
         pg(
             "initdb",
             "-D",
