@@ -61,9 +61,8 @@ def seed(walk: Walk, query_vecs: np.ndarray) -> None:
     n = walk.cfg.seeds
     if not len(query_vecs):
         return
-    ranked = walk.prior.ranked() if walk.prior else []
-    if ranked:
-        start = [anchor_of(c) for c in ranked[:n]]
+    if walk.prior is not None:
+        start = [anchor_of(c) for c in walk.prior.ranked()[:n]]
         more = find_seeds(walk, list(query_vecs[1:]), n)
     else:
         start, more = [], find_seeds(walk, list(query_vecs), n)
@@ -71,21 +70,11 @@ def seed(walk: Walk, query_vecs: np.ndarray) -> None:
         walk.add(s, None, None, "seed")
 
 
-def first_pass(walk: Walk, chunk_ids: list[str]) -> np.ndarray:
-    """Each chunk's first-pass score (:meth:`.prior.Prior.chunk_score`; cosine alone without
-    a prior)."""
-    cos = walk.sims(chunk_ids)
-    p, g = walk.prior, walk.cfg.prior_graph_weight
-    if p is None or not p.score:
-        return np.asarray(cos, dtype=np.float32)
-    return np.asarray([p.chunk_score(c, x, g) for c, x in zip(chunk_ids, cos)], np.float32)
-
-
 def score_span(walk: Walk) -> float:
     """How far first-pass scores reach above cosine: 1 + the prior's lexical and graph
     weights (1 without a prior). Memory evidence is weighed on that scale, so a remembered
     path outranks the prior as it outranks cosine alone."""
-    if walk.prior is None or not walk.prior.score:
+    if walk.prior is None:
         return 1.0
     return 1.0 + walk.cfg.prior_lexical_weight + walk.cfg.prior_graph_weight
 
@@ -93,7 +82,7 @@ def score_span(walk: Walk) -> float:
 def _fill(walk: Walk, have: set[str], n: int) -> list[tuple[str, float]]:
     """Up to ``n`` unread chunks to fill the result: the prior's next best, or the nearest
     by dense search without a prior."""
-    if walk.prior and walk.prior.score:
+    if walk.prior is not None:
         return [(c, walk.prior.score[c]) for c in walk.prior.ranked() if c not in have][:n]
     out: list[tuple[str, float]] = []
     for anchor, sim in walk.search(walk.q_hat, n + len(have), ("anchor",)):
@@ -105,15 +94,16 @@ def _fill(walk: Walk, have: set[str], n: int) -> list[tuple[str, float]]:
 
 
 def rank(walk: Walk, merged: bool = False) -> list[RetrievedChunk]:
-    """The chunks the walk read, by their first-pass score (:func:`first_pass`) plus
+    """The chunks the walk read, by their first-pass score (:func:`.prior.first_pass`) plus
     ``rank_memory_weight`` × :func:`score_span` times the memory evidence of each (how
     strongly a remembered edge vouches for it), then (``fill_to_k``) the prior's next best unread chunks; at most ``k``.
     ``merged``: the read and the unread candidates compete on one score (a zero-token walk
     follows the prior, so reading a chunk adds no judgement of its own); otherwise what the
     navigator read comes first. The score parts are kept in ``walk.evidence``."""
     cfg, ids = walk.cfg, walk.chunk_ids
-    base = first_pass(walk, ids)
-    cos = np.asarray(walk.sims(ids), dtype=np.float32)
+    sims = walk.sims(ids)
+    cos = np.asarray(sims, dtype=np.float32)
+    base = np.asarray(prior.first_pass(walk, ids, sims), dtype=np.float32)
     vouch = vouched(walk)
     mem = np.asarray([vouch.get(c, 0.0) for c in ids], dtype=np.float32)
     final = rank_scores(base, mem, cfg.rank_memory_weight * score_span(walk))
@@ -134,8 +124,7 @@ def _evidence(walk: Walk, chunk_id: str, cos: float, mem: float, score: float) -
     """A chunk's score parts for the trace: cosine, memory, the prior's lexical and graph
     parts (when there is a prior) and the final score."""
     parts = walk.prior.parts.get(chunk_id, {}) if walk.prior else {}
-    out = {**parts, "cosine": float(cos), "memory": float(mem), "score": float(score)}
-    return out
+    return {**parts, "cosine": float(cos), "memory": float(mem), "score": float(score)}
 
 
 def make_trace(
@@ -192,7 +181,6 @@ def retrieve(
         yield from navigate(walk, query, navigator, ledger)
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
-    merged = merged and bool(walk.prior.score)  # type: ignore[union-attr]
     chunks = rank(walk, merged) if walk.parents else []
     timings = {
         "prior": (tp - t0) * 1e3,

@@ -51,18 +51,22 @@ class Prior:
     score: dict[str, float] = field(default_factory=dict)
     parts: dict[str, dict[str, float]] = field(default_factory=dict)
     graph: dict[str, float] = field(default_factory=dict)
-    entities: dict[str, float] = field(default_factory=dict)  # question entity -> weight
 
     def ranked(self) -> list[str]:
         """Candidate chunks, best first (ties by id)."""
         return sorted(self.score, key=lambda c: (-self.score[c], c))
 
-    def chunk_score(self, chunk_id: str, cosine: float, graph_weight: float) -> float:
-        """A chunk's first-pass score: its fused score when it is a candidate, else its
-        cosine plus its anchor's graph mass."""
-        if chunk_id in self.score:
-            return self.score[chunk_id]
-        return cosine + graph_weight * self.graph.get(anchor_of(chunk_id), 0.0)
+
+def first_pass(walk: Walk, chunk_ids: Sequence[str], cosines: Sequence[float]) -> list[float]:
+    """Each chunk's first-pass score: its fused prior score when it is a candidate, else its
+    cosine plus its anchor's graph mass; the cosine alone without a prior."""
+    p, g = walk.prior, walk.cfg.prior_graph_weight
+    if p is None:
+        return [float(x) for x in cosines]
+    return [
+        p.score[c] if c in p.score else x + g * p.graph.get(anchor_of(c), 0.0)
+        for c, x in zip(chunk_ids, cosines)
+    ]
 
 
 def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -> dict[str, float]:
@@ -204,12 +208,15 @@ def restart_mass(
     return restart
 
 
-def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -> Prior:
-    """The prior of one question (an empty one when ``prior`` is off)."""
+def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -> Prior | None:
+    """The prior of one question; None when ``prior`` is off or the graph has no candidate
+    (every consumer then falls back to cosine)."""
     cfg = walk.cfg
     if not cfg.prior:
-        return Prior()
+        return None
     dense, lex = hybrid(walk, query)
+    if not dense:
+        return None
     first = {c: dense[c] + cfg.prior_lexical_weight * lex.get(c, 0.0) for c in dense}
     ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
@@ -218,7 +225,7 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     reached = [n for n in graph if is_anchor(n) and chunk_of(n) not in dense]
     for a, cos in zip(reached, walk.sims(reached)):
         dense[chunk_of(a)] = cos
-    prior = Prior(graph={n: v / best for n, v in graph.items()} if best else {}, entities=ents)
+    prior = Prior(graph={n: v / best for n, v in graph.items()} if best else {})
     for c, cos in dense.items():
         g = prior.graph.get(anchor_of(c), 0.0)
         lx = lex.get(c, 0.0)

@@ -5,7 +5,7 @@ the chunk texts and the graph as a sparse matrix, each built on first use after 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,9 +25,7 @@ class FirstPassIndexes:
     _edges: dict[str, Edge]
     _lexical: LexicalIndex | None
     _matrix: GraphMatrix | None
-
-    def _passing(self, ids: list[str], f: filters.Filter | None) -> np.ndarray:
-        raise NotImplementedError  # abstract: the store's own document filter
+    _passing: Callable[[list[str], filters.Filter | None], np.ndarray]  # the store's filter
 
     def lexical_search(
         self, text: str, k: int, where: Mapping[str, Any] | None = None

@@ -6,7 +6,7 @@ matrix-vector products."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +22,7 @@ class GraphMatrix:
     degree: np.ndarray  # edges per node (within the matrix)
     anchors: np.ndarray  # rows that are anchors
     entities: np.ndarray  # True on entity rows
+    _spread: dict[int, np.ndarray] = field(default_factory=dict, compare=False)
 
     @classmethod
     def build(cls, nodes: Iterable[Node], edges: Iterable[Edge]) -> GraphMatrix:
@@ -41,6 +42,15 @@ class GraphMatrix:
         entities = np.array([n.startswith("e-") for n in ids], bool)
         return cls(ids, pos, adj, degree, anchors, entities)
 
+    def spread_weights(self, max_degree: int) -> np.ndarray:
+        """1 / degree per row, 0 for hub entities (more than ``max_degree`` edges); computed
+        once per ``max_degree``."""
+        if max_degree not in self._spread:
+            inv = np.where(self.degree > 0, 1.0 / np.maximum(self.degree, 1.0), 0.0)
+            hubs = self.entities & (self.degree > max_degree)
+            self._spread[max_degree] = np.where(hubs, 0.0, inv).astype(np.float32)
+        return self._spread[max_degree]
+
     def pagerank(
         self, restart: dict[str, float], damping: float, iterations: int, max_degree: int
     ) -> np.ndarray:
@@ -53,8 +63,7 @@ class GraphMatrix:
         if p.sum() <= 0:
             return p
         p /= p.sum()
-        inv = np.where(self.degree > 0, 1.0 / np.maximum(self.degree, 1.0), 0.0)
-        inv = np.where(self.entities & (self.degree > max_degree), 0.0, inv).astype(np.float32)
+        inv = self.spread_weights(max_degree)
         x = p.copy()
         for _ in range(iterations):
             x = (1.0 - damping) * p + damping * (self.adjacency @ (x * inv))  # type: ignore[operator]

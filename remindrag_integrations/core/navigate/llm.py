@@ -104,7 +104,7 @@ def render_choices(
         hint = f"stop ({len(walk.chunk_ids)} passages read)"
     else:
         hint = str(numbers.get(suggested.node or "", "stop"))
-    by = "the graph" if walk.prior and walk.prior.score else "similarity"
+    by = "similarity" if walk.prior is None else "the graph"
     lines.append(f"Suggested by {by}: {hint}")
     return "\n".join(lines)
 

@@ -1,7 +1,7 @@
 """Zero-token mode's navigator and filter: decisions from the graph's features, no LLM.
 
 - navigation: greedy best-first over the first-pass score of unexplored neighbours (an
-  anchor: its chunk's fused prior score, :func:`..pipeline.first_pass`; an entity: the best
+  anchor: its chunk's fused prior score, :func:`..prior.first_pass`; an entity: the best
   unread anchor it mentions, since names alone say little);
 - filter: the chunks most similar to the query support the answer.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..config import RetrievalConfig
 from ..ids import chunk_of, is_anchor, is_chunk, is_entity
+from ..prior import first_pass
 from ..prompts import MoveChoice
 from ..steps import Step, done
 from ..walk import Walk
@@ -20,10 +21,7 @@ _LOOKAHEAD = 64  # neighbours of an entity looked at when valuing it
 
 def anchor_values(walk: Walk, anchors: list[str]) -> list[float]:
     """The first-pass score of each anchor's chunk (query similarity without a prior)."""
-    p, g = walk.prior, walk.cfg.prior_graph_weight
-    if p is None or not p.score:
-        return walk.sims(anchors)
-    return [p.chunk_score(chunk_of(a), s, g) for a, s in zip(anchors, walk.sims(anchors))]
+    return first_pass(walk, [chunk_of(a) for a in anchors], walk.sims(anchors))
 
 
 def value(walk: Walk, node: str) -> float:
