@@ -105,3 +105,14 @@ def test_the_readme_prior_example_runs(capsys: pytest.CaptureFixture[str]) -> No
     exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - our own README
     out = capsys.readouterr().out
     assert "'lexical'" in out and "'graph'" in out
+
+
+def test_a_corpus_of_stop_words_and_single_letters_still_answers() -> None:
+    """bm25s cannot index a corpus without one indexable word; the prior must not crash on
+    it (it did: ``ValueError: max() arg is an empty sequence`` on the first query)."""
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng.insert([("x", "a b", {}), ("y", "c d", {})])
+    r = eng.retrieve("a", k=2)
+    assert sorted(rc.chunk.doc_id for rc in r.chunks) == ["x", "y"]
+    eng.insert([("z", "Zebras graze.", {})])  # the next index has a word: found by it
+    assert eng.retrieve("zebras", k=1).chunks[0].chunk.doc_id == "z"

@@ -31,15 +31,19 @@ class LexicalIndex:
         pairs = list(items)
         self.ids = [cid for cid, _ in pairs]
         self._bm25 = bm25s.BM25()
-        if pairs:
-            self._bm25.index(tokenize([t for _, t in pairs]), show_progress=False)
+        tokens = tokenize([t for _, t in pairs])
+        # bm25s cannot index a corpus without a single word (every text stop words or
+        # one-letter tokens): such an index matches nothing
+        self._empty = not any(tokens)
+        if not self._empty:
+            self._bm25.index(tokens, show_progress=False)
 
     def scores(self, text: str) -> tuple[list[str], np.ndarray]:
         """Every chunk id and its BM25 score for ``text`` (zeros when no query word is
         indexed)."""
         ids = self.ids
         (tokens,) = tokenize([text])
-        known = self._bm25.get_tokens_ids(tokens) if ids else []
+        known = [] if self._empty else self._bm25.get_tokens_ids(tokens)
         if not known:
             return ids, np.zeros(len(ids), np.float32)
         return ids, np.asarray(self._bm25.get_scores_from_ids(known), np.float32)
