@@ -116,3 +116,39 @@ def test_a_corpus_of_stop_words_and_single_letters_still_answers() -> None:
     assert sorted(rc.chunk.doc_id for rc in r.chunks) == ["x", "y"]
     eng.insert([("z", "Zebras graze.", {})])  # the next index has a word: found by it
     assert eng.retrieve("zebras", k=1).chunks[0].chunk.doc_id == "z"
+
+
+CHAIN = {  # the question names the car; the answer is two hops further
+    "xj": "The Jaguar XJ220 is a sports car. The Jaguar XJ220 was made by Browns Lane Motors.",
+    "browns": "Browns Lane Motors is a car maker. Browns Lane Motors was founded by William Lyons.",
+    "lyons": "William Lyons was a British engineer. William Lyons was born in Blackpool.",
+    "other": "Coventry Works is a car maker. Coventry Works was founded by Henry Ford.",
+    "ford": "Henry Ford was an American engineer. Henry Ford was born in Dearborn.",
+}
+CHAIN_FILLER = [
+    "Many founders of companies were born abroad, in a town far away.",
+    "A car company made cars in a town where its workers were born.",
+    "An engineer in England made a sports car for a race.",
+    "The founder of the firm was born abroad, far from any town.",
+]
+CHAIN_QUESTION = "Where was the founder of the company that made the Jaguar XJ220 born?"
+
+
+def test_the_feedback_round_follows_the_bridge_entity() -> None:
+    """The second PageRank round restarts at the entities of the best first-round passages
+    (here "Browns Lane Motors", named by the XJ220 passage, not by the question): the second
+    and third hop gain graph mass and the second hop overtakes a wordy filler."""
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng.insert([(k, v, {}) for k, v in CHAIN.items()])
+    eng.insert([(f"filler{i}", t, {}) for i, t in enumerate(CHAIN_FILLER)])
+
+    def graph(r, doc: str) -> float:
+        ev = r.trace.rank_evidence
+        return next(ev[rc.chunk.id]["graph"] for rc in r.chunks if rc.chunk.doc_id == doc)
+
+    one = eng.retrieve(CHAIN_QUESTION, k=6, prior_feedback=0.0)
+    two = eng.retrieve(CHAIN_QUESTION, k=6)  # the default: feedback 1.0
+    assert _docs(one)[:2] == ["xj", "filler3"] and _docs(two)[:3] == ["xj", "browns", "filler3"]
+    assert graph(two, "browns") > graph(one, "browns") > 0
+    assert graph(two, "lyons") > graph(one, "lyons") > 0
+    assert "ford" not in _docs(two)[:3] and "other" not in _docs(two)[:3]  # no path to them

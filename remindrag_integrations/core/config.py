@@ -105,6 +105,11 @@ class RetrievalConfig(_Config):
     prior_candidates: int = Field(50, ge=1, le=10_000)
     prior_restart_passages: int = Field(5, ge=0, le=1000)
     prior_passage_restart: float = Field(0.0, ge=0.0, le=100.0)
+    # a second PageRank round from the entities of the best ``prior_feedback_passages``
+    # passages of the first (bridge entities: the second hop), with this share of the
+    # question entities' restart mass; 0 = one round
+    prior_feedback: float = Field(1.0, ge=0.0, le=100.0)
+    prior_feedback_passages: int = Field(2, ge=1, le=100)
     # metadata filter on documents (LangChain syntax; see core/filters.py)
     filter: dict[str, Any] | None = None
 

@@ -208,6 +208,43 @@ def restart_mass(
     return restart
 
 
+def feedback_restart(
+    walk: Walk, scores: dict[str, float], ents: dict[str, float]
+) -> dict[str, float]:
+    """Restart mass for the second round: the entities mentioned by the best
+    ``prior_feedback_passages`` passages of the first round that are not the question's and
+    lead somewhere (mentioned by 2 to ``prior_max_degree`` chunks), each weighted by its
+    passage's share of their scores × specificity (1 / mentions), scaled to
+    ``prior_feedback`` × the question entities' mass (1 when the question names none)."""
+    cfg = walk.cfg
+    top = sorted(scores, key=lambda c: (-scores[c], c))[: cfg.prior_feedback_passages]
+    top = [c for c in top if scores[c] > 0]
+    total = sum(scores[c] for c in top)
+    if not top or total <= 0:
+        return {}
+    found: dict[str, float] = {}
+    anchors = [anchor_of(c) for c in top]
+    if isinstance(walk.store, FrontierStore):
+        walk.prefetch(anchors)
+    for c, a in zip(top, anchors):
+        for e in walk.neighbors(a):
+            ent = e.other(a)
+            if e.kind == "mention" and ent not in ents:
+                found[ent] = found.get(ent, 0.0) + scores[c] / total
+    if isinstance(walk.store, FrontierStore):
+        walk.prefetch(list(found))
+    out = {}
+    for ent, share in found.items():
+        mentions = sum(1 for e in walk.neighbors(ent) if e.kind == "mention")
+        if 2 <= mentions <= cfg.prior_max_degree:
+            out[ent] = share / mentions
+    scale = sum(out.values())
+    if scale <= 0:
+        return {}
+    mass = cfg.prior_feedback * (sum(ents.values()) or 1.0)
+    return {n: mass * v / scale for n, v in out.items()}
+
+
 def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -> Prior | None:
     """The prior of one question; None when ``prior`` is off or the graph has no candidate
     (every consumer then falls back to cosine)."""
@@ -220,6 +257,22 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     first = {c: dense[c] + cfg.prior_lexical_weight * lex.get(c, 0.0) for c in dense}
     ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
+    prior = _fuse(walk, dense, lex, restart)
+    if cfg.prior_feedback > 0 and cfg.prior_graph_weight > 0:
+        bridge = feedback_restart(walk, prior.score, ents)
+        if bridge:
+            for n, v in restart.items():
+                bridge[n] = bridge.get(n, 0.0) + v
+            prior = _fuse(walk, dense, lex, bridge)
+    return prior
+
+
+def _fuse(
+    walk: Walk, dense: dict[str, float], lex: dict[str, float], restart: dict[str, float]
+) -> Prior:
+    """Spread from ``restart`` and fuse the three parts of every candidate (``dense`` gains
+    the passages the spread reaches)."""
+    cfg = walk.cfg
     graph = spread(walk, restart) if restart and cfg.prior_graph_weight > 0 else {}
     best = max((v for n, v in graph.items() if is_anchor(n)), default=0.0)
     reached = [n for n in graph if is_anchor(n) and chunk_of(n) not in dense]
