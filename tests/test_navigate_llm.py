@@ -177,3 +177,24 @@ def test_cached_prompt_tokens_reach_the_ledger_and_old_traces_load() -> None:
     assert CostLedger.from_dict(old).stages["traversal"].cached_prompt_tokens == 0
     t = Trace("t", "q", [0.0], costs=CostLedger.from_dict(old))
     assert Trace.from_dict(t.to_dict()).costs.stages["traversal"].prompt_tokens == 10
+
+
+def test_the_navigator_s_own_time_is_timed_without_its_llm_calls(engine_and_question) -> None:
+    """``timings_ms["navigate"]`` is the navigation's non-LLM work: a slow LLM's wait is not in
+    it (it is in the wall time), and the zero-token navigator's decisions are."""
+    import time
+
+    eng, q = engine_and_question
+
+    def reply(i: int, ctx: dict, prompt: str) -> str:
+        time.sleep(0.25)  # a slow model
+        return '{"enough": true}' if i > 1 else json.dumps({"enough": False, "go": 1})
+
+    llm, seen = scripted(reply)
+    t0 = time.perf_counter()
+    r = eng.retrieve(q["question"], llm=llm)
+    wall = (time.perf_counter() - t0) * 1e3
+    assert len(seen) >= 2 and wall >= 250 * len(seen)
+    assert 0 < r.trace.timings_ms["navigate"] < 200
+    free = eng.retrieve(q["question"])  # zero-token: its decisions are the navigation
+    assert free.trace.decisions > 0 and free.trace.timings_ms["navigate"] > 0

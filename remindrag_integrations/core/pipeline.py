@@ -21,7 +21,7 @@ from .navigate import Navigator, navigate
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .protocols import GraphStore
-from .steps import Embed, Step, ask, done
+from .steps import Embed, Step, ask, done, timed
 from .types import (
     CostLedger,
     InvalidQueryError,
@@ -173,12 +173,13 @@ def retrieve(
     t1 = time.perf_counter()
     replay(walk)
     t2 = time.perf_counter()
+    navigating = [0.0]  # the navigator's own work, not its LLM calls
     if not walk.parents:
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
     elif ("replay" in walk.sources.values() or vouched(walk)) and not cfg.verify_replay:
         walk.stop_reason = "replay"
     else:
-        yield from navigate(walk, query, navigator, ledger)
+        yield from timed(navigate(walk, query, navigator, ledger), navigating)
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
     chunks = rank(walk, merged) if walk.parents else []
@@ -186,6 +187,7 @@ def retrieve(
         "prior": (tp - t0) * 1e3,
         "seed_search": (t1 - tp) * 1e3,
         "replay": (t2 - t1) * 1e3,
+        "navigate": navigating[0] * 1e3,
         "bookkeeping": (time.perf_counter() - t3) * 1e3,
     }
     trace = make_trace(walk, query, subqs, ledger, timings)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -50,6 +51,31 @@ def done(value: T) -> Generator[Any, Any, T]:
 _CURRENT_ASK: contextvars.ContextVar[Ask | None] = contextvars.ContextVar(
     "remindrag_current_ask", default=None
 )
+
+
+def timed(step: Generator[Any, Any, T], spent: list[float]) -> Generator[Any, Any, T]:
+    """``yield from timed(step, spent)`` runs ``step`` and adds to ``spent[0]`` the seconds
+    it computes, not those its requests wait for (an LLM reply is not the step's work)."""
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        t = time.perf_counter()
+        try:
+            req = step.throw(error) if error is not None else step.send(reply)
+        except StopIteration as stop:
+            spent[0] += time.perf_counter() - t
+            return stop.value  # type: ignore[no-any-return]
+        except BaseException:
+            spent[0] += time.perf_counter() - t
+            raise
+        spent[0] += time.perf_counter() - t
+        try:
+            reply, error = (yield req), None
+        except GeneratorExit:
+            step.close()
+            raise
+        except BaseException as exc:  # thrown in by the driver: the step decides
+            reply, error = None, exc
 
 
 def current_ask() -> Ask | None:

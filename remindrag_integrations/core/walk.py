@@ -50,6 +50,10 @@ class Walk:
     _memory: dict[str, np.ndarray] = field(default_factory=dict)
     _read: set[str] = field(default_factory=set)  # nodes whose neighbourhood was read
     _doc_ok: dict[str, bool] = field(default_factory=dict)
+    # the zero-token navigator's node values (navigate/zero_token.py): an anchor's never
+    # changes within a query; another node's with the anchor it comes from (None: its own)
+    anchor_values: dict[str, float] = field(default_factory=dict)
+    node_values: dict[str, tuple[float, str | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.filter = filters.parse(self.cfg.filter)

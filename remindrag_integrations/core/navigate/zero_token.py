@@ -20,34 +20,51 @@ _LOOKAHEAD = 64  # neighbours of an entity looked at when valuing it
 
 
 def anchor_values(walk: Walk, anchors: list[str]) -> list[float]:
-    """The first-pass score of each anchor's chunk (query similarity without a prior)."""
-    return first_pass(walk, [chunk_of(a) for a in anchors], walk.sims(anchors))
+    """The first-pass score of each anchor's chunk (query similarity without a prior); kept
+    on the walk, as it does not change within a query."""
+    known = walk.anchor_values
+    missing = [a for a in dict.fromkeys(anchors) if a not in known]
+    if missing:
+        known.update(
+            zip(missing, first_pass(walk, [chunk_of(a) for a in missing], walk.sims(missing)))
+        )
+    return [known[a] for a in anchors]
 
 
 def value(walk: Walk, node: str) -> float:
     """How promising ``node`` is: an anchor its first-pass score, an entity its own query
-    similarity or that of the best unread anchor it mentions."""
+    similarity or that of the best unread anchor it mentions (kept until that anchor is
+    read: reading any other one cannot change the best)."""
     if is_anchor(node):
         return anchor_values(walk, [node])[0]
-    own = walk.sims([node])[0]
-    if not is_entity(node):
-        return own
-    anchors = [
-        w
-        for e in walk.neighbors(node)[:_LOOKAHEAD]
-        if is_anchor(w := e.other(node)) and w not in walk.parents
-    ]
-    return max([own, *anchor_values(walk, anchors)])
+    got = walk.node_values.get(node)
+    if got is not None and (got[1] is None or got[1] not in walk.parents):
+        return got[0]
+    best: tuple[float, str | None] = (walk.sims([node])[0], None)
+    if is_entity(node):
+        anchors = [
+            w
+            for e in walk.neighbors(node)[:_LOOKAHEAD]
+            if is_anchor(w := e.other(node)) and w not in walk.parents
+        ]
+        for a, v in zip(anchors, anchor_values(walk, anchors)):
+            if v > best[0]:
+                best = (v, a)
+    walk.node_values[node] = best
+    return best[0]
 
 
 def best_backward(walk: Walk, current: str) -> tuple[str | None, float]:
     """The subgraph node (other than ``current``) whose best unexplored neighbour is worth
     most, with that value."""
     best: tuple[str | None, float] = (None, -2.0)
-    for n in walk.graph_nodes():
-        if n == current:
-            continue
-        others = [w for e in walk.frontier(n) if not is_chunk(w := e.other(n))]
+    around = {
+        n: [w for e in walk.frontier(n) if not is_chunk(w := e.other(n))]
+        for n in walk.graph_nodes()
+        if n != current
+    }
+    walk.sims([w for others in around.values() for w in others])  # one embedding read
+    for n, others in around.items():
         if others:
             v = max(value(walk, w) for w in others)
             if v > best[1]:
@@ -61,6 +78,7 @@ def choose(walk: Walk, current: str, opts: list[Option]) -> MoveChoice:
     cfg: RetrievalConfig = walk.cfg
     if len(walk.chunk_ids) >= cfg.nav_enough_chunks:
         return MoveChoice(enough=True)
+    walk.sims([o.node for o in opts])  # one embedding read
     fwd: tuple[str | None, float] = max(
         ((o.node, value(walk, o.node)) for o in opts), key=lambda t: t[1], default=(None, -2.0)
     )
