@@ -40,6 +40,18 @@ def test_onnx_vectors_match_sentence_transformers_on_real_passages():
     assert cos.min() >= 0.999
 
 
+def test_the_onnx_session_does_not_busy_wait_between_calls():
+    """Spinning onnxruntime threads held the 2 cores after each embed, so the query's
+    searches right after it waited for them (RESULTS §10): the session must not spin."""
+    pytest.importorskip("onnxruntime")
+    from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
+
+    emb = OnnxEmbedder(packaged_model_path())
+    emb.embed(["warm"])
+    opts = emb._session.get_session_options()
+    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
 def test_default_embedder_uses_onnx_when_installed_and_torch_when_asked(monkeypatch):
     pytest.importorskip("onnxruntime")
     assert type(as_embedder(None)).__name__ == "OnnxEmbedder"

@@ -158,6 +158,11 @@ class OnnxEmbedder:
                 tok.enable_truncation(int(meta["max_seq_length"]))
                 tok.enable_padding(pad_id=0, pad_token="[PAD]")
                 opts = ort.SessionOptions()
+                # no busy-waiting between runs: onnxruntime's threads otherwise spin on the
+                # cores after each call, and the query's searches right after an embed (NumPy's
+                # BLAS threads) waited for them: a 1,890-row scan took 5.8 ms instead of
+                # 0.05 ms; embedding speed is unchanged (benchmarks/RESULTS.md §10)
+                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 if self.threads:
                     opts.intra_op_num_threads = self.threads
                 self._session = ort.InferenceSession(

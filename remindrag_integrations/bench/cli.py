@@ -242,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
     res["machine"] = machine()
     res["embedder"] = args.embedder
+    res["embedder_class"] = type(getattr(embedder, "inner", embedder)).__name__
     _write(res, args.out, stem, args.plot)
     return 0
 

@@ -77,13 +77,16 @@ def make_embedder(spec: str, cache_dir: str | os.PathLike[str] | None = None) ->
     with ``cache_dir`` the vectors are kept on disk between runs."""
     if spec == "hash":
         return CachedEmbedder(_UnitHash())
-    from ..adapters.embeddings import SentenceTransformerEmbedder
+    from ..adapters.embeddings import SentenceTransformerEmbedder, default_embedder
 
-    path = Path(cache_dir) / f"{spec.replace('/', '_')}.npz" if cache_dir else None
-    return CachedEmbedder(
-        SentenceTransformerEmbedder() if spec == "minilm" else SentenceTransformerEmbedder(spec),
-        path,
-    )
+    # minilm: the library's default (onnxruntime unless REMINDRAG_EMBEDDER_BACKEND=torch), so
+    # the bench times what a user's queries do; each backend keeps its own cache file
+    inner = default_embedder() if spec == "minilm" else SentenceTransformerEmbedder(spec)
+    name = spec.replace("/", "_")
+    if spec == "minilm" and not isinstance(inner, SentenceTransformerEmbedder):
+        name += "-onnx"
+    path = Path(cache_dir) / f"{name}.npz" if cache_dir else None
+    return CachedEmbedder(inner, path)
 
 
 class _UnitHash:
