@@ -33,11 +33,42 @@ def test_onnx_vectors_match_sentence_transformers_on_real_passages():
     from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
 
     texts = [*passages(16), "Paris", "Marie Curie", "a"]
-    fast = OnnxEmbedder(packaged_model_path(), batch_size=5).embed(texts)
     ref = SentenceTransformerEmbedder().embed(texts)
+    exact = OnnxEmbedder(packaged_model_path(), batch_size=5, quantized=False).embed(texts)
+    assert exact.shape == ref.shape == (len(texts), 384)
+    assert np.sum(exact * ref, axis=1).min() >= 0.999
+    # the default: long texts through the int8 graph (close), short ones on float32 (exact)
+    fast = OnnxEmbedder(packaged_model_path(), batch_size=5).embed(texts)
     cos = np.sum(fast * ref, axis=1)
-    assert fast.shape == ref.shape == (len(texts), 384)
-    assert cos.min() >= 0.999
+    assert cos[:16].min() >= 0.99 and cos[:16].max() < 0.99999  # int8 did run
+    assert cos[16:].min() >= 0.999
+
+
+def test_a_text_gets_the_same_vector_in_any_batch():
+    """Batches are cut by length and token budget: what else is in the call changes the
+    batch a text lands in, never its vector."""
+    pytest.importorskip("onnxruntime")
+    from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
+
+    texts = [*passages(12), "Paris", "Marie Curie", "the Eiffel Tower in Paris, France"]
+    emb = OnnxEmbedder(packaged_model_path(), token_budget=300)
+    together = emb.embed(texts)
+    alone = np.stack([emb.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    reversed_ = emb.embed(texts[::-1])[::-1]
+    np.testing.assert_allclose(together, reversed_, atol=1e-5)
+
+
+def test_short_texts_never_load_the_int8_graph():
+    """A question or an entity name stays on float32: the query path loads one session."""
+    pytest.importorskip("onnxruntime")
+    from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
+
+    emb = OnnxEmbedder(packaged_model_path())
+    emb.embed(["Where did Marie Curie work?", "Paris"])
+    assert emb._int8 is None
+    emb.embed(passages(1))
+    assert emb._int8 is not None
 
 
 def test_the_onnx_session_does_not_busy_wait_between_calls():
@@ -55,6 +86,9 @@ def test_the_onnx_session_does_not_busy_wait_between_calls():
 def test_default_embedder_uses_onnx_when_installed_and_torch_when_asked(monkeypatch):
     pytest.importorskip("onnxruntime")
     assert type(as_embedder(None)).__name__ == "OnnxEmbedder"
+    assert as_embedder(None).quantized is True
+    monkeypatch.setenv("REMINDRAG_EMBEDDER_BACKEND", "onnx-fp32")
+    assert as_embedder(None).quantized is False
     monkeypatch.setenv("REMINDRAG_EMBEDDER_BACKEND", "torch")
     assert isinstance(as_embedder(None), SentenceTransformerEmbedder)
     monkeypatch.setenv("REMINDRAG_EMBEDDER_BACKEND", "gpu")

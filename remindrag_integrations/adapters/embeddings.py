@@ -116,18 +116,19 @@ def check_model_name(name: str) -> None:
 def default_embedder() -> Embedder:
     """The packaged all-MiniLM-L6-v2: on ``onnxruntime`` when it is installed (and the
     export exists or can be made), else on sentence-transformers. ``REMINDRAG_EMBEDDER_BACKEND``
-    forces ``onnx`` or ``torch``."""
+    forces ``onnx``, ``onnx-fp32`` (no int8 graph for long texts: see
+    :mod:`.onnx_embedder`) or ``torch``."""
     from . import onnx_embedder as onnx
 
     backend = os.environ.get(BACKEND_ENV, "").lower()
-    if backend not in ("", "onnx", "torch"):
-        raise ConfigError(f"{BACKEND_ENV} must be 'onnx' or 'torch', not {backend!r}")
+    if backend not in ("", "onnx", "onnx-fp32", "torch"):
+        raise ConfigError(f"{BACKEND_ENV} must be 'onnx', 'onnx-fp32' or 'torch', not {backend!r}")
     if backend == "torch" or (backend == "" and not onnx.onnx_available()):
         return SentenceTransformerEmbedder()
     path = packaged_model_path()
     if backend == "" and onnx.exported_dir(path) is None and not onnx.can_export():
         return SentenceTransformerEmbedder()
-    return onnx.OnnxEmbedder(path)
+    return onnx.OnnxEmbedder(path, quantized=backend != "onnx-fp32")
 
 
 def _quiet_transformers() -> None:

@@ -84,7 +84,7 @@ def make_embedder(spec: str, cache_dir: str | os.PathLike[str] | None = None) ->
     inner = default_embedder() if spec == "minilm" else SentenceTransformerEmbedder(spec)
     name = spec.replace("/", "_")
     if spec == "minilm" and not isinstance(inner, SentenceTransformerEmbedder):
-        name += "-onnx"
+        name += "-onnx-int8" if getattr(inner, "quantized", False) else "-onnx"
     path = Path(cache_dir) / f"{name}.npz" if cache_dir else None
     return CachedEmbedder(inner, path)
 

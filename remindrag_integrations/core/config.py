@@ -37,7 +37,7 @@ class IndexConfig(_Config):
     chunk_overlap: int = Field(0, ge=0)
     synonym_threshold: float = Field(0.85, gt=0.0, le=1.0)
     max_concurrency: int = Field(4, ge=1, le=256)
-    embed_batch_size: int = Field(64, ge=1)
+    embed_batch_size: int = Field(256, ge=1)
     insert_batch_documents: int = Field(256, ge=1)  # committed together: resumable, bounded
     max_document_chars: int = Field(20_000_000, ge=1)
     max_entities_per_chunk: int = Field(40, ge=1)
