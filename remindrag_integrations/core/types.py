@@ -48,7 +48,7 @@ class Document:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     """A piece of a document, with provenance (character offsets into the document)."""
 
@@ -68,7 +68,7 @@ class Chunk:
         return cls(**d)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """A graph node. ``name`` is what prompts show: entity name, anchor title or chunk id."""
 
@@ -89,7 +89,7 @@ class Node:
         return cls(**{**d, "aliases": tuple(d.get("aliases", ()))})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     """An undirected edge; ``text`` is what prompts show for it."""
 
@@ -110,7 +110,7 @@ class Edge:
         return cls(**d)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Triple:
     """A relation edge on the retrieved path, as (subject, relation sentence, object)."""
 
