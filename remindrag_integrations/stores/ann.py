@@ -1,8 +1,9 @@
 """An approximate nearest-neighbour index over rows of the embedding table (extra ``ann``:
-usearch, an HNSW graph holding float16 vectors; chosen over faiss and hnswlib in
-``benchmarks/ann_choice.py``). Keys are table rows; scores are inner products of unit
-vectors, i.e. cosines. Callers re-score the candidates exactly, so the index only has to find
-them."""
+usearch, an HNSW graph; chosen over faiss and hnswlib in ``benchmarks/ann_choice.py``). Keys
+are table rows; scores are inner products of unit vectors, i.e. cosines. Callers re-score the
+candidates exactly, so the index only has to find them: it holds int8 vectors and 32 links per
+node (against float16 and 16: at 140 K MiniLM-like rows, recall of the exact top-2 0.985
+instead of 0.935 at the same ``ef``, a 28 % smaller index, built 1.8× faster; RESULTS §6)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import numpy as np
 from ..core.types import ConfigError, StoreCorruptError
 
 _PARK = 1 << 48  # above any table row
+DTYPE = "i8"  # how the index holds its vectors (re-scored from the table's)
+CONNECTIVITY = 32  # links per node
 
 
 def available() -> bool:
@@ -42,10 +45,12 @@ def require() -> None:
 class AnnIndex:
     """One HNSW index; ``ef`` is the search beam width (recall against speed)."""
 
-    def __init__(self, dim: int, ef: int, connectivity: int = 16) -> None:
+    def __init__(
+        self, dim: int, ef: int, connectivity: int = CONNECTIVITY, dtype: str = DTYPE
+    ) -> None:
         self.ef = ef
         self._index: Any = _index_class()(
-            ndim=dim, metric="ip", dtype="f16", connectivity=connectivity, expansion_search=ef
+            ndim=dim, metric="ip", dtype=dtype, connectivity=connectivity, expansion_search=ef
         )
 
     def __len__(self) -> int:

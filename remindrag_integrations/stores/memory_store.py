@@ -46,7 +46,8 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
     ``"float32"``). Seed search scans exactly, or, for a node kind of at least
     ``ann_threshold`` nodes, asks an HNSW index (extra ``ann``; ``ann=None``: when installed,
     ``True``: always and at any size, ``False``: never) searched with beam width ``ann_ef``;
-    a filtered search over-fetches ``k × ann_overfetch`` candidates. See :mod:`.node_index`.
+    it returns ``k × ann_overfetch`` candidates, re-scored exactly against the stored vectors
+    (and filtered). See :mod:`.node_index`.
     """
 
     def __init__(

@@ -5,8 +5,8 @@ A kind is searched through the ANN index when ANN is on (``ann=True``, or ``ann=
 the extra installed) and it holds at least ``threshold`` nodes (``ann=True``: any number). The
 index is built on the first search that needs it and then follows every insert and delete.
 Its candidates are re-scored exactly against the stored vectors. A metadata filter keeps the
-ANN path by over-fetching ``k × overfetch`` candidates and dropping those that fail; when
-fewer than ``k`` pass, that query falls back to the exact scan of the kind. Kinds below the
+ANN path by dropping those of its ``k × overfetch`` candidates that fail; when fewer than
+``k`` pass, that query falls back to the exact scan of the kind. Kinds below the
 threshold are scanned exactly, from a float32 copy cached per kind set (small by definition).
 """
 
@@ -154,7 +154,9 @@ class NodeIndex:
         self, queries: np.ndarray, k: int, kind: NodeKind, passing: Passing | None
     ) -> list[Hits]:
         index = self._index(kind)
-        fetch = k if passing is None else k * self.overfetch
+        # k x overfetch candidates: a filter drops some, and the exact re-scoring corrects
+        # the index's int8 ranking (free: the HNSW beam of ``ef`` already holds them)
+        fetch = k * self.overfetch
         out: list[Hits] = []
         for q, rows in zip(queries, index.search(queries, fetch)):
             ids = [self.table.id_at(int(r)) for r in rows]
