@@ -141,3 +141,46 @@ def test_embedding_cache_persists_between_runs(tmp_path: Path) -> None:
     again = CachedEmbedder(second, tmp_path / "e.npz")
     assert (again.embed(["bb", "ccc"]) == [[2.0, 1.0], [3.0, 1.0]]).all()
     assert second.texts == ["ccc"]  # "bb" came from disk
+
+
+def _moments(path: Path, dim: int) -> str:
+    """Moments of a made-up distribution: entities around one direction, passages around
+    another, each with a low-rank spread."""
+    rng = np.random.default_rng(3)
+    out = {}
+    for label, axis in (("entity", 0), ("passage", 1)):
+        mean = np.zeros(dim)
+        mean[axis] = 1.0
+        spread = rng.standard_normal((dim, 4)) * 0.05
+        out[f"{label}_mean"], out[f"{label}_cov"] = mean, spread @ spread.T
+        out[f"{label}_n"] = np.asarray(1000)
+    np.savez(path, **out)
+    return str(path)
+
+
+def test_synthetic_embeddings_follow_the_fitted_moments(tmp_path: Path) -> None:
+    from remindrag_integrations.bench.scale import synthetic_embeddings
+
+    m = _moments(tmp_path / "m.npz", 16)
+    emb = synthetic_embeddings(300, 16, 0, m, n_entities=200)
+    assert emb.shape == (300, 16)
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, rtol=1e-5)
+    assert emb[:200, 0].mean() > 0.6 and abs(emb[:200, 1].mean()) < 0.2  # entities: axis 0
+    assert emb[200:, 1].mean() > 0.6 and abs(emb[200:, 0].mean()) < 0.2  # passages: axis 1
+    np.testing.assert_array_equal(emb, synthetic_embeddings(300, 16, 0, m, n_entities=200))
+    with pytest.raises(ValueError, match="16-dimensional"):
+        synthetic_embeddings(10, 32, 0, m, n_entities=5)
+
+
+def test_scale_point_with_fitted_embeddings_scores_its_own_seeds(tmp_path: Path) -> None:
+    p = measure_point(2000, queries=5, dim=16, save=False, moments=_moments(tmp_path / "m.npz", 16))
+    assert p["embeddings"] == "minilm" and p["seed_recall"] == 1.0  # exact scan at this size
+
+
+def test_fitting_moments_on_too_few_passages_is_a_clear_error(tmp_path: Path) -> None:
+    from remindrag_integrations.bench.scale import minilm_moments
+
+    corpus = DATA / "hotpotqa_train100_sample.corpus.jsonl"
+    with pytest.raises(ValueError, match="cannot fit a covariance"):
+        minilm_moments(corpus, tmp_path)
+    assert not list(tmp_path.iterdir())  # nothing half-written

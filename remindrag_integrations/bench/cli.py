@@ -51,9 +51,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--embed-cache",
-        default=os.environ.get(
-            "REMINDRAG_BENCH_CACHE", str(Path.home() / ".cache" / "remindrag-bench")
-        ),
+        default=_bench_cache(),
         help="directory keeping embeddings between runs ('' = off)",
     )
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
@@ -124,6 +122,24 @@ def _add_real_scale(sub: Any) -> None:
         "--ann", choices=("auto", "on", "off"), default="auto", help="the store's ann= option"
     )
     scale.add_argument("--vectors", choices=("float16", "float32"), default="float16")
+    scale.add_argument(
+        "--embeddings",
+        choices=("random", "minilm"),
+        default="random",
+        help="node vectors: i.i.d. random, or drawn with real MiniLM statistics (--corpus)",
+    )
+    scale.add_argument(
+        "--corpus",
+        default=None,
+        help="corpus JSONL whose MiniLM vectors give --embeddings minilm its mean and covariance",
+    )
+    scale.add_argument(
+        "--embed-cache", default=_bench_cache(), help="directory keeping the fitted MiniLM moments"
+    )
+
+
+def _bench_cache() -> str:
+    return os.environ.get("REMINDRAG_BENCH_CACHE", str(Path.home() / ".cache" / "remindrag-bench"))
 
 
 def _add_files(sub: Any) -> None:
@@ -217,12 +233,20 @@ def main(argv: list[str] | None = None) -> int:
 
         sizes = [int(s) for s in args.sizes.split(",")]
         ann = {"auto": None, "on": True, "off": False}[args.ann]
+        moments = None
+        if args.embeddings == "minilm":
+            if not args.corpus:
+                raise SystemExit("--embeddings minilm needs --corpus FILE.jsonl")
+            from .scale import minilm_moments
+
+            moments = str(minilm_moments(args.corpus, args.embed_cache))
         res = run_scale(
             sizes,
             queries=args.queries,
             dim=args.dim,
             save=not args.no_save,
             progress=_progress,
+            moments=moments,
             ann=ann,
             vectors=args.vectors,
         )

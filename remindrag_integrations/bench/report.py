@@ -145,12 +145,13 @@ def scale_table(result: dict) -> str:
     head = (
         "| edges | nodes | build s | seed search ms p50 / p95 | seed recall@2 | "
         "exact scan ms p50 / p95 | ANN build s | replay ms p50 / p95 | "
-        "memorize ms p50 / p95 | replayed edges/q | RSS MB | store on disk MB | save s |"
+        "memorize ms p50 / p95 | replayed edges/q | RSS MB (trimmed) | "
+        "store on disk MB | save s | served: load s, RSS MB |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for p in result["points"]:
         if "error" in p:
-            lines.append(f"| {p['edges']:,} |" + " – |" * 11 + f" {p['error']} |")
+            lines.append(f"| {p['edges']:,} |" + " – |" * 12 + f" {p['error']} |")
             continue
 
         def pp(k: str, p: dict = p) -> str:
@@ -162,8 +163,10 @@ def scale_table(result: dict) -> str:
             f"{pp('exact_seed_search_ms') if 'exact_seed_search_ms' in p else '–'} | "
             f"{_f(p['index_build_s'], 1) if p.get('ann') else '–'} | "
             f"{pp('replay_ms')} | {pp('memorize_ms')} | "
-            f"{p['replayed_per_query']:.1f} | {p['rss_mb']:.0f} | "
-            f"{_f(p.get('disk_mb'), 1)} | {_f(p.get('save_s'), 1)} |"
+            f"{p['replayed_per_query']:.1f} | {p['rss_mb']:.0f} "
+            f"({_f(p.get('rss_trimmed_mb'), 0)}) | "
+            f"{_f(p.get('disk_mb'), 1)} | {_f(p.get('save_s'), 1)} | "
+            f"{_f(p.get('serve_load_s'), 1)}, {_f(p.get('serve_rss_mb'), 0)} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -3,14 +3,19 @@ search, memory replay and memorize latency, RAM and the size of a saved store.
 
 The generator keeps the proportions of the real pooled HotpotQA graph (per chunk: one anchor,
 ~7 entity mentions drawn from a Zipf-like popularity, ~15 relations among the chunk's entities,
-one context edge to the next chunk of its document; ≈ 25 edges per chunk), with random unit
-embeddings and ~3 KB of text per chunk. Each size runs in a fresh subprocess so the RSS it
-reports is its own. Seed recall compares the store's top-2 with the exact top-2 over the
+one context edge to the next chunk of its document; ≈ 25 edges per chunk) and ~3 KB of text
+per chunk. Embeddings are ``random`` (i.i.d. unit vectors: no neighbourhood structure, the
+worst case for an ANN index) or ``minilm``: unit vectors drawn from two Gaussians with the
+mean and covariance of real all-MiniLM-L6-v2 vectors of a corpus (entity names for entity
+nodes, passages for anchors and chunks; :func:`minilm_moments`), which keeps the spectrum of
+real embeddings without repeating any real vector. Each size runs in a fresh subprocess so
+the RSS it reports is its own. Seed recall compares the store's top-2 with the exact top-2 over the
 float32 vectors the graph was built from (so it counts both ANN misses and float16 rounding).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -41,18 +46,66 @@ ENTITIES_PER_CHUNK = 7
 CHUNKS_PER_DOC = 10
 
 
-def synthetic_embeddings(n_nodes: int, dim: int, seed: int = 0) -> np.ndarray:
-    """The float32 unit vectors :func:`synthetic_graph` gives its nodes, in node order."""
-    emb = np.random.default_rng([seed, 1]).standard_normal((n_nodes, dim), dtype=np.float32)
+def minilm_moments(corpus: str | os.PathLike[str], cache_dir: str | os.PathLike[str]) -> Path:
+    """Fit the ``minilm`` embeddings: embed a corpus file's passages (``text`` of each JSONL
+    row, its ``title`` above it as the bench does) and the offline extractor's entity names
+    with the packaged MiniLM, and save the mean and covariance of each set as an ``.npz`` in
+    ``cache_dir`` (named by the corpus's content; reused when present). Returns its path."""
+    from ..adapters.embeddings import default_embedder
+    from ..core.extract_rules import rule_based_extraction
+    from .data import read_jsonl, row_document
+
+    raw = Path(corpus).read_bytes()
+    path = Path(cache_dir) / f"minilm-moments-{hashlib.sha1(raw).hexdigest()[:12]}.npz"
+    if path.exists():
+        return path
+    passages = [row_document(r).text for r in read_jsonl(Path(corpus))]
+    names = sorted({e for t in passages for e in rule_based_extraction(t).entities})
+    embedder = default_embedder()
+    fitted = {}
+    for label, texts in (("entity", names), ("passage", passages)):
+        vecs = np.asarray(embedder.embed(texts), np.float64)
+        if len(vecs) <= vecs.shape[1]:
+            raise ValueError(f"{corpus}: {len(vecs)} {label} vectors cannot fit a covariance")
+        fitted[f"{label}_mean"] = vecs.mean(axis=0)
+        fitted[f"{label}_cov"] = np.cov(vecs, rowvar=False)
+        fitted[f"{label}_n"] = np.asarray(len(vecs))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **fitted)
+    return path
+
+
+def synthetic_embeddings(
+    n_nodes: int, dim: int, seed: int = 0, moments: str | None = None, n_entities: int = 0
+) -> np.ndarray:
+    """The float32 unit vectors :func:`synthetic_graph` gives its nodes, in node order:
+    i.i.d. random, or with ``moments`` (a :func:`minilm_moments` file) the first
+    ``n_entities`` rows from the entity-name Gaussian and the rest from the passage one."""
+    rng = np.random.default_rng([seed, 1])
+    if moments is None:
+        emb = rng.standard_normal((n_nodes, dim), dtype=np.float32)
+    else:
+        with np.load(moments) as z:
+            parts = []
+            for label, n in (("entity", n_entities), ("passage", n_nodes - n_entities)):
+                mean, cov = z[f"{label}_mean"], z[f"{label}_cov"]
+                if len(mean) != dim:
+                    raise ValueError(f"{moments} holds {len(mean)}-dimensional moments, not {dim}")
+                vals, vecs = np.linalg.eigh(cov)  # cov = V diag(vals) V^T
+                root = (vecs * np.sqrt(np.clip(vals, 0.0, None))).astype(np.float32)
+                z_rows = rng.standard_normal((n, dim), dtype=np.float32)
+                parts.append(z_rows @ root.T + mean.astype(np.float32))
+        emb = np.concatenate(parts)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     return emb
 
 
 def synthetic_graph(
-    n_edges: int, dim: int = 384, seed: int = 0, **options: Any
+    n_edges: int, dim: int = 384, seed: int = 0, moments: str | None = None, **options: Any
 ) -> InMemoryGraphStore:
-    """A store with about ``n_edges`` edges (see module docstring); ``options`` go to
-    :class:`InMemoryGraphStore` (``vectors=``, ``ann=`` ...)."""
+    """A store with about ``n_edges`` edges (see module docstring; ``moments``: see
+    :func:`synthetic_embeddings`); ``options`` go to :class:`InMemoryGraphStore`
+    (``vectors=``, ``ann=`` ...)."""
     rng = np.random.default_rng(seed)
     n_chunks = max(2, round(n_edges / (EDGES_PER_CHUNK - 2.5)))  # minus duplicate relations
     n_entities = max(4, n_chunks * ENTITIES_PER_CHUNK // 2)  # entities recur across chunks
@@ -91,7 +144,7 @@ def synthetic_graph(
                     f"x-{i:010x}", f"a-{i - 1:010x}", aid, "context", "continues in the next chunk"
                 )
             )
-    emb = synthetic_embeddings(len(nodes), dim, seed)
+    emb = synthetic_embeddings(len(nodes), dim, seed, moments, n_entities)
     store = InMemoryGraphStore(**options)
     store.add_graph(
         documents=[
@@ -125,14 +178,41 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _trimmed_rss_mb() -> float | None:
+    """RSS once the C heap has returned its free pages (glibc ``malloc_trim``): what the
+    process holds without the allocator's slack from building the graph and the bench's own
+    temporaries. None where there is no glibc."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return None
+    return _rss_mb()
+
+
+_SERVE = """
+import json, os, sys, numpy as np
+from remindrag_integrations.stores import InMemoryGraphStore
+store = InMemoryGraphStore.load(sys.argv[1], **json.loads(sys.argv[2]))
+q = np.random.default_rng(0).standard_normal(int(sys.argv[3])).astype(np.float32)
+store.search(q / np.linalg.norm(q), 2, ("entity", "anchor"))
+with open("/proc/self/statm") as f:
+    print(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20)
+"""
+
+
 def _exact_seeds(
-    store: InMemoryGraphStore, qs: list[np.ndarray], k: int, dim: int
+    store: InMemoryGraphStore, qs: list[np.ndarray], k: int, dim: int, moments: str | None
 ) -> list[set[str]]:
     """The exact top-``k`` entity / anchor ids of each query over the float32 vectors the
     graph was built from (regenerated, then freed)."""
     nodes = _node_order(store)
     rows = [i for i, n in enumerate(nodes) if n.kind != "chunk"]
-    mat = synthetic_embeddings(len(nodes), dim)[rows]
+    n_entities = sum(n.kind == "entity" for n in nodes)
+    mat = synthetic_embeddings(len(nodes), dim, 0, moments, n_entities)[rows]
     sims = np.asarray(qs) @ mat.T
     del mat
     return [{nodes[rows[i]].id for i in np.argsort(-s)[:k]} for s in sims]
@@ -145,14 +225,19 @@ def _node_order(store: InMemoryGraphStore) -> list[Node]:
 
 
 def measure_point(
-    n_edges: int, queries: int = 50, dim: int = 384, save: bool = True, **options: Any
+    n_edges: int,
+    queries: int = 50,
+    dim: int = 384,
+    save: bool = True,
+    moments: str | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """Build one graph, then: pass 1 = seeds + random walk + memorize (timed); pass 2 = the
-    same queries again, timing seed search and the replay that now fires. ``options`` go to
-    the store (``ann=``, ``vectors=`` ...). After RSS is read, the same seed searches run
-    through the exact scan, side by side."""
+    same queries again, timing seed search and the replay that now fires. ``moments``: see
+    :func:`synthetic_embeddings`; ``options`` go to the store (``ann=``, ``vectors=`` ...).
+    After RSS is read, the same seed searches run through the exact scan, side by side."""
     t0 = time.perf_counter()
-    store = synthetic_graph(n_edges, dim, **options)
+    store = synthetic_graph(n_edges, dim, moments=moments, **options)
     build = time.perf_counter() - t0
     counts = store.counts()
     rng = np.random.default_rng(1)
@@ -162,7 +247,7 @@ def measure_point(
     for _ in range(queries):  # a query near a random entity
         base = store.node_embeddings([ents[int(rng.integers(len(ents)))]])[0]
         qs.append(unit(base + 0.3 * unit(rng.standard_normal(dim).astype(np.float32))))
-    exact = _exact_seeds(store, qs, cfg.seeds, dim)
+    exact = _exact_seeds(store, qs, cfg.seeds, dim, moments)
     t0 = time.perf_counter()
     store.search(qs[0], 2, ("entity", "anchor"))  # build the search index once
     index_s = time.perf_counter() - t0
@@ -172,6 +257,7 @@ def measure_point(
         "edges": counts["edges"],
         "target_edges": n_edges,
         "nodes": counts["chunks"] + counts["anchors"] + counts["entities"],
+        "embeddings": "random" if moments is None else "minilm",
         "build_s": build,
         "index_build_s": index_s,
         "ann": any(store._vectors.uses_ann(k) for k in ("entity", "anchor")),
@@ -185,6 +271,7 @@ def measure_point(
         "rss_mb": _rss_mb(),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+    out["rss_trimmed_mb"] = _trimmed_rss_mb()
     if out["ann"]:  # the exact scan on the same store and queries, for the ratio
         store._vectors.ann = False
         store.search(qs[0], 2, ("entity", "anchor"))  # its float32 cache (not timed)
@@ -193,7 +280,7 @@ def measure_point(
         out["exact_seed_recall"] = exact_recall  # float16 rounding alone
         store._vectors.ann = True
     if save:
-        out.update(_saved_size(store))
+        out.update(_saved_size(store, options))
     return out
 
 
@@ -229,17 +316,25 @@ def _seed_and_replay(
     return seed_ms, replay_ms, replayed, found / (cfg.seeds * max(len(qs), 1))
 
 
-def _saved_size(store: InMemoryGraphStore) -> dict[str, float]:
-    """Seconds to save the store and its size on disk."""
+def _saved_size(store: InMemoryGraphStore, options: dict[str, Any]) -> dict[str, float]:
+    """Seconds to save the store, its size on disk, and a fresh process that loads it and
+    searches once (how a saved graph is served): its load seconds and RSS."""
     tmp = Path(tempfile.mkdtemp(prefix="remindrag-scale-"))
     try:
         t = time.perf_counter()
         store.save(tmp)
         seconds = time.perf_counter() - t
-        return {
+        out = {
             "save_s": seconds,
             "disk_mb": sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20,
         }
+        t = time.perf_counter()
+        cmd = [sys.executable, "-c", _SERVE, str(tmp), json.dumps(options), str(store.dim)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            out["serve_load_s"] = time.perf_counter() - t
+            out["serve_rss_mb"] = float(done.stdout.strip().splitlines()[-1])
+        return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -255,10 +350,12 @@ def run_scale(
     save: bool = True,
     progress: Callable[[str], None] = lambda s: None,
     timeout: float = 3600.0,
+    moments: str | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Every size in its own subprocess; a size that fails or times out is reported as such.
-    ``options`` go to the store (``ann=``, ``vectors=`` ...)."""
+    ``moments``: see :func:`synthetic_embeddings`; ``options`` go to the store (``ann=``,
+    ``vectors=`` ...)."""
     points = []
     for n in sizes:
         progress(f"scale point: {n:,} edges")
@@ -271,6 +368,7 @@ def run_scale(
             str(dim),
             "1" if save else "0",
             json.dumps(options),
+            moments or "",
         ]
         try:
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
@@ -290,6 +388,8 @@ def run_scale(
         "store": "InMemoryGraphStore",
         "queries": queries,
         "dim": dim,
+        "embeddings": "random" if moments is None else "minilm",
+        "moments": moments,
         "store_options": options,
         "points": points,
         "machine": machine(),
@@ -299,4 +399,5 @@ def run_scale(
 if __name__ == "__main__":  # one point, JSON on stdout (used by run_scale)
     n, q, d, sv = (int(x) for x in sys.argv[1:5])
     opts = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
-    print(json.dumps(measure_point(n, q, d, bool(sv), **opts)))
+    fitted = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] else None
+    print(json.dumps(measure_point(n, q, d, bool(sv), fitted, **opts)))
