@@ -69,6 +69,33 @@ def test_round_trip_keeps_everything_including_memory(engine: ReMindRAG, tmp_pat
     assert loaded.retrieve("Who directed Sinister?", prior=False).trace.stop_reason == "replay"
 
 
+def test_a_loaded_store_shares_strings_like_a_built_one(engine: ReMindRAG, tmp_path: Path) -> None:
+    """JSON gives every value its own string; the load makes an edge's ends its nodes' id
+    strings and one string per kind and per mention / context text (RESULTS §6: memory of a
+    served 1 M-edge store)."""
+    engine.save(tmp_path / "s")
+    store = ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder()).store
+    nodes = {n.id: n for n in store.whole_graph()[0]}
+    edges = list(_edges(store).values())
+    assert all(e.u is nodes[e.u].id and e.v is nodes[e.v].id for e in edges)
+    mentions = [e for e in edges if e.kind == "mention"]
+    assert len(mentions) > 2
+    assert all(e.kind is mentions[0].kind and e.text is mentions[0].text for e in mentions)
+    assert _snapshot(store) == _snapshot(engine.store)
+
+
+@pytest.mark.parametrize(
+    "edges_json",
+    [b'[{"id": "e", "v": "a", "kind": "relation", "text": "t"}]', b"[1]", b'{"id": "e"}'],
+)
+def test_malformed_edges_are_refused_when_loading(edges_json: bytes) -> None:
+    from remindrag_integrations.stores.snapshot import _graph
+
+    nodes = b'[{"id": "a", "kind": "entity", "name": "A"}]'
+    with pytest.raises((TypeError, ValueError)):
+        _graph(nodes, edges_json)
+
+
 def test_memory_is_sparse(engine: ReMindRAG) -> None:
     assert engine.store.counts()["edges"] > 10
     assert engine.store.touched_edges() == 0

@@ -83,13 +83,7 @@ def _restore(
     if not isinstance(namespace, str) or not (dim is None or isinstance(dim, int)):
         raise ValueError("manifest namespace / dim have the wrong type")
     store.namespace = namespace
-    # nodes and edges (flat objects) are made while parsing: each dict is dropped at once
-    # instead of a million of them living until the end (peak memory, and a heap they leave
-    # fragmented: a process serving a saved 1 M-edge store held 120 MB more; RESULTS §6)
-    nodes = json.loads(files["nodes.json"], object_hook=Node.from_dict)
-    edges = json.loads(files["edges.json"], object_hook=Edge.from_dict)
-    if not all(isinstance(x, Node) for x in nodes) or not all(isinstance(e, Edge) for e in edges):
-        raise ValueError("nodes.json / edges.json must be lists of objects")
+    nodes, edges = _graph(files["nodes.json"], files["edges.json"])
     store._dim = dim
     store.add_graph(
         documents=[(k, v[0], v[1]) for k, v in read("documents.json").items()],
@@ -112,6 +106,41 @@ def _restore(
                 kind, saved["ids"], saved["keys"], files[f"ann-{kind}.usearch"]
             )
     return store
+
+
+def _graph(nodes_json: bytes, edges_json: bytes) -> tuple[list[Node], list[Edge]]:
+    """Nodes and edges as the store holds them after building a graph: made while parsing
+    (each dict dropped at once, not a million of them alive until the end), an edge's ends
+    the very strings of its nodes' ids, and kinds and repeated edge texts one string each
+    (JSON gives every value its own copy: at 1 M edges ~200 MB of duplicate strings)."""
+    shared: dict[str, str] = {}
+
+    def one(d: dict[str, Any], key: str) -> None:
+        if isinstance(d.get(key), str):
+            d[key] = shared.setdefault(d[key], d[key])
+
+    def node(d: dict[str, Any]) -> Node:
+        one(d, "kind")
+        return Node.from_dict(d)
+
+    nodes = json.loads(nodes_json, object_hook=node)
+    if not isinstance(nodes, list) or not all(isinstance(n, Node) for n in nodes):
+        raise ValueError("nodes.json must be a list of nodes")
+    ids = {n.id: n.id for n in nodes}
+
+    def edge(d: dict[str, Any]) -> Edge:
+        one(d, "kind")
+        if d.get("kind") in ("mention", "context"):  # one text for every edge of the kind
+            one(d, "text")
+        for end in ("u", "v"):
+            if isinstance(d.get(end), str):
+                d[end] = ids.get(d[end], d[end])
+        return Edge.from_dict(d)
+
+    edges = json.loads(edges_json, object_hook=edge)
+    if not isinstance(edges, list) or not all(isinstance(e, Edge) for e in edges):
+        raise ValueError("edges.json must be a list of edges")
+    return nodes, edges
 
 
 def _rows(rows: list[np.ndarray], dim: int) -> np.ndarray:
