@@ -45,6 +45,8 @@ def table(title: str, header: list[str], rows: list[list[Any]]) -> None:
 
 
 def bench_embedders(passages: list[str], n_passages: int, n_names: int) -> dict[str, Any]:
+    """sentence-transformers, onnxruntime float32 and onnxruntime's default (int8 graph for
+    texts of >= 16 tokens) on the same texts, side by side: texts/s and cosine to ST."""
     import numpy as np
 
     from remindrag_integrations.adapters.embeddings import (
@@ -56,34 +58,51 @@ def bench_embedders(passages: list[str], n_passages: int, n_names: int) -> dict[
     texts = passages[:n_passages]
     names = list(dict.fromkeys(re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*", " ".join(passages))))
     names = names[:n_names]
-    backends = {"sentence-transformers": SentenceTransformerEmbedder(), "onnxruntime": None}
-    backends["onnxruntime"] = OnnxEmbedder(packaged_model_path())
+    backends = {
+        "st": SentenceTransformerEmbedder(),
+        "onnx-fp32": OnnxEmbedder(packaged_model_path(), quantized=False),
+        "onnx": OnnxEmbedder(packaged_model_path()),
+    }
     out: dict[str, Any] = {}
     for b in backends.values():
-        b.embed(["warm up"])
+        b.embed(["warm up", texts[0]])
     for label, items in (("passages", texts), ("entity names", names)):
         vecs = {}
-        for name, b in backends.items():  # side by side, alternating
+        for name, b in backends.items():  # side by side, one after another
             t = time.perf_counter()
             vecs[name] = b.embed(items)
             out[f"{label}/{name}"] = len(items) / (time.perf_counter() - t)
-        cos = np.sum(vecs["sentence-transformers"] * vecs["onnxruntime"], axis=1)
-        out[f"{label}/cos_min"], out[f"{label}/cos_mean"] = float(cos.min()), float(cos.mean())
+        for name in ("onnx-fp32", "onnx"):
+            cos = np.sum(vecs["st"] * vecs[name], axis=1)
+            out[f"{label}/{name}/cos_min"] = float(cos.min())
+            out[f"{label}/{name}/cos_mean"] = float(cos.mean())
         out[f"{label}/n"] = len(items)
     rows = [
         [
             label,
             out[f"{label}/n"],
-            out[f"{label}/sentence-transformers"],
-            out[f"{label}/onnxruntime"],
-            out[f"{label}/onnxruntime"] / out[f"{label}/sentence-transformers"],
-            out[f"{label}/cos_min"],
-            out[f"{label}/cos_mean"],
+            out[f"{label}/st"],
+            out[f"{label}/onnx-fp32"],
+            out[f"{label}/onnx"],
+            out[f"{label}/onnx"] / out[f"{label}/st"],
+            out[f"{label}/onnx-fp32/cos_min"],
+            out[f"{label}/onnx/cos_min"],
+            out[f"{label}/onnx/cos_mean"],
         ]
         for label in ("passages", "entity names")
     ]
-    head = ["texts", "n", "st texts/s", "onnx texts/s", "onnx/st", "cos min", "cos mean"]
-    table("Embedders (packaged all-MiniLM-L6-v2)", head, rows)
+    head = [
+        "texts",
+        "n",
+        "st texts/s",
+        "onnx fp32 texts/s",
+        "onnx (int8 >= 16 tokens) texts/s",
+        "onnx / st",
+        "fp32 cos min",
+        "onnx cos min",
+        "onnx cos mean",
+    ]
+    table("Embedders (packaged all-MiniLM-L6-v2; cosine to sentence-transformers)", head, rows)
     return out
 
 
@@ -105,6 +124,7 @@ def index_once(
     os.environ.pop("REMINDRAG_EMBEDDER_BACKEND", None)
     return {
         "embedder": type(engine.embedder).__name__,
+        "backend": backend or "default",
         "documents": report.documents,
         "chunks": report.chunks,
         "entities": report.entities_added,
@@ -118,10 +138,11 @@ def index_once(
 def bench_hotpotqa(passages: list[str], backends: list[str]) -> list[dict[str, Any]]:
     docs = [(f"p{i}", t) for i, t in enumerate(passages)]
     runs = [index_once(docs, b) for b in backends]
-    head = ["embedder", "docs", "chunks", "entities", "merged", "seconds", "chunks/s"]
+    head = ["embedder", "backend", "docs", "chunks", "entities", "merged", "seconds", "chunks/s"]
     rows = [
         [
             r["embedder"],
+            r["backend"],
             r["documents"],
             r["chunks"],
             r["entities"],
@@ -187,7 +208,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--sections", default="embedders,hotpotqa,cold")
-    ap.add_argument("--backends", default="onnx,torch", help="for hotpotqa and cold")
+    ap.add_argument("--backends", default="onnx,onnx-fp32,torch", help="for hotpotqa and cold")
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--embed-passages", type=int, default=300)
     ap.add_argument("--embed-names", type=int, default=1000)
