@@ -94,17 +94,22 @@ def _read_level(store: GraphStore, node_ids: Sequence[str]) -> dict[str, Neighbo
     edges = {n: store.neighbors(n) for n in ids}
     flat = [e.id for n in ids for e in edges[n]]
     memory = store.memory(flat) if flat else np.zeros((0, embs.shape[1]), dtype=np.float32)
-    rows = dict(zip(flat, memory))
-    others = list(dict.fromkeys(e.other(n) for n in ids for e in edges[n] if rows[e.id].any()))
+    # node by node, its edges are one slice of ``flat``; which rows hold memory is one
+    # vectorised test (a hub has thousands of edges, nearly all without memory)
+    touched = np.asarray(memory.any(axis=1), dtype=bool)
+    ends = np.cumsum([0] + [len(edges[n]) for n in ids])
+    remembered = {
+        n: [edges[n][i].other(n) for i in np.flatnonzero(touched[a:b])]
+        for n, a, b in zip(ids, ends[:-1], ends[1:])
+    }
+    others = list(dict.fromkeys(o for n in ids for o in remembered[n]))
     far = (
         dict(zip(others, zip(store.get_nodes(others), store.node_embeddings(others))))
         if others
         else {}
     )
     out = {}
-    for node, emb in zip(nodes, embs):
-        mine = edges[node.id]
-        mem_rows = np.stack([rows[e.id] for e in mine]) if mine else memory[:0]
-        seen = {e.other(node.id) for e, m in zip(mine, mem_rows) if m.any()}
-        out[node.id] = Neighborhood(node, emb, tuple(mine), mem_rows, {o: far[o] for o in seen})
+    for n, node, emb, a, b in zip(ids, nodes, embs, ends[:-1], ends[1:]):
+        seen = {o: far[o] for o in remembered[n]}
+        out[n] = Neighborhood(node, emb, tuple(edges[n]), memory[a:b], seen)
     return out
