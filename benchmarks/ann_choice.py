@@ -14,7 +14,7 @@ same row count as random ones.
     PYTHONPATH=. python benchmarks/ann_choice.py --rows 200000 \
         --out benchmarks/results/ann_choice.json
     PYTHONPATH=. python benchmarks/ann_choice.py --source real --rows 27000 \
-        --real-npz ~/.cache/remindrag-bench/minilm.npz --out benchmarks/results/ann_real.json
+        --real-npz ~/.cache/remindrag-bench/minilm-onnx-int8.npz --out benchmarks/results/ann_real.json
 """
 
 from __future__ import annotations
@@ -159,7 +159,11 @@ def main() -> None:
     ap.add_argument("--efs", default="64,256,512", help="search beam widths to try")
     ap.add_argument("--out", default="benchmarks/results/ann_choice.json")
     ap.add_argument("--source", choices=("random", "real"), default="random")
-    ap.add_argument("--real-npz", default="~/.cache/remindrag-bench/minilm.npz")
+    ap.add_argument(
+        "--real-npz",
+        default="~/.cache/remindrag-bench/minilm-onnx-int8.npz",
+        help="the bench's embedding cache of the default embedder (minilm.npz: the torch one)",
+    )
     args = ap.parse_args()
     if args.source == "real":
         vecs, qs = _real(args.real_npz, args.rows, args.queries)
