@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from remindrag_integrations.bench.scale import minilm_moments, synthetic_embeddings
+from remindrag_integrations.bench.scale_vectors import minilm_moments, synthetic_embeddings
 from remindrag_integrations.stores.ann import AnnIndex
 
 K, FETCH = 2, 16

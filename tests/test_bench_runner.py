@@ -159,7 +159,7 @@ def _moments(path: Path, dim: int) -> str:
 
 
 def test_synthetic_embeddings_follow_the_fitted_moments(tmp_path: Path) -> None:
-    from remindrag_integrations.bench.scale import synthetic_embeddings
+    from remindrag_integrations.bench.scale_vectors import synthetic_embeddings
 
     m = _moments(tmp_path / "m.npz", 16)
     emb = synthetic_embeddings(300, 16, 0, m, n_entities=200)
@@ -178,7 +178,7 @@ def test_scale_point_with_fitted_embeddings_scores_its_own_seeds(tmp_path: Path)
 
 
 def test_fitting_moments_on_too_few_passages_is_a_clear_error(tmp_path: Path) -> None:
-    from remindrag_integrations.bench.scale import minilm_moments
+    from remindrag_integrations.bench.scale_vectors import minilm_moments
 
     corpus = DATA / "hotpotqa_train100_sample.corpus.jsonl"
     with pytest.raises(ValueError, match="cannot fit a covariance"):

@@ -213,7 +213,8 @@ class OnnxEmbedder:
         self.token_budget = token_budget
         self._session: Any = None
         self._int8: Any = None
-        self._int8_min_tokens: int | None = None  # None: no int8 graph
+        self._int8_file: Path | None = None  # None: no int8 graph (or quantized=False)
+        self._int8_min_tokens = INT8_MIN_TOKENS
         self._tokenizer: Any = None
         self._dim: int | None = None
         self._lock = threading.Lock()
@@ -242,19 +243,18 @@ class OnnxEmbedder:
                 tok.enable_truncation(int(meta["max_seq_length"]))
                 tok.no_padding()  # batches are padded here, to their own longest text
                 if self.quantized and meta.get("int8"):
+                    self._int8_file = where / meta["int8"]
                     self._int8_min_tokens = int(meta["int8_min_tokens"])
                 self._session = self._new_session(where / MODEL_FILE)
                 self._tokenizer = tok
             return self._session, self._tokenizer
 
-    def _int8_session(self) -> Any:
+    def _int8_session(self, path: Path) -> Any:
         """The int8 graph's session (one thread per call), created on the first text long
         enough for it."""
         with self._lock:
             if self._int8 is None:
-                where = export(self.model_dir)
-                meta = json.loads((where / META_FILE).read_text(encoding="utf-8"))
-                self._int8 = self._new_session(where / meta["int8"], threads=1)
+                self._int8 = self._new_session(path, threads=1)
             return self._int8
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -265,27 +265,20 @@ class OnnxEmbedder:
         lens = np.fromiter((len(e.ids) for e in enc), dtype=np.int64, count=len(enc))
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         order = np.argsort(lens, kind="stable")  # batches of similar length pad little
-        cut = len(order)
-        if self._int8_min_tokens is not None:
+        int8_file, cut = self._int8_file, len(order)
+        if int8_file is not None:
             cut = int(np.searchsorted(lens[order], self._int8_min_tokens))
         for rows in _batches(order[:cut], lens, self.batch_size, self.token_budget):
-            width = int(lens[rows[-1]])  # sorted: the last is the longest
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for r, j in enumerate(rows):
-                ids[r, : lens[j]] = enc[j].ids
-                mask[r, : lens[j]] = 1
-            out[rows] = _pooled(session, ids, mask)
+            out[rows] = _pooled(session, *_padded([enc[j].ids for j in rows]))
         long = order[cut:].tolist()
-        if long:
+        if long and int8_file is not None:
             # the int8 graph runs one text per call (its activations get one scale per call,
             # so a batch would make a text's vector depend on its neighbours), on one thread
             # per call and as many calls at once as there are threads
-            int8 = self._int8_session()
+            int8 = self._int8_session(int8_file)
 
             def one(j: int) -> np.ndarray:
-                ids = np.asarray([enc[j].ids], dtype=np.int64)
-                return _pooled(int8, ids, np.ones_like(ids))[0]
+                return _pooled(int8, *_padded([enc[j].ids]))[0]
 
             if len(long) == 1 or self._workers() == 1:
                 out[long] = [one(j) for j in long]
@@ -317,6 +310,17 @@ def _pooled(session: Any, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     hidden = session.run(None, feed)[0]
     vecs = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
     return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+
+def _padded(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids padded to the longest row, and the mask of the real tokens."""
+    width = max(len(r) for r in rows)
+    ids = np.zeros((len(rows), width), dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+        mask[i, : len(r)] = 1
+    return ids, mask
 
 
 def _batches(rows: np.ndarray, lens: np.ndarray, most: int, budget: int) -> list[np.ndarray]:

@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.embeddings == "minilm":
             if not args.corpus:
                 raise SystemExit("--embeddings minilm needs --corpus FILE.jsonl")
-            from .scale import minilm_moments
+            from .scale_vectors import minilm_moments
 
             moments = str(minilm_moments(args.corpus, args.embed_cache))
         res = run_scale(

@@ -84,10 +84,15 @@ def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -
     cap = walk.cfg.prior_max_degree
     out = {}
     for node, sim in found.items():
-        mentions = sum(1 for e in walk.neighbors(node) if e.kind == "mention")
+        mentions = _mentions(walk, node)
         if 0 < mentions <= cap:
             out[node] = max(sim, 1e-6) / mentions
     return out
+
+
+def _mentions(walk: Walk, entity: str) -> int:
+    """How many chunks mention ``entity`` (its specificity is the inverse)."""
+    return sum(1 for e in walk.neighbors(entity) if e.kind == "mention")
 
 
 def hybrid(walk: Walk, query: str) -> tuple[dict[str, float], dict[str, float]]:
@@ -235,7 +240,7 @@ def feedback_restart(
         walk.prefetch(list(found))
     out = {}
     for ent, share in found.items():
-        mentions = sum(1 for e in walk.neighbors(ent) if e.kind == "mention")
+        mentions = _mentions(walk, ent)
         if 2 <= mentions <= cfg.prior_max_degree:
             out[ent] = share / mentions
     scale = sum(out.values())
