@@ -56,10 +56,14 @@ class MemoryWriter:
             return False
         return True
 
-    def write(self, trace_ids: Sequence[str], answer: str | None) -> None:
+    def write(
+        self, trace_ids: Sequence[str], answer: str | None, cited: Sequence[str] = ()
+    ) -> None:
+        """Memorize each trace with the answer (its citations are the support) and the ids of
+        the chunks the answer was written from (``cited``; ids of other traces are ignored)."""
         for tid in trace_ids:
             try:
-                w = self.retriever.memorize(tid, answer=answer)
+                w = self.retriever.memorize(tid, answer=answer, cited=list(cited) or None)
             except Exception as exc:  # noqa: BLE001 - a callback must not break the chain
                 log.warning("ReMindRAG: memorizing trace %s failed: %s", tid, exc)
                 with self._lock:

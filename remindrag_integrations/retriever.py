@@ -311,19 +311,27 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         trace_id: str | None = None,
         answer: str | None = None,
         supporting: Sequence[str] | None = None,
+        *,
+        cited: Sequence[str] | None = None,
     ) -> MemoryWrite:
         """Write one retrieval's experience into edge memory (default: the last one).
-        ``supporting`` chunk / edge ids skip the LLM filter; otherwise the filter reads
-        ``answer``."""
-        return self.engine.memorize(self._trace_id(trace_id), answer, supporting)
+        ``supporting`` chunk / edge ids are what helped (they come back for the question
+        afterwards); otherwise the chunks ``answer`` cites (``[c-…]``) and ``cited`` are the
+        support, with no LLM call; with no citation the judge (LLM filter, or the zero-token
+        policy) reads ``answer``. See :meth:`ReMindRAG.memorize`."""
+        return self.engine.memorize(self._trace_id(trace_id), answer, supporting, cited=cited)
 
     async def amemorize(
         self,
         trace_id: str | None = None,
         answer: str | None = None,
         supporting: Sequence[str] | None = None,
+        *,
+        cited: Sequence[str] | None = None,
     ) -> MemoryWrite:
-        return await self.engine.amemorize(self._trace_id(trace_id), answer, supporting)
+        return await self.engine.amemorize(
+            self._trace_id(trace_id), answer, supporting, cited=cited
+        )
 
     def feedback(
         self, trace_id: str | None, helpful: bool, chunk_ids: Sequence[str] | None = None

@@ -79,13 +79,17 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
     assert "spirit" in first["answer"] and first["citations"]
     assert first["memorized"] and first["llm_calls"] == 0 and first["decisions"] > 0
 
+    # the answer's citation was the support: the cited passage now comes back through memory
+    assert first["memory"]["supporting_chunks"] == first["citations"]
+    again = ask(question, store, tmp_path, "--no-memorize")
+    assert again["stop_reason"] == "replay" and again["decisions"] == 0
+    cited = [p for p in again["passages"] if p["chunk"] in first["citations"]]
+    assert cited and cited[0] == again["passages"][0]
     text = run("ask", question, "--store", str(store), "--no-memorize", cwd=tmp_path).stdout
     assert "answer:" in text and "passages:" in text and "seed" in text
-    assert re.search(r"^  replay ", text, re.MULTILINE)  # the remembered path is replayed
     decisions = int(re.search(r"\((\d+) traversal decisions\)", text).group(1))
     assert decisions < first["decisions"]
     assert "memory:" not in text  # --no-memorize
-    second_id = re.search(r"^trace: (\w+)$", text, re.MULTILINE).group(1)
 
     info = run("inspect", "--store", str(store), cwd=tmp_path).stdout
     assert "10 documents" in info and "10 chunks" in info
@@ -127,11 +131,20 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
     assert {e for e, m in drawn.items() if m == "penalised"} == set(memorized["penalised"])
     assert re.search(r'data-added="forward"', page)  # the navigator's moves
     assert set(re.findall(r'data-node="([^"]+)" data-seed="true"', page)) == set(first["seeds"])
+    # the cited passages were seeds (memory ranks them, no edge to replay): teach a passage
+    # that is not a seed, and the next ask reaches it along remembered edges
+    far = next(p for p in first["passages"] if "a-" + p["chunk"][2:] not in first["seeds"])
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"question": question, "chunk_ids": [far["chunk"]]}) + "\n")
+    out = run("memory", "teach", str(pairs), "--store", str(store), cwd=tmp_path).stdout
+    assert "taught 1 of 1 pairs" in out
+    third = ask(question, store, tmp_path, "--no-memorize")
+    assert far["chunk"] in [p["chunk"] for p in third["passages"]] and third["replayed_edges"]
     html2 = tmp_path / "replay.html"
-    run("trace", second_id, "--store", str(store), "--html", str(html2), cwd=tmp_path)
+    run("trace", third["trace_id"], "--store", str(store), "--html", str(html2), cwd=tmp_path)
     page2 = html2.read_text(encoding="utf-8")
     replayed = re.findall(r'data-edge="([^"]+)" data-added="replay" data-memory=""', page2)
-    assert replayed  # the second ask replayed memory, drawn as such; it was not memorized
+    assert replayed  # the ask replayed memory, drawn as such; it was not memorized
     assert 'data-memory="enhanced"' not in page2 and 'data-memory="penalised"' not in page2
 
 

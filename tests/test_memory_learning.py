@@ -120,11 +120,23 @@ def test_teach_resolves_ids_docs_and_texts_and_reports_what_it_could_not(rag: Re
     assert rag.memory_stats().writes_applied == 2 and rag.memory_stats().writes_skipped == 2
 
 
-def test_teach_reports_passages_beyond_the_bridge_depth(rag: ReMindRAG) -> None:
-    report = rag.teach([{"question": QUESTION, "doc_ids": ["d7"]}], feedback_max_depth=1)
+def test_teach_links_a_passage_beyond_the_bridge_depth(rag: ReMindRAG) -> None:
+    """No graph path within feedback_max_depth: a learned edge from the question's seeds to
+    the passage's anchor holds the link, and the passage comes back."""
+    rag.insert([Document("far", "Omega Zeta sells blue lamps in Quux. Quux is quiet.")])
+    assert "far" not in [rc.chunk.doc_id for rc in rag.retrieve(QUESTION, k=5).chunks]
+    report = rag.teach([{"question": QUESTION, "doc_ids": ["far"]}], feedback_max_depth=1)
     (result,) = report.results
-    assert result.unreachable == result.chunks and result.reached == []
-    assert rag.store.touched_edges() == 0
+    assert result.reached == result.chunks and result.unreachable == [] and result.linked
+    assert report.taught == 1
+    learned = [rag.store.get_edge(e) for e in result.linked]
+    assert {e.kind for e in learned} == {"learned"}
+    after = rag.retrieve(QUESTION, k=5)
+    assert "far" in [rc.chunk.doc_id for rc in after.chunks] and after.trace.stop_reason == "replay"
+    assert set(result.linked) & set(after.trace.replayed_edges)
+    # memory, not knowledge: the prior and the navigator never walk a learned edge
+    other = rag.retrieve("Where was Person5 Alpha born?", k=5)
+    assert "far" not in [rc.chunk.doc_id for rc in other.chunks]
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,10 @@ class RetrievalConfig(_Config):
     # penalising; "full" also penalises the rest (SPEC §3 with the similarity filter); "off"
     # writes nothing
     self_memorize: Literal["enhance", "cache", "full", "off"] = "enhance"
+    # memorize(answer=...): "citations" takes the chunks the answer cites ([c-...]; and
+    # memorize's cited=) as the support, with no LLM call, when it cites any chunk the
+    # retrieval read; "filter" always asks the judge (the LLM filter, or self_memorize)
+    memorize_judge: Literal["citations", "filter"] = "citations"
     # a thumbs-up on named chunks (feedback chunk_ids) or memorize(supporting=...) says what
     # helped; True also penalises every other subgraph edge (SPEC §3, as the LLM filter does)
     named_support_penalises: bool = False

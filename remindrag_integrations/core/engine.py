@@ -10,8 +10,11 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..adapters.embeddings import as_embedder, embedder_for_record, identity_of
 from ..adapters.llm import as_chat_llm
@@ -23,7 +26,8 @@ from .config import IndexConfig, RetrievalConfig
 from .memory import teach as teaching
 from .memory import write as memory_write
 from .memory.admin import MemoryAdmin
-from .memory.filter import Support, llm_filter, similarity_filter
+from .memory.assure import assure
+from .memory.filter import Support, citations, llm_filter, similarity_filter
 from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
@@ -217,13 +221,28 @@ class ReMindRAG(MemoryAdmin):
 
     # --- memory writes -------------------------------------------------------------------
     def _memorize_step(
-        self, trace: Trace, answer: str | None, supporting: Sequence[str] | None, rt: Runtime
+        self,
+        trace: Trace,
+        answer: str | None,
+        supporting: Sequence[str] | None,
+        cited: list[str] | None,
+        rt: Runtime,
     ) -> Step:
         cfg, judged = self.retrieval_config, True
         if supporting is not None:  # the caller's word on what helped, not on what did not
             support = Support.of(list(supporting))
-            judged = cfg.named_support_penalises
-        elif not trace.subgraph_edges:
+            return (yield from self._named_write(trace, support, True))
+        support, ignored = citations(trace, answer, cited)
+        if cfg.memorize_judge == "citations" and support.chunks:  # the answer's word, no LLM
+            result = memory_write.write(
+                trace,
+                self.store,
+                support,
+                max_depth=cfg.feedback_max_depth,
+                penalise=cfg.named_support_penalises,
+            )
+            return replace(result, ignored_citations=ignored)
+        if not trace.subgraph_edges:
             return memory_write.skipped(trace, "nothing was traversed")
         elif self._uses_llm(rt):
             support = yield from llm_filter(
@@ -235,12 +254,16 @@ class ReMindRAG(MemoryAdmin):
             top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.nav_filter_top
             support = yield from similarity_filter(trace, self.store, top)
             judged = cfg.self_memorize == "full"
-        return memory_write.write(
+        result = memory_write.write(
             trace, self.store, support, max_depth=cfg.feedback_max_depth, penalise=judged
         )
+        return replace(result, ignored_citations=ignored)
 
-    def _memorizing(self, trace_id: str, answer: Any, supporting: Any, llm: Any) -> tuple:
+    def _memorizing(
+        self, trace_id: str, answer: Any, supporting: Any, cited: Any, llm: Any
+    ) -> tuple:
         supporting = arguments.id_list(supporting, "supporting", optional=True)
+        cited = arguments.id_list(cited, "cited", optional=True)
         if answer is not None and not isinstance(answer, str):
             raise InvalidArgumentError(f"answer must be a string, got {type(answer).__name__}")
         trace, ledger = self.trace(trace_id), CostLedger()
@@ -259,7 +282,7 @@ class ReMindRAG(MemoryAdmin):
                 return self._count(memory_write.skipped(trace, "already memorized"))
             result = None
             try:
-                result = yield from self._memorize_step(trace, answer, supporting, rt)
+                result = yield from self._memorize_step(trace, answer, supporting, cited, rt)
                 trace.costs.merge(ledger)
                 return self._record(trace, result)
             finally:
@@ -276,12 +299,21 @@ class ReMindRAG(MemoryAdmin):
         answer: str | None = None,
         supporting: Sequence[str] | None = None,
         *,
+        cited: Sequence[str] | None = None,
         llm: Any = None,
     ) -> MemoryWrite:
         """Write the experience of one retrieval into edge memory (SPEC §3), once per trace.
-        ``supporting`` (chunk or edge ids, e.g. citations or known answers) replaces the LLM
-        filter; a supporting chunk the walk never reached is bridged into the graph."""
-        return drive(*self._memorizing(trace_id, answer, supporting, llm))
+
+        The support — what helped — is, in this order: ``supporting`` (chunk or edge ids a
+        person or a known answer names; each named chunk comes back in the top ``k`` for the
+        question afterwards, through a learned edge where the graph has no path); else the
+        chunks the ``answer`` cites (``[c-…]``, as the answer prompt asks) plus ``cited``
+        (e.g. the source nodes a LlamaIndex response used), when
+        ``retrieval_config.memorize_judge`` is ``"citations"`` (the default; no LLM call;
+        cited ids the retrieval did not read are ignored and listed in
+        ``ignored_citations``); else the judge: the LLM filter, or without an LLM the
+        ``self_memorize`` policy."""
+        return drive(*self._memorizing(trace_id, answer, supporting, cited, llm))
 
     async def amemorize(
         self,
@@ -289,24 +321,14 @@ class ReMindRAG(MemoryAdmin):
         answer: str | None = None,
         supporting: Sequence[str] | None = None,
         *,
+        cited: Sequence[str] | None = None,
         llm: Any = None,
     ) -> MemoryWrite:
-        return await adrive(*self._memorizing(trace_id, answer, supporting, llm))
+        return await adrive(*self._memorizing(trace_id, answer, supporting, cited, llm))
 
-    def feedback(
-        self, trace_id: str, helpful: bool, chunk_ids: Sequence[str] | None = None
-    ) -> MemoryWrite:
-        """A user's thumbs up or down on a retrieval: the same write as :meth:`memorize` with
-        the user's word as the support (default: every chunk the walk read). Up enhances the
-        paths to ``chunk_ids`` (bridged when the walk missed them, at most
-        ``feedback_max_depth`` hops); it penalises the rest of the subgraph only with
-        ``named_support_penalises``. Down penalises the paths to
-        ``chunk_ids``, or every subgraph edge."""
-        arguments.flag(helpful, "helpful")
-        chunk_ids = arguments.id_list(chunk_ids, "chunk_ids", optional=True)
-        trace = self.trace(trace_id)
-        targets = list(chunk_ids) if chunk_ids is not None else list(trace.chunk_ids)
-        support = Support(targets) if (helpful or chunk_ids is not None) else Support()
+    def _named_write(self, trace: Trace, support: Support, helpful: bool) -> Step:
+        """The write of support a person named (thumbs, ``supporting=``), then the check
+        that each named chunk comes back for the question (:mod:`.memory.assure`)."""
         cfg = self.retrieval_config
         result = memory_write.write(
             trace,
@@ -316,6 +338,38 @@ class ReMindRAG(MemoryAdmin):
             max_depth=cfg.feedback_max_depth,
             penalise=cfg.named_support_penalises,
         )
+        if not helpful or not support.chunks:
+            return result
+        q = np.asarray(trace.query_embedding, dtype=np.float32)
+        return (yield from assure(self.store, trace.query, q, result, support.chunks, cfg))
+
+    def feedback(
+        self, trace_id: str, helpful: bool, chunk_ids: Sequence[str] | None = None
+    ) -> MemoryWrite:
+        """A user's thumbs up or down on a retrieval: the same write as :meth:`memorize` with
+        the user's word as the support (default: every chunk the walk read). Up enhances the
+        paths to ``chunk_ids`` (bridged when the walk missed them, at most
+        ``feedback_max_depth`` hops); it penalises the rest of the subgraph only with
+        ``named_support_penalises``. Down penalises the paths to
+        ``chunk_ids``, or every subgraph edge. Named ``chunk_ids`` with a thumbs up come
+        back in the top ``k`` for the question afterwards (a learned edge where needed)."""
+        arguments.flag(helpful, "helpful")
+        chunk_ids = arguments.id_list(chunk_ids, "chunk_ids", optional=True)
+        trace = self.trace(trace_id)
+        if chunk_ids is None:
+            support = Support(list(trace.chunk_ids)) if helpful else Support()
+            result = memory_write.write(
+                trace,
+                self.store,
+                support,
+                helpful=helpful,
+                max_depth=self.retrieval_config.feedback_max_depth,
+                penalise=self.retrieval_config.named_support_penalises,
+            )
+        else:
+            _, rt = self._setup(None, {})
+            step = self._named_write(trace, Support.of(list(chunk_ids)), helpful)
+            result = drive(step, rt, CostLedger())
         return self._record(trace, result)
 
     def _teaching(self, pairs: Pairs, progress: Any, overrides: dict) -> tuple:

@@ -2,7 +2,8 @@
 
 Ids are made by the library, never copied from user text: a one-letter kind, a dash and hex
 digits (``c-`` chunk, ``a-`` anchor, ``e-`` entity; edges ``r-`` relation, ``m-`` mention,
-``k-`` contains, ``x-`` context). A chunk and its anchor share their hex part. Prompts show ids
+``k-`` contains, ``x-`` context, ``l-`` learned: a link that memory made, not the corpus; see
+:mod:`.memory.write`). A chunk and its anchor share their hex part. Prompts show ids
 verbatim and parsers accept nothing else.
 """
 
@@ -14,7 +15,7 @@ import re
 from .types import EdgeKind, NodeKind
 
 NODE_ID_RE = re.compile(r"^[cae]-[0-9a-f]{4,40}$")
-EDGE_ID_RE = re.compile(r"^[rmkx]-[0-9a-f]{4,40}$")
+EDGE_ID_RE = re.compile(r"^[rmkxl]-[0-9a-f]{4,40}$")
 
 _NODE_KINDS: dict[str, NodeKind] = {"c": "chunk", "a": "anchor", "e": "entity"}
 _EDGE_KINDS: dict[str, EdgeKind] = {
@@ -22,6 +23,7 @@ _EDGE_KINDS: dict[str, EdgeKind] = {
     "m": "mention",
     "k": "contains",
     "x": "context",
+    "l": "learned",
 }
 _EDGE_PREFIX = {v: k for k, v in _EDGE_KINDS.items()}
 

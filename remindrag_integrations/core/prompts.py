@@ -280,11 +280,11 @@ def parse_pre_query(reply: str, max_subquestions: int) -> tuple[bool, list[str]]
 _CITE_RE = re.compile(r"\[?\b(c-[0-9a-f]{4,40})\b\]?")
 
 
+def cited_ids(reply: str) -> list[str]:
+    """Every chunk id cited in an answer, in order, without repeats."""
+    return list(dict.fromkeys(m.group(1) for m in _CITE_RE.finditer(reply or "")))
+
+
 def parse_citations(reply: str, known: set[str]) -> list[str]:
     """Chunk ids cited in an answer, in order, restricted to ``known``."""
-    out: list[str] = []
-    for m in _CITE_RE.finditer(reply or ""):
-        cid = m.group(1)
-        if cid in known and cid not in out:
-            out.append(cid)
-    return out
+    return [c for c in cited_ids(reply) if c in known]

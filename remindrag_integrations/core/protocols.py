@@ -68,6 +68,10 @@ class GraphStore(Protocol):
 
     def document_ids(self) -> list[str]: ...
 
+    def document_chunks(self, doc_id: str) -> list[Chunk]:
+        """The document's chunks in order ([] when the store does not hold it)."""
+        ...
+
     # --- writes ---------------------------------------------------------------------------
     def add_graph(
         self,
@@ -130,13 +134,17 @@ class GraphStore(Protocol):
         """Memory vectors of the edges, one row each (zeros for untouched edges)."""
         ...
 
-    def update_memory(self, edge_ids: Sequence[str], fn: MemoryFn) -> np.ndarray:
+    def update_memory(
+        self, edge_ids: Sequence[str], fn: MemoryFn, links: Sequence[Edge] = ()
+    ) -> np.ndarray:
         """Replace the memory of the distinct ``edge_ids`` by ``fn(current)`` atomically:
         ``current`` holds their vectors (zeros for untouched edges) read under the store's
-        lock, so no concurrent update is lost. Unknown edges raise
-        :class:`~.types.UnknownNodeError`, a result of the wrong shape or not finite
-        :class:`~.types.EmbeddingError`; either way nothing is written. Returns the new
-        rows."""
+        lock, so no concurrent update is lost. ``links``: ``learned`` edges to add first (in
+        the same atomic step; one that exists already is kept as it is), so ``edge_ids`` may
+        name them. Unknown edges or link ends raise :class:`~.types.UnknownNodeError`, a
+        link of another kind :class:`~.types.InvalidArgumentError`, a result of the wrong
+        shape or not finite :class:`~.types.EmbeddingError`; either way nothing is written.
+        Returns the new rows."""
         ...
 
     def touched_edges(self) -> int: ...

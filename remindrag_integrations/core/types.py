@@ -30,7 +30,7 @@ from .errors import (  # noqa: F401 - the errors are importable from here too
 )
 
 NodeKind = Literal["chunk", "anchor", "entity"]
-EdgeKind = Literal["relation", "mention", "contains", "context"]
+EdgeKind = Literal["relation", "mention", "contains", "context", "learned"]
 Stage = Literal["extraction", "pre_query", "traversal", "memorize", "answer"]
 STAGES: tuple[Stage, ...] = ("extraction", "pre_query", "traversal", "memorize", "answer")
 
@@ -354,6 +354,13 @@ class MemoryWrite:
     supporting_chunks: list[str]
     supporting_edges: list[str]
     skipped_reason: str = ""
+    # learned edges made for named passages the graph had no path to (memory/write.py)
+    linked: list[str] = field(default_factory=list)
+    # named passages still not in the top k of a fresh retrieval of the question after the
+    # write (only checked for named support: teach, a thumbs-up on chunk ids, supporting=)
+    not_found: list[str] = field(default_factory=list)
+    # answer citations (memorize(answer=...)) that name no chunk of the trace: ignored
+    ignored_citations: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

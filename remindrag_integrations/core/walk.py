@@ -59,15 +59,20 @@ class Walk:
         self.filter = filters.parse(self.cfg.filter)
 
     # --- graph access with per-walk caches ------------------------------------------------
-    def neighbors(self, node_id: str) -> list[Edge]:
+    def neighbors(self, node_id: str, learned: bool = False) -> list[Edge]:
+        """The node's edges; ``learned`` edges (links memory made) only when asked for:
+        replay follows them, the prior and the navigators see the corpus's graph alone."""
         if node_id not in self._nbrs:
             self._nbrs[node_id] = self.store.neighbors(node_id)
             self._edges.update((e.id, e) for e in self._nbrs[node_id])
-        return self._nbrs[node_id]
+        edges = self._nbrs[node_id]
+        return edges if learned else [e for e in edges if e.kind != "learned"]
 
     def cached_neighbors(self, node_id: str) -> list[Edge] | None:
-        """The neighbours already read for ``node_id`` (None when not read yet)."""
-        return self._nbrs.get(node_id)
+        """The neighbours already read for ``node_id`` (None when not read yet; no learned
+        edges)."""
+        edges = self._nbrs.get(node_id)
+        return None if edges is None else [e for e in edges if e.kind != "learned"]
 
     def prefetch(self, node_ids: Sequence[str], follow: Follow | None = None) -> None:
         """Read the neighbourhoods (node, embedding, edges, their memory, remembered
@@ -131,9 +136,12 @@ class Walk:
             self._sims.update(zip(missing, (float(v) for v in vals)))
         return [self._sims[n] for n in node_ids]
 
-    def frontier(self, node_id: str) -> list[Edge]:
-        """Edges from ``node_id`` to nodes not yet in the subgraph that the filter allows."""
-        edges = [e for e in self.neighbors(node_id) if e.other(node_id) not in self.parents]
+    def frontier(self, node_id: str, learned: bool = False) -> list[Edge]:
+        """Edges from ``node_id`` to nodes not yet in the subgraph that the filter allows
+        (``learned`` edges too when asked for: replay)."""
+        edges = [
+            e for e in self.neighbors(node_id, learned) if e.other(node_id) not in self.parents
+        ]
         if self.filter is None or not edges:
             return edges
         ok = self.allowed([e.other(node_id) for e in edges])

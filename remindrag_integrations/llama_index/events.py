@@ -94,28 +94,31 @@ class ReMindMemoryEventHandler(BaseEventHandler):
         ids = self._writer.claim(trace_ids([getattr(n.node, "metadata", None) for n in nodes]))
         if not ids:
             return
+        used = [n.node.node_id for n in nodes]  # the source nodes the answer was written from
         if isinstance(response, StreamingResponse) and response.response_txt is None:
-            response.response_gen = self._after_stream(response.response_gen, ids)
+            response.response_gen = self._after_stream(response.response_gen, ids, used)
         elif isinstance(response, AsyncStreamingResponse) and response.response_txt is None:
-            response.response_gen = self._after_async_stream(response.response_gen, ids)
+            response.response_gen = self._after_async_stream(response.response_gen, ids, used)
         else:
-            self._writer.write(ids, str(response))
+            self._writer.write(ids, str(response), used)
 
-    def _after_stream(self, gen: Iterator[str], trace_ids: list[str]) -> Generator[str, None, None]:
+    def _after_stream(
+        self, gen: Iterator[str], trace_ids: list[str], used: list[str]
+    ) -> Generator[str, None, None]:
         parts: list[str] = []
         for token in gen:
             parts.append(token)
             yield token
-        self._writer.write(trace_ids, "".join(parts))
+        self._writer.write(trace_ids, "".join(parts), used)
 
     async def _after_async_stream(
-        self, gen: AsyncIterator[str], trace_ids: list[str]
+        self, gen: AsyncIterator[str], trace_ids: list[str], used: list[str]
     ) -> AsyncGenerator[str, None]:
         parts: list[str] = []
         async for token in gen:
             parts.append(token)
             yield token
-        self._writer.write(trace_ids, "".join(parts))
+        self._writer.write(trace_ids, "".join(parts), used)
 
 
 __all__ = ["ReMindMemoryEventHandler"]

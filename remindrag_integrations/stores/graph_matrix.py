@@ -30,7 +30,11 @@ class GraphMatrix:
 
         ids = [n.id for n in nodes if n.kind != "chunk"]
         pos = {n: i for i, n in enumerate(ids)}
-        pairs = [(pos[e.u], pos[e.v]) for e in edges if not (is_chunk(e.u) or is_chunk(e.v))]
+        pairs = [  # the corpus's links: no chunk ends, no learned edges (memory, not knowledge)
+            (pos[e.u], pos[e.v])
+            for e in edges
+            if not (is_chunk(e.u) or is_chunk(e.v)) and e.kind != "learned"
+        ]
         u = np.fromiter((a for a, _ in pairs), np.int64, len(pairs))
         v = np.fromiter((b for _, b in pairs), np.int64, len(pairs))
         rows, cols = np.concatenate([u, v]), np.concatenate([v, u])

@@ -108,6 +108,11 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         with self._lock:
             return list(self._docs)
 
+    def document_chunks(self, doc_id: str) -> list[Chunk]:
+        with self._lock:
+            found = [c for c in self._chunks.values() if c.doc_id == doc_id]
+        return sorted(found, key=lambda c: (c.index, c.id))
+
     # --- writes ---------------------------------------------------------------------------
     def add_graph(
         self,
@@ -144,11 +149,14 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
                 self._add_aliases(node_id, aliases)
             for e in edges:
                 if e.id not in self._edges:
-                    self._edges[e.id] = e
-                    self._adj[e.u].append(e.id)
-                    if e.v != e.u:
-                        self._adj[e.v].append(e.id)
+                    self._add_edge(e)
             self._lexical = self._matrix = None
+
+    def _add_edge(self, e: Edge) -> None:
+        self._edges[e.id] = e
+        self._adj[e.u].append(e.id)
+        if e.v != e.u:
+            self._adj[e.v].append(e.id)
 
     def _add_node(self, node: Node) -> None:
         self._nodes[node.id] = node
@@ -312,14 +320,22 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
                     out[i] = v
         return out
 
-    def update_memory(self, edge_ids: Sequence[str], fn: MemoryFn) -> np.ndarray:
+    def update_memory(
+        self, edge_ids: Sequence[str], fn: MemoryFn, links: Sequence[Edge] = ()
+    ) -> np.ndarray:
         ids = validate.memory_ids(edge_ids)
+        wanted = validate.learned_links(links)
         with self._lock:  # read, apply, write under one lock: no lost update
+            fresh = [e for e in wanted if e.id not in self._edges]
+            validate.edge_endpoints(fresh, [], lambda ns: [n for n in ns if n in self._nodes])
+            made = {e.id for e in fresh}
             for eid in ids:
-                if eid not in self._edges:
+                if eid not in self._edges and eid not in made:
                     raise UnknownNodeError(f"unknown edge id {eid!r}")
             dim = self._dim or 0
             new = validate.memory_rows(fn(self.memory(ids)), len(ids), dim)
+            for e in fresh:
+                self._add_edge(e)
             for eid, v in zip(ids, new):
                 if np.any(v) or eid in self._memory:
                     self._memory[eid] = v

@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
-from ..core.types import Edge, EmbeddingError, Node, UnknownNodeError
+from ..core.types import Edge, EmbeddingError, InvalidArgumentError, Node, UnknownNodeError
 
 
 def graph_embeddings(nodes: Sequence[Node], embeddings: np.ndarray, dim: int | None) -> np.ndarray:
@@ -37,6 +37,15 @@ def edge_endpoints(
         missing = [x for x in (e.u, e.v) if x not in batch and x not in have]
         if missing:
             raise UnknownNodeError(f"edge {e.id} joins unknown node(s) {', '.join(missing)}")
+
+
+def learned_links(links: Sequence[Edge]) -> list[Edge]:
+    """The links of a memory update: ``learned`` edges with ``l-`` ids."""
+    out = list(links)
+    for e in out:
+        if not isinstance(e, Edge) or e.kind != "learned" or not e.id.startswith("l-"):
+            raise InvalidArgumentError(f"a memory update can only add learned edges, got {e!r}")
+    return out
 
 
 def memory_ids(edge_ids: Sequence[str]) -> list[str]:

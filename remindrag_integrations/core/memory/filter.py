@@ -1,5 +1,6 @@
-"""Which parts of a retrieval supported the answer (SPEC §3): the LLM filter (paper Table 13),
-or in zero-token mode the chunks most similar to the query."""
+"""Which parts of a retrieval supported the answer (SPEC §3): the answer's own citations (no
+LLM call), the LLM filter (paper Table 13), or in zero-token mode the chunks most similar to
+the query."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from ..ids import is_chunk
 from ..navigate.zero_token import select_support
-from ..prompts import FILTER_PROMPT, parse_filter
+from ..prompts import FILTER_PROMPT, cited_ids, parse_filter
 from ..protocols import GraphStore
 from ..steps import Ask, Step, done
 from ..types import LLMError, LLMOutputError, Trace
@@ -26,6 +27,17 @@ class Support:
     def of(cls, ids: list[str]) -> Support:
         """Split mixed ids (citations, feedback) into chunks and edges."""
         return cls([i for i in ids if is_chunk(i)], [i for i in ids if not is_chunk(i)])
+
+
+def citations(
+    trace: Trace, answer: str | None, cited: list[str] | None
+) -> tuple[Support, list[str]]:
+    """The answer's citations as support: the chunk ids ``answer`` cites (``[c-…]``, as the
+    answer prompt asks) and the ``cited`` ones (e.g. the source nodes a LlamaIndex response
+    used) that the retrieval read; and the cited ids it did not read (ignored)."""
+    named = list(dict.fromkeys([*(cited or []), *cited_ids(answer or "")]))
+    read = set(trace.chunk_ids)
+    return Support([c for c in named if c in read]), [c for c in named if c not in read]
 
 
 def _prompt(trace: Trace, store: GraphStore, answer: str, chunk_chars: int, template: str) -> str:

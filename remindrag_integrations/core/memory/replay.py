@@ -21,7 +21,7 @@ def replay(walk: Walk) -> None:
     walk.prefetch(stack, Follow(walk.q_hat, need, cfg.max_replay_nodes))
     while stack and added < cfg.max_replay_nodes:
         u = stack.pop()
-        edges = walk.frontier(u)
+        edges = walk.frontier(u, learned=True)
         if not edges:
             continue
         memory = walk.memory([e.id for e in edges])

@@ -1,27 +1,27 @@
 """Teach memory from known answers (the paper's "initialize the model with well-curated FAQs").
 
 Each :class:`TeachPair` is a question plus its supporting passages, named by chunk id, by
-document id, or by a piece of text found in the corpus. For each pair: embed the question,
-find its seeds (the pipeline's seed stage), and write the paths from the seeds to those
-passages through the one write path (:func:`.write.write`), enhancing only: a known answer says
-what is right, never what is wrong. No LLM is asked.
+document id, or by a piece of text found in the corpus. For each pair: ask the question
+(zero-token, as a user's query runs), write the paths from its subgraph to those passages
+through the one write path (:func:`.write.write`), enhancing only: a known answer says what is
+right, never what is wrong; then check that every passage comes back in the top ``k``
+(:func:`.assure.assure`: a passage that does not gets a learned edge). No LLM is asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..config import RetrievalConfig
-from ..ids import chunk_id, chunk_of, is_chunk
-from ..pipeline import seed
+from ..ids import chunk_of, is_chunk
 from ..protocols import GraphStore
 from ..steps import Embed, Step
-from ..types import ReMindError, Trace, UnknownNodeError
-from ..walk import Walk
+from ..types import ReMindError, UnknownNodeError
+from .assure import ask, assure
 from .filter import Support
 from .write import write
 
@@ -79,8 +79,10 @@ def _strings(value: Any, name: str, where: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class TeachResult:
-    """What teaching one pair did: the passages found, the ones memory now leads to, the
-    ones the graph could not reach from the question's seeds, and what was not found."""
+    """What teaching one pair did: the passages found in the corpus, the ones that now come
+    back in the top ``k`` for the question (``reached``), the ones that still do not
+    (``unreachable``: e.g. more passages than ``k``), the names not found in the corpus, the
+    edges enhanced and the learned edges made."""
 
     question: str
     chunks: list[str]
@@ -88,6 +90,7 @@ class TeachResult:
     unreachable: list[str]
     not_found: list[str]
     enhanced: int
+    linked: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -102,35 +105,26 @@ class TeachReport:
 
     @property
     def taught(self) -> int:
-        """Pairs of which at least one passage is now reachable through memory."""
-        return sum(1 for r in self.results if r.reached)
+        """Pairs whose every passage was found and now comes back in the top ``k``."""
+        return sum(1 for r in self.results if r.reached and not (r.unreachable or r.not_found))
 
     @property
     def problems(self) -> list[TeachResult]:
-        """Pairs with a passage not found in the corpus or not reachable from the seeds."""
-        return [r for r in self.results if r.unreachable or r.not_found]
+        """Pairs with a passage not found in the corpus or not coming back in the top k."""
+        return [r for r in self.results if r.unreachable or r.not_found or not r.reached]
 
     def summary(self) -> str:
         lines = [f"taught {self.taught} of {self.pairs} pairs"]
         for r in self.problems:
             what = [f"not found: {x[:60]!r}" for x in r.not_found]
-            what += [f"unreachable: {c}" for c in r.unreachable]
+            what += [f"not in the top k: {c}" for c in r.unreachable]
             lines.append(f"  {r.question[:70]!r}: " + "; ".join(what))
         return "\n".join(lines)
 
 
 def doc_chunks(store: GraphStore, doc_id: str) -> list[str]:
-    """Every chunk id of a document ([] when the store does not hold it)."""
-    digest = store.document_hash(doc_id)
-    out: list[str] = []
-    while digest is not None:
-        cid = chunk_id(doc_id, len(out), digest)
-        try:
-            store.get_chunk(cid)
-        except UnknownNodeError:
-            break
-        out.append(cid)
-    return out
+    """Every chunk id of a document, in order ([] when the store does not hold it)."""
+    return [c.id for c in store.document_chunks(doc_id)]
 
 
 def _fold(text: str) -> str:
@@ -168,17 +162,20 @@ def resolve(
     return list(chunks), missing
 
 
-def teach_one(
-    store: GraphStore, pair: TeachPair, q: np.ndarray, chunks: list[str], cfg: RetrievalConfig
-) -> tuple[list[str], list[str], int]:
-    """Write the paths from the question's seeds to ``chunks``: (reached, unreachable,
-    edges enhanced)."""
-    walk = Walk(store, q, cfg)
-    seed(walk, q[None, :])  # the query's own seed stage
-    trace = Trace("teach", pair.question, [float(x) for x in q], parents=dict(walk.parents))
+def teach_one(store: GraphStore, pair: TeachPair, chunks: list[str], cfg: RetrievalConfig) -> Step:
+    """Ask the question, write the paths from its subgraph to ``chunks``, check they come
+    back: the pair's :class:`TeachResult` (without the names not found)."""
+    if not chunks:
+        return TeachResult(pair.question, [], [], [], [], 0)
+    r = yield from ask(store, pair.question, cfg)
+    trace = r.trace
     done = write(trace, store, Support(chunks), penalise=False, max_depth=cfg.feedback_max_depth)
-    reached = [c for c in chunks if c in done.supporting_chunks]
-    return reached, [c for c in chunks if c not in reached], len(done.enhanced)
+    q = np.asarray(trace.query_embedding, dtype=np.float32)
+    done = yield from assure(store, pair.question, q, done, chunks, cfg)
+    reached = [c for c in chunks if c not in done.not_found]
+    return TeachResult(
+        pair.question, chunks, reached, list(done.not_found), [], len(done.enhanced), done.linked
+    )
 
 
 def teach(
@@ -188,17 +185,16 @@ def teach(
     progress: ProgressFn | None = None,
 ) -> Step:
     """The teach step: validates every pair first (a bad one raises before anything is
-    written), embeds the questions and texts, then teaches pair by pair."""
+    written), finds the passages named by text, then teaches pair by pair."""
     pairs = [TeachPair.of(p, f"pair {i + 1}: ") for i, p in enumerate(items)]
-    qvecs = (yield Embed(tuple(p.question for p in pairs))) if pairs else []
     texts = list(dict.fromkeys(t for p in pairs for t in p.texts))
     tvecs = (yield Embed(tuple(texts))) if texts else []
     located = {t: locate_text(store, t, v) for t, v in zip(texts, tvecs)}
     results = []
-    for i, (pair, q) in enumerate(zip(pairs, qvecs)):
+    for i, pair in enumerate(pairs):
         chunks, missing = resolve(store, pair, located)
-        reached, unreachable, n = teach_one(store, pair, np.asarray(q), chunks, cfg)
-        results.append(TeachResult(pair.question, chunks, reached, unreachable, missing, n))
+        result = yield from teach_one(store, pair, chunks, cfg)
+        results.append(replace(result, not_found=missing))
         if progress:
             progress(i + 1, len(pairs))
     return TeachReport(results)

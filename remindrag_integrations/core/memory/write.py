@@ -1,9 +1,12 @@
 """The one write path of memory (SPEC §3), used by memorize, feedback and teach.
 
 support (a filter's verdict, citations, a user's thumbs, known answers) → bridge: a supporting
-chunk the walk never reached is connected by the shortest graph path from the subgraph →
-effective edges (on a path from a seed to support) and ineffective ones (the rest of the
-subgraph) → one atomic store update (enhance / penalise, :mod:`.math`).
+chunk the walk never reached is connected by the shortest graph path from the subgraph; one
+the graph has no such path to gets a **learned edge** from each seed to its anchor (kind
+``learned``, id ``l-…``: a link memory made, followed by replay only) → effective edges (on a
+path from a seed to support) and ineffective ones (the rest of the subgraph) → one atomic
+store update (enhance / penalise, :mod:`.math`; the learned edges are added in that same
+update).
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ids import anchor_of, is_chunk
+from ..ids import anchor_of, contains_edge_of, edge_id, is_chunk
 from ..protocols import GraphStore
-from ..types import MemoryWrite, Trace
+from ..types import Edge, MemoryWrite, Trace
 from ..walk import Parents
 from .filter import Support
 from .math import memory_update
@@ -87,6 +90,26 @@ def bridge_paths(
     return out
 
 
+LEARNED_TEXT = "remembered link"
+
+
+def learned_links(seeds: Sequence[str], chunk_ids: Sequence[str]) -> tuple[list[Edge], Parents]:
+    """A learned edge from every seed (not a chunk) to the anchor of every chunk, and parent
+    entries that reach each chunk through one of them and its contains edge."""
+    links: list[Edge] = []
+    parents: Parents = {}
+    starts = [s for s in seeds if not is_chunk(s)]
+    for c in chunk_ids:
+        a = anchor_of(c)
+        for s in starts:
+            if s != a:
+                links.append(Edge(edge_id("learned", s, a), s, a, "learned", LEARNED_TEXT))
+                parents.setdefault(a, (s, links[-1].id))
+        if a in parents or a in starts:
+            parents[c] = (a, contains_edge_of(c))
+    return links, parents
+
+
 def write(
     trace: Trace,
     store: GraphStore,
@@ -95,12 +118,14 @@ def write(
     helpful: bool = True,
     max_depth: int = 4,
     penalise: bool = True,
+    link_from: Sequence[str] | None = None,
 ) -> MemoryWrite:
     """Apply one memory write for ``trace``. Helpful: enhance the paths to ``support`` (bridged
-    into the graph when the walk never reached it) and, with ``penalise`` (a judge's or a
-    user's word), penalise the rest of the subgraph. Unhelpful: penalise the paths to
-    ``support``, or, with no support named, every subgraph edge. Returns what was done;
-    nothing is written when there is nothing to write."""
+    into the graph when the walk never reached it, else linked by learned edges from the
+    seeds, or from ``link_from``) and, with ``penalise`` (a judge's or a user's word),
+    penalise the rest of the subgraph. Unhelpful: penalise the paths to ``support``, or, with
+    no support named, every subgraph edge. Returns what was done; nothing is written when
+    there is nothing to write."""
     q = np.asarray(trace.query_embedding, dtype=np.float32)
     if not helpful:
         effective, _ = split_edges(trace.parents, support)
@@ -111,22 +136,32 @@ def write(
         return MemoryWrite(trace.trace_id, True, [], bad, [], [])
     outside = [c for c in support.chunks if c not in trace.parents]
     parents = {**trace.parents, **bridge_paths(store, trace.parents, outside, max_depth)}
+    far = [c for c in outside if c not in parents]
+    links, linked = learned_links(trace.seeds if link_from is None else link_from, far)
+    parents = {**linked, **parents}
     effective, ineffective = split_edges(parents, support)
+    effective += [e.id for e in links if e.id not in effective]
     if not effective:
         return skipped(trace, "no supporting chunk or edge is reachable from the subgraph")
-    ineffective = ineffective if penalise else []
-    update(store, effective, ineffective, q)
+    ineffective = [e for e in ineffective if e not in set(effective)] if penalise else []
+    update(store, effective, ineffective, q, links)
     reached = [c for c in support.chunks if c in parents]
     edges = [e for e in support.edges if e in set(trace.subgraph_edges)]
-    return MemoryWrite(trace.trace_id, True, effective, ineffective, reached, edges)
+    made = [e.id for e in links]
+    return MemoryWrite(trace.trace_id, True, effective, ineffective, reached, edges, linked=made)
 
 
 def update(
-    store: GraphStore, enhance: Sequence[str], penalise: Sequence[str], query: np.ndarray
+    store: GraphStore,
+    enhance: Sequence[str],
+    penalise: Sequence[str],
+    query: np.ndarray,
+    links: Sequence[Edge] = (),
 ) -> np.ndarray:
-    """One atomic SPEC §3 write: the store applies :func:`.math.memory_update` under its lock."""
+    """One atomic SPEC §3 write: the store adds ``links`` and applies
+    :func:`.math.memory_update` under its lock."""
     fn = memory_update(enhance, penalise, query)
-    return store.update_memory(fn.edge_ids, fn)
+    return store.update_memory(fn.edge_ids, fn, links)
 
 
 def skipped(trace: Trace, reason: str) -> MemoryWrite:

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import psycopg
+from psycopg import errors
 
 from ...core.memory import math as mem
 from ...core.protocols import MemoryFn
-from ...core.types import UnknownNodeError
+from ...core.types import Edge, UnknownNodeError
 from .. import validate
 from .base import PgBase
 
@@ -33,15 +34,32 @@ class Memory(PgBase):
                 out[i] = found[eid]
         return out
 
-    def update_memory(self, edge_ids: Sequence[str], fn: MemoryFn) -> np.ndarray:
+    def update_memory(
+        self, edge_ids: Sequence[str], fn: MemoryFn, links: Sequence[Edge] = ()
+    ) -> np.ndarray:
         ids = validate.memory_ids(edge_ids)
-        if not ids:
+        made = validate.learned_links(links)
+        if not ids and not made:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
-        return self._tx(lambda cur: self._update(cur, ids, fn))
+        return self._tx(lambda cur: self._update(cur, ids, fn, made))
 
-    def _update(self, cur: psycopg.Cursor, ids: list[str], fn: MemoryFn) -> np.ndarray:
-        """Lock the edges and their memory rows in id order, apply ``fn``, write back."""
+    def _update(
+        self, cur: psycopg.Cursor, ids: list[str], fn: MemoryFn, links: Sequence[Edge] = ()
+    ) -> np.ndarray:
+        """Add the links, lock the edges and their memory rows in id order, apply ``fn``,
+        write back."""
         ns, dim = self.namespace, self.dim or 0
+        if links:
+            try:
+                cur.executemany(
+                    "INSERT INTO rr_edges (namespace, id, u, v, kind, text) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, id) DO NOTHING",
+                    [(ns, e.id, e.u, e.v, e.kind, e.text) for e in links],
+                )
+            except errors.ForeignKeyViolation as exc:
+                raise UnknownNodeError(
+                    f"a learned link joins unknown node(s): {exc.diag.message_detail}"
+                ) from None
         self._lock_edges(cur, sorted(ids))
         cur.execute(
             "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s "

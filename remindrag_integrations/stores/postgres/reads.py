@@ -50,6 +50,15 @@ class Reads(PgBase):
             )
             return [r[0] for r in cur]
 
+    def document_chunks(self, doc_id: str) -> list[Chunk]:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT id, doc_id, idx, text, start_char, end_char, metadata FROM rr_chunks "
+                "WHERE namespace = %s AND doc_id = %s ORDER BY idx, id",
+                (self.namespace, doc_id),
+            )
+            return [Chunk(*row) for row in cur]
+
     def get_node(self, node_id: str) -> Node:
         return self.get_nodes([node_id])[0]
 

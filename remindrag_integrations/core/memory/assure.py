@@ -1,0 +1,70 @@
+"""Named support is found: after a write whose support a person (or a known answer) named —
+``teach``, a thumbs-up on chunk ids, ``memorize(supporting=...)`` — the question is asked
+again, zero-token, as a user would; a named passage that is not in the top ``k`` gets a
+learned edge from that retrieval's seeds to its anchor (:func:`.write.learned_links`),
+enhanced along the question, and the question is asked once more. What is still missing is
+reported, never called taught.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from .. import pipeline
+from ..config import RetrievalConfig
+from ..navigate.zero_token import ZeroTokenNavigator
+from ..protocols import GraphStore
+from ..steps import Step
+from ..types import CostLedger, MemoryWrite, Retrieval
+from .write import learned_links, update
+
+
+def ask(store: GraphStore, question: str, cfg: RetrievalConfig) -> Step:
+    """The question's zero-token retrieval (no pre-query: no LLM is asked)."""
+    plain = cfg.with_overrides(pre_query=False, verify_replay=False)
+    return (
+        yield from pipeline.retrieve(store, question, plain, ZeroTokenNavigator(), CostLedger())
+    )
+
+
+def missing(r: Retrieval, chunk_ids: Sequence[str]) -> list[str]:
+    got = {rc.chunk.id for rc in r.chunks}
+    return [c for c in chunk_ids if c not in got]
+
+
+def link(
+    store: GraphStore, seeds: Sequence[str], chunk_ids: Sequence[str], q: np.ndarray
+) -> list[str]:
+    """Learned edges from ``seeds`` to the chunks, enhanced with their contains edges along
+    ``q`` in one atomic update; returns the learned edge ids."""
+    links, parents = learned_links(seeds, chunk_ids)
+    enhance = [e.id for e in links] + [parents[c][1] for c in chunk_ids if c in parents]
+    if links or enhance:
+        update(store, list(dict.fromkeys(enhance)), [], q, links)  # type: ignore[arg-type]
+    return [e.id for e in links]
+
+
+def assure(
+    store: GraphStore,
+    question: str,
+    q: np.ndarray,
+    result: MemoryWrite,
+    chunk_ids: Sequence[str],
+    cfg: RetrievalConfig,
+) -> Step:
+    """``result`` with ``linked`` and ``not_found`` filled in after checking (and, where
+    needed, linking) that every one of ``chunk_ids`` comes back for ``question``."""
+    if not chunk_ids:
+        return result
+    r = yield from ask(store, question, cfg)
+    gone = missing(r, chunk_ids)
+    made: list[str] = []
+    if gone:
+        made = link(store, r.trace.seeds, gone, q)
+        r = yield from ask(store, question, cfg)
+        gone = missing(r, chunk_ids)
+    linked = list(dict.fromkeys([*result.linked, *made]))
+    return replace(result, applied=result.applied or bool(made), linked=linked, not_found=gone)
