@@ -59,6 +59,10 @@ class RetrievalConfig(_Config):
     alpha: float = Field(0.1, ge=0.0, le=1.0)
     lam: float = Field(0.55, ge=-1.0, le=2.0)
     max_replay_nodes: int = Field(64, ge=0)
+    # replay also starts at the anchors of the first pass's next best passages (up to this
+    # many in all, seeds included): a rephrased question whose seeds moved still finds what
+    # memory holds for it; such an anchor joins the subgraph only if memory leads on from it
+    replay_starts: int = Field(10, ge=0, le=1000)
     max_hops: int = Field(10, ge=0)
     max_iterations: int = Field(20, ge=1)
     max_neighbors_shown: int = Field(30, ge=1)

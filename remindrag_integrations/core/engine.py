@@ -90,6 +90,7 @@ class ReMindRAG(MemoryAdmin):
         self._lock = threading.Lock()
         self._writing: set[str] = set()  # traces whose memorize is under way
         self._writes = {"applied": 0, "skipped": 0}
+        self._carried = {"kept": 0, "moved": 0, "dropped": 0}  # by document updates
 
     # --- plumbing ------------------------------------------------------------------------
     def _setup(self, llm: Any, overrides: dict[str, Any]) -> tuple[RetrievalConfig, Runtime]:
@@ -131,7 +132,7 @@ class ReMindRAG(MemoryAdmin):
             steps = part.extraction_steps(cfg, *how)
             found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
             run.done(inserting.commit(self.store, self.embedder, cfg, part, found, run.ledger))
-        return run.report()
+        return self._carry_counts(run.report())
 
     async def ainsert(
         self, documents: Iterable[Any], *, progress: ProgressFn | None = None, on_batch: Any = None
@@ -147,7 +148,13 @@ class ReMindRAG(MemoryAdmin):
             commit = inserting.commit
             args = (self.store, self.embedder, cfg, part, found, run.ledger)
             run.done(await asyncio.to_thread(commit, *args))
-        return run.report()
+        return self._carry_counts(run.report())
+
+    def _carry_counts(self, report: IndexReport) -> IndexReport:
+        with self._lock:
+            for k, v in report.memory.items():
+                self._carried[k] = self._carried.get(k, 0) + v
+        return report
 
     def estimate_insert(self, documents: Iterable[Any]) -> dict[str, int]:
         """What :meth:`insert` would cost: documents and chunks to (re)index, LLM calls and
@@ -157,7 +164,11 @@ class ReMindRAG(MemoryAdmin):
 
     def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
         """Remove documents with their chunks, anchors, orphaned entities and edge memory."""
-        return self.store.delete_documents(arguments.id_list(doc_ids, "doc_ids") or [])
+        before = self.store.touched_edges()
+        removed = self.store.delete_documents(arguments.id_list(doc_ids, "doc_ids") or [])
+        with self._lock:
+            self._carried["dropped"] += max(0, before - self.store.touched_edges())
+        return removed
 
     # --- retrieve and answer ---------------------------------------------------------------
     def _retrieve_step(
@@ -330,6 +341,10 @@ class ReMindRAG(MemoryAdmin):
         """The write of support a person named (thumbs, ``supporting=``), then the check
         that each named chunk comes back for the question (:mod:`.memory.assure`)."""
         cfg = self.retrieval_config
+        for c in support.chunks:  # every named id known before anything is written
+            self.store.get_chunk(c)
+        for e in support.edges:
+            self.store.get_edge(e)
         result = memory_write.write(
             trace,
             self.store,
@@ -406,7 +421,10 @@ class ReMindRAG(MemoryAdmin):
 
     def memory_stats(self) -> MemoryStats:
         return MemoryStats(
-            self.store.touched_edges(), self._writes["applied"], self._writes["skipped"]
+            self.store.touched_edges(),
+            self._writes["applied"],
+            self._writes["skipped"],
+            **self._carried,
         )
 
     # --- persistence ---------------------------------------------------------------------

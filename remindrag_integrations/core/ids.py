@@ -83,5 +83,9 @@ def entity_id(name: str) -> str:
     return "e-" + hex_id(norm_name(name))
 
 
-def chunk_id(doc_id: str, index: int, digest: str) -> str:
-    return "c-" + hex_id(doc_id, str(index), digest)
+def chunk_id(doc_id: str, text: str, occurrence: int = 0) -> str:
+    """A chunk's id: its document and its own text (``occurrence``: how many chunks of the
+    document with the same text come before it), so a chunk an edit left unchanged keeps its
+    id, its anchor and its edges' memory wherever it moved in the document."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return "c-" + hex_id(doc_id, digest, str(occurrence))

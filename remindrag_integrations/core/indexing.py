@@ -76,20 +76,15 @@ def validate(docs: Sequence[Document], cfg: IndexConfig) -> None:
 
 
 def make_chunks(doc: Document, cfg: IndexConfig) -> list[Chunk]:
-    digest = content_hash(doc)
     spans = chunk_text(doc.text, cfg.chunk_tokens, cfg.chunk_overlap)
-    return [
-        Chunk(
-            id=chunk_id(doc.id, i, digest),
-            doc_id=doc.id,
-            index=i,
-            text=doc.text[s.start : s.end],
-            start=s.start,
-            end=s.end,
-            metadata=dict(doc.metadata),
-        )
-        for i, s in enumerate(spans)
-    ]
+    seen: dict[str, int] = {}
+    out = []
+    for i, s in enumerate(spans):
+        text = doc.text[s.start : s.end]
+        seen[text] = seen.get(text, -1) + 1
+        cid = chunk_id(doc.id, text, seen[text])
+        out.append(Chunk(cid, doc.id, i, text, s.start, s.end, dict(doc.metadata)))
+    return out
 
 
 def extraction_step(

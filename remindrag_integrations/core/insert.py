@@ -9,6 +9,7 @@ from typing import Any
 
 from . import arguments, indexing
 from .config import IndexConfig
+from .memory import carry
 from .prompts import Extraction
 from .protocols import Embedder, GraphStore
 from .steps import Step
@@ -73,6 +74,7 @@ def combine(p: Plan, reports: list[IndexReport], ledger: CostLedger) -> IndexRep
             relations=total.relations + r.relations,
             source_tokens=total.source_tokens + r.source_tokens,
             fallback_chunks=total.fallback_chunks + r.fallback_chunks,
+            memory={k: total.memory.get(k, 0) + v for k, v in r.memory.items()},
         )
     return total
 
@@ -115,18 +117,21 @@ def commit(
     ledger: CostLedger,
 ) -> IndexReport:
     """Build the graph of the plan, then write it in one atomic store step that also removes
-    the old version of a changed document: a failure (embedding, store) leaves the old
-    version and its memory as they were."""
+    the old version of a changed document and carries its memory over
+    (:mod:`.memory.carry`): a failure (embedding, store) leaves the old version and its
+    memory as they were."""
     changed = [d.id for d in p.fresh if store.document_hash(d.id) is not None]
     batch = indexing.build_graph(p.chunks, [x for x, _ in extractions], store, embedder, cfg)
-    store.add_graph(
+    moves, links = carry.moves(store, changed, batch.chunks, batch.edges) if changed else ({}, [])
+    memory = store.add_graph(
         replace=changed,
         documents=[(d.id, indexing.content_hash(d), d.metadata) for d in p.fresh],
         chunks=batch.chunks,
         nodes=batch.nodes,
         embeddings=batch.embeddings,
-        edges=batch.edges,
+        edges=[*batch.edges, *links],
         entity_aliases=batch.aliases,
+        memory_moves=moves,
     )
     return IndexReport(
         documents=len(p.fresh),
@@ -138,6 +143,7 @@ def commit(
         source_tokens=indexing.source_tokens(p.chunks),
         costs=ledger,
         fallback_chunks=sum(1 for _, fb in extractions if fb),
+        memory=dict(memory or {}),
     )
 
 

@@ -83,12 +83,18 @@ class GraphStore(Protocol):
         edges: Sequence[Edge],
         entity_aliases: Mapping[str, Sequence[str]],
         replace: Sequence[str] = (),
-    ) -> None:
+        memory_moves: Mapping[str, str] | None = None,
+    ) -> dict[str, int]:
         """Add documents ``(id, content hash, metadata)``, chunks, nodes (row i of
         ``embeddings`` belongs to ``nodes[i]``) and edges in one atomic step. Nodes and edges
         whose id exists are kept (entity aliases are extended instead). ``replace`` names
         documents whose old version this batch replaces: they are deleted in the same step
-        (as :meth:`delete_documents`, but nodes the batch's edges use stay). Invalid input
+        (as :meth:`delete_documents`, but nodes the batch's edges use stay), and the memory
+        of each removed edge named in ``memory_moves`` (old edge id -> new edge id, see
+        :mod:`.memory.carry`) goes to its successor (added to what the successor holds,
+        norm at most 1). Returns what became of the memory at the replaced documents'
+        chunks and anchors: ``{"kept": edges whose memory stayed, "moved": edges whose
+        memory moved, "dropped": edges whose memory went with them}``. Invalid input
         (embedding rows vs nodes, dimension, edges joining unknown nodes) raises before
         anything changes."""
         ...

@@ -377,6 +377,9 @@ class IndexReport:
     source_tokens: int
     costs: CostLedger
     fallback_chunks: int = 0
+    # memory at the chunks and anchors of replaced documents: edges whose memory was
+    # "kept" (unchanged chunks), "moved" (to an edited chunk's edges) or "dropped"
+    memory: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -384,3 +387,7 @@ class MemoryStats:
     touched_edges: int
     writes_applied: int
     writes_skipped: int
+    # what document updates and deletes on this engine did to memory (see IndexReport.memory)
+    kept: int = 0
+    moved: int = 0
+    dropped: int = 0

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core.protocols import GraphStore
 from .contract_graph import contract_graph
+from .contract_learn import LearnContract
 from .contract_views import ViewsContract
 
 __all__ = ["StoreContract", "contract_graph", "store_contract"]
@@ -31,7 +32,7 @@ def _raises(
     raise AssertionError(f"expected {exc}")
 
 
-class StoreContract(ViewsContract):
+class StoreContract(LearnContract, ViewsContract):
     """The behaviour every :class:`~.protocols.GraphStore` must show.
 
     Subclass it in a pytest module and provide a ``make_store`` fixture: a callable
@@ -49,11 +50,6 @@ class StoreContract(ViewsContract):
     # how far a stored vector may come back from what was inserted (a store keeping float16
     # vectors sets about 1e-3)
     embedding_atol = 1e-6
-
-    def _filled(self, make_store: Callable[..., GraphStore], ns: str = "contract") -> GraphStore:
-        store = make_store(ns)
-        store.add_graph(**contract_graph(dim=self.dim))
-        return store
 
     def test_empty_store(self, make_store: Callable[..., GraphStore]) -> None:
         store = make_store("contract")

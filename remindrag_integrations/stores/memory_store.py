@@ -38,6 +38,8 @@ from .first_pass import FirstPassIndexes
 from .node_index import NodeIndex
 from .vectors import VectorDtype
 
+MAX_SUCCESSORS = 100_000  # replaced edges remembered for racing memory writes
+
 
 class InMemoryGraphStore(FirstPassIndexes, Persisted):
     """A graph store in RAM; ``save(dir)`` / ``load(dir)`` round-trip everything.
@@ -74,6 +76,8 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         self._adj: dict[str, list[str]] = {}  # node -> its edge ids (lists: a third of sets)
         self._vectors = NodeIndex(vectors, ann, ann_threshold, ann_ef, ann_overfetch)
         self._memory: dict[str, np.ndarray] = {}
+        # replaced edge -> its successor (document updates), so a racing memory write lands
+        self._successor: dict[str, str] = {}
         self._traces: dict[str, dict] = {}
         self._entity_names: dict[str, str] = {}
         self._dim: int | None = None
@@ -124,7 +128,11 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         edges: Sequence[Edge],
         entity_aliases: Mapping[str, Sequence[str]],
         replace: Sequence[str] = (),
-    ) -> None:
+        memory_moves: Mapping[str, str] | None = None,
+    ) -> dict[str, int]:
+        moves = dict(memory_moves or {})
+        near: set[str] = set()
+        carried: dict[str, np.ndarray] = {}
         with self._lock:  # every check first: a failed call changes nothing
             embeddings = validate.graph_embeddings(nodes, embeddings, self._dim)
             validate.storable(embeddings, self._vectors.table.dtype)
@@ -134,6 +142,8 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
                     raise UnknownNodeError(f"unknown entity {node_id}")
             if replace:  # the old versions go, but not the nodes the new batch links to
                 keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
+                near = self._memory_at(set(replace))
+                carried = {old: self._memory[old] for old in moves if old in self._memory}
                 self._delete(set(replace), keep)
             if len(nodes) and self._dim is None:
                 self._dim = int(embeddings.shape[1])
@@ -151,6 +161,23 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
                 if e.id not in self._edges:
                     self._add_edge(e)
             self._lexical = self._matrix = None
+            moved = 0
+            for old, new in moves.items():
+                if old in self._edges or new not in self._edges:
+                    continue
+                self._successor[old] = new
+                if old in carried:
+                    self._memory[new] = mem.merge(self._memory.get(new), carried[old])
+                    moved += 1
+            while len(self._successor) > MAX_SUCCESSORS:
+                del self._successor[next(iter(self._successor))]
+            kept = sum(1 for e in near if e in self._memory)
+            return {"kept": kept, "moved": moved, "dropped": len(near) - kept - moved}
+
+    def _memory_at(self, doc_ids: set[str]) -> set[str]:
+        """Edges with memory at the documents' chunks and anchors."""
+        nodes = [n for n in self._nodes.values() if n.doc_id in doc_ids]
+        return {e for n in nodes for e in self._adj.get(n.id, ()) if e in self._memory}
 
     def _add_edge(self, e: Edge) -> None:
         self._edges[e.id] = e
@@ -326,6 +353,8 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         ids = validate.memory_ids(edge_ids)
         wanted = validate.learned_links(links)
         with self._lock:  # read, apply, write under one lock: no lost update
+            succ = self._successor
+            ids, fn = validate.redirected(ids, lambda xs: {x: succ[x] for x in xs if x in succ}, fn)
             fresh = [e for e in wanted if e.id not in self._edges]
             validate.edge_endpoints(fresh, [], lambda ns: [n for n in ns if n in self._nodes])
             made = {e.id for e in fresh}

@@ -7,6 +7,7 @@ from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
+from ..core.protocols import MemoryFn
 from ..core.types import Edge, EmbeddingError, InvalidArgumentError, Node, UnknownNodeError
 
 
@@ -46,6 +47,30 @@ def learned_links(links: Sequence[Edge]) -> list[Edge]:
         if not isinstance(e, Edge) or e.kind != "learned" or not e.id.startswith("l-"):
             raise InvalidArgumentError(f"a memory update can only add learned edges, got {e!r}")
     return out
+
+
+def redirected(
+    ids: list[str], successor: Callable[[list[str]], dict[str, str]], fn: MemoryFn
+) -> tuple[list[str], MemoryFn]:
+    """A memory update's edge ids with each edge a document update replaced by its successor
+    (``successor(ids)`` maps the replaced ones; chains are followed), and ``fn`` on those:
+    a write that raced an update lands where the edge's memory went, not nowhere."""
+    now = list(ids)
+    for _ in range(8):  # a chain of updates, each moving the edge again
+        found = successor(now)
+        if not found:
+            break
+        now = [found.get(e, e) for e in now]
+    if now == ids:
+        return ids, fn
+    unique = list(dict.fromkeys(now))
+    first = [now.index(e) for e in unique]
+    where = [unique.index(e) for e in now]
+
+    def on_unique(current: np.ndarray) -> np.ndarray:
+        return np.asarray(fn(np.asarray(current)[where]))[first]
+
+    return unique, on_unique
 
 
 def memory_ids(edge_ids: Sequence[str]) -> list[str]:

@@ -22,6 +22,9 @@ from ..types import CostLedger, MemoryWrite, Retrieval
 from .write import learned_links, update
 
 
+LINK_ROUNDS = 3  # link, check; at most this many times
+
+
 def ask(store: GraphStore, question: str, cfg: RetrievalConfig) -> Step:
     """The question's zero-token retrieval (no pre-query: no LLM is asked)."""
     plain = cfg.with_overrides(pre_query=False, verify_replay=False)
@@ -62,8 +65,10 @@ def assure(
     r = yield from ask(store, question, cfg)
     gone = missing(r, chunk_ids)
     made: list[str] = []
-    if gone:
-        made = link(store, r.trace.seeds, gone, q)
+    for _ in range(LINK_ROUNDS):  # a second round saturates the link (replay needs no more)
+        if not gone:
+            break
+        made += link(store, r.trace.seeds, gone, q)
         r = yield from ask(store, question, cfg)
         gone = missing(r, chunk_ids)
     linked = list(dict.fromkeys([*result.linked, *made]))

@@ -34,9 +34,9 @@ def citations(
 ) -> tuple[Support, list[str]]:
     """The answer's citations as support: the chunk ids ``answer`` cites (``[c-…]``, as the
     answer prompt asks) and the ``cited`` ones (e.g. the source nodes a LlamaIndex response
-    used) that the retrieval read; and the cited ids it did not read (ignored)."""
+    used) that the retrieval read or returned; and the cited ids it did not (ignored)."""
     named = list(dict.fromkeys([*(cited or []), *cited_ids(answer or "")]))
-    read = set(trace.chunk_ids)
+    read = {*trace.chunk_ids, *trace.rank_evidence}
     return Support([c for c in named if c in read]), [c for c in named if c not in read]
 
 

@@ -85,6 +85,14 @@ def apply_updates(
     return out
 
 
+def merge(current: np.ndarray | None, moved: np.ndarray) -> np.ndarray:
+    """An edge's memory after another edge's memory ``moved`` into it (a document update):
+    their sum, scaled back to norm 1 if it is longer (memory's norm never exceeds 1)."""
+    out = np.asarray(moved, dtype=np.float32) + (0 if current is None else current)
+    n = float(np.linalg.norm(out))
+    return (out / n if n > 1.0 else out).astype(np.float32)
+
+
 def replay_bound(alpha: float, lam: float) -> float:
     """The least ``q̂ · v`` with which an edge can pass replay: since cos(e_u, e_w) ≤ 1, the
     score can exceed λ only if α + (1 − α)·(q̂ · v) > λ. Edges below it are skipped before

@@ -3,21 +3,36 @@ edge to a new node when its replay score exceeds λ."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..frontier import Follow
+from ..ids import anchor_of
 from ..walk import Walk
 from .math import memory_evidence, replay_bound, replay_scores
 
 
+def starts(walk: Walk) -> list[str]:
+    """Where replay starts: the seeds, then the anchors of the first pass's next best
+    passages, ``replay_starts`` in all (the seeds alone without a prior)."""
+    out = list(walk.seeds)
+    if walk.prior is not None:
+        ranked = (anchor_of(c) for c in walk.prior.ranked())
+        more = [a for a in itertools.islice(ranked, walk.cfg.replay_starts) if a not in out]
+        out += more[: max(0, walk.cfg.replay_starts - len(out))]
+    return out
+
+
 def replay(walk: Walk) -> None:
     """Grow ``walk`` along remembered edges, adding at most ``max_replay_nodes`` nodes however
-    saturated the memory is."""
+    saturated the memory is. A start that is not a seed joins the subgraph (as a seed) only
+    when an edge of it replays."""
     cfg = walk.cfg
     need = replay_bound(cfg.alpha, cfg.lam)
-    stack = list(reversed(walk.seeds))
+    stack = list(reversed(starts(walk)))
     added = 0
-    # the seeds and all that memory may lead to from them (edges with q̂ · v > need): one read
+    # the starts and all that memory may lead to from them (edges with q̂ · v > need): one read
     walk.prefetch(stack, Follow(walk.q_hat, need, cfg.max_replay_nodes))
     while stack and added < cfg.max_replay_nodes:
         u = stack.pop()
@@ -37,6 +52,8 @@ def replay(walk: Walk) -> None:
             cfg.alpha,
         )
         order = [i for i in np.argsort(-scores) if scores[i] > cfg.lam]
+        if order and u not in walk.parents:  # a further start that memory leads on from
+            walk.add(u, None, None, "replay")
         walk.prefetch([cands[i].other(u) for i in order])  # read ahead above: usually cached
         for i in order:
             e, w = cands[i], cands[i].other(u)
@@ -49,11 +66,15 @@ def replay(walk: Walk) -> None:
 
 def vouched(walk: Walk, chunk_ids: list[str] | None = None) -> dict[str, float]:
     """Memory evidence (:func:`.math.memory_evidence`) of the walk's chunks: the ``q̂ · v`` of
-    the contains edge that read each chunk, for the chunks whose edge passes replay."""
+    the contains edge that read each chunk, or, when replay entered the chunk's anchor, of
+    the edge it replayed (whichever is higher), for the chunks where it passes replay."""
     ids = [c for c in (walk.chunk_ids if chunk_ids is None else chunk_ids) if walk.parents[c][1]]
     if not ids:
         return {}
     edges = [walk.parents[c][1] for c in ids]
-    align = walk.memory(edges) @ walk.q_hat  # type: ignore[arg-type]
+    replayed = set(walk.replayed_edges)
+    into = [walk.parents.get(walk.parents[c][0] or "", (None, None))[1] for c in ids]
+    into = [e if e in replayed else edges[i] for i, e in enumerate(into)]
+    align = np.maximum(walk.memory(edges) @ walk.q_hat, walk.memory(into) @ walk.q_hat)  # type: ignore[arg-type]
     ev = memory_evidence(align, walk.cfg.alpha, walk.cfg.lam)
     return {c: float(e) for c, e in zip(ids, ev) if e > 0}

@@ -11,6 +11,7 @@ from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from ...core.ids import norm_name
+from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, Node, UnknownNodeError
 from .. import validate
 from . import bulk
@@ -31,16 +32,22 @@ class GraphWrites(PgBase):
         edges: Sequence[Edge],
         entity_aliases: Mapping[str, Sequence[str]],
         replace: Sequence[str] = (),
-    ) -> None:
+        memory_moves: Mapping[str, str] | None = None,
+    ) -> dict[str, int]:
         emb = validate.graph_embeddings(nodes, embeddings, None)
+        moves = dict(memory_moves or {})
 
-        def write(cur: psycopg.Cursor) -> None:
+        def write(cur: psycopg.Cursor) -> dict[str, int]:
             dim = self._set_dim(cur, int(emb.shape[1])) if len(nodes) else self._dim
             validate.edge_endpoints(edges, nodes, lambda ids: self._known(cur, ids))
             large = self.bulk.rows is not None and len(nodes) + len(edges) >= self.bulk.rows
             rebuild = large and bulk.begin(cur, self.bulk, dim, len(nodes))
+            near: list[str] = []
+            carried: dict[str, np.ndarray] = {}
             if replace:  # the old versions go in this transaction, but not what the batch uses
                 keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
+                near = self._memory_at(cur, sorted(set(replace)))
+                carried = self._memory_rows(cur, sorted(moves))
                 self._delete(cur, sorted(set(replace)), sorted(keep))
             self._write_documents(cur, documents, chunks)
             self._write_nodes(cur, nodes, emb, dim)
@@ -60,8 +67,60 @@ class GraphWrites(PgBase):
                 ) from None
             if large:
                 bulk.end(cur, self.bulk, dim, rebuild, len(nodes) + len(edges))
+            moved = self._carry(cur, carried, moves)
+            kept = len(self._memory_rows(cur, near))
+            return {"kept": kept, "moved": moved, "dropped": len(near) - kept - moved}
 
-        self._tx(write)
+        return self._tx(write)
+
+    def _memory_at(self, cur: psycopg.Cursor, docs: list[str]) -> list[str]:
+        """Edges with memory at the documents' chunks and anchors."""
+        cur.execute(
+            "SELECT DISTINCT m.edge_id FROM rr_edge_memory m JOIN rr_edges e "
+            "ON e.namespace = m.namespace AND e.id = m.edge_id JOIN rr_nodes n "
+            "ON n.namespace = e.namespace AND n.id IN (e.u, e.v) "
+            "WHERE m.namespace = %s AND n.doc_id = ANY(%s) AND n.kind IN ('chunk', 'anchor')",
+            (self.namespace, docs),
+        )
+        return [r[0] for r in cur]
+
+    def _memory_rows(self, cur: psycopg.Cursor, edge_ids: list[str]) -> dict[str, np.ndarray]:
+        cur.execute(
+            "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s AND edge_id = ANY(%s) "
+            "ORDER BY edge_id FOR UPDATE",
+            (self.namespace, edge_ids),
+        )
+        return {r[0]: np.asarray(r[1], dtype=np.float32) for r in cur}
+
+    def _carry(
+        self, cur: psycopg.Cursor, carried: Mapping[str, np.ndarray], moves: Mapping[str, str]
+    ) -> int:
+        """Record each removed edge's successor and move its memory there; how many moved."""
+        if not moves:
+            return 0
+        cur.execute(
+            "SELECT id FROM rr_edges WHERE namespace = %s AND id = ANY(%s)",
+            (self.namespace, sorted({*moves, *moves.values()})),
+        )
+        exists = {r[0] for r in cur}
+        succ = sorted((o, n) for o, n in moves.items() if o not in exists and n in exists)
+        cur.executemany(  # replaced edge -> successor, so a racing memory write lands
+            "INSERT INTO rr_edge_moves (namespace, old_id, new_id) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, old_id) DO UPDATE SET new_id = EXCLUDED.new_id, at = now()",
+            [(self.namespace, o, n) for o, n in succ],
+        )
+        live = {o: v for o, v in carried.items() if o not in exists and moves[o] in exists}
+        targets = self._memory_rows(cur, sorted({moves[o] for o in live}))
+        for old in sorted(live):
+            new = moves[old]
+            targets[new] = mem.merge(targets.get(new), live[old])
+        cur.executemany(
+            "INSERT INTO rr_edge_memory (namespace, edge_id, vec) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, edge_id) DO UPDATE SET vec = EXCLUDED.vec, "
+            "writes = rr_edge_memory.writes + 1, updated_at = now()",
+            [(self.namespace, e, v) for e, v in sorted(targets.items())],
+        )
+        return len(live)
 
     def _known(self, cur: psycopg.Cursor, ids: list[str]) -> list[str]:
         cur.execute(
@@ -196,6 +255,7 @@ class GraphWrites(PgBase):
         def drop(cur: psycopg.Cursor) -> dict[str, int]:
             out = {}
             for table in (
+                "rr_edge_moves",
                 "rr_settings",
                 "rr_traces",
                 "rr_memory_journal",

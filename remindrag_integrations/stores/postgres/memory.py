@@ -41,7 +41,10 @@ class Memory(PgBase):
         made = validate.learned_links(links)
         if not ids and not made:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
-        return self._tx(lambda cur: self._update(cur, ids, fn, made))
+        try:
+            return self._tx(lambda cur: self._update(cur, ids, fn, made))
+        except UnknownNodeError:  # a document update replaced an edge while this waited:
+            return self._tx(lambda cur: self._update(cur, ids, fn, made))  # its successor
 
     def _update(
         self, cur: psycopg.Cursor, ids: list[str], fn: MemoryFn, links: Sequence[Edge] = ()
@@ -49,6 +52,7 @@ class Memory(PgBase):
         """Add the links, lock the edges and their memory rows in id order, apply ``fn``,
         write back."""
         ns, dim = self.namespace, self.dim or 0
+        ids, fn = validate.redirected(ids, lambda xs: self._successors(cur, xs), fn)
         if links:
             try:
                 cur.executemany(
@@ -91,6 +95,14 @@ class Memory(PgBase):
                 entries,
             )
         return new
+
+    def _successors(self, cur: psycopg.Cursor, ids: list[str]) -> dict[str, str]:
+        """Edges a document update replaced, with their successors."""
+        cur.execute(
+            "SELECT old_id, new_id FROM rr_edge_moves WHERE namespace = %s AND old_id = ANY(%s)",
+            (self.namespace, ids),
+        )
+        return {r[0]: r[1] for r in cur}
 
     def _lock_edges(self, cur: psycopg.Cursor, ids: list[str]) -> None:
         """Lock the edge rows in id order (no deadlock between writers); unknown ids raise."""

@@ -52,8 +52,11 @@ CREATE TABLE IF NOT EXISTS rr_settings (
   namespace text NOT NULL, key text NOT NULL, value jsonb NOT NULL, PRIMARY KEY (namespace, key));
 CREATE INDEX IF NOT EXISTS rr_documents_meta ON rr_documents USING gin (metadata jsonb_path_ops);
 CREATE INDEX IF NOT EXISTS rr_chunks_fts ON rr_chunks USING gin (to_tsvector('english', text));
+CREATE TABLE IF NOT EXISTS rr_edge_moves (
+  namespace text NOT NULL, old_id text NOT NULL, new_id text NOT NULL,
+  at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, old_id));
 """
-LAST_SCHEMA_OBJECT = "rr_chunks_fts"  # missing: the schema (or its newest part) is to run
+LAST_SCHEMA_OBJECT = "rr_edge_moves"  # missing: the schema (or its newest part) is to run
 
 TABLES = (
     "rr_documents",
@@ -66,6 +69,7 @@ TABLES = (
     "rr_traces",
     "rr_settings",
     "rr_namespaces",
+    "rr_edge_moves",
 )
 
 

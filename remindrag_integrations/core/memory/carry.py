@@ -1,0 +1,93 @@
+"""What memory a changed document keeps (re-inserting a document id with new text).
+
+- A chunk whose text did not change keeps its id (:func:`..ids.chunk_id` hashes the chunk's
+  own text), so its anchor, its edges and their memory stay as they are.
+- An edited chunk that is still the same passage inherits the memory of its predecessor: the
+  removed chunk of the same document whose words overlap most with it, when the overlap
+  (Jaccard of the two word sets) is at least :data:`SAME_PASSAGE`; each removed chunk passes
+  its memory to at most one new chunk (best pairs first, then the nearer position).
+- An edge of the removed chunk or anchor moves to the new edge with the same kind between the
+  corresponding ends (contains, context, mention; a learned edge is made anew at the new
+  anchor). The store applies the moves in the same atomic step that replaces the document
+  (``GraphStore.add_graph(memory_moves=...)``); memory with nowhere to go is dropped with its
+  edge.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..ids import anchor_of, edge_id
+from ..protocols import GraphStore
+from ..types import Chunk, Edge
+
+SAME_PASSAGE = 0.5  # least word overlap (Jaccard) of an edited chunk and its predecessor
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(text))
+
+
+def overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def match_chunks(old: Sequence[Chunk], new: Sequence[Chunk]) -> dict[str, str]:
+    """Removed chunk id -> the new chunk that inherits its memory (one document's chunks;
+    unchanged chunks, present in both, are left out)."""
+    new_ids = {c.id for c in new}
+    old_ids = {c.id for c in old}
+    gone = [c for c in old if c.id not in new_ids]
+    fresh = [c for c in new if c.id not in old_ids]
+    fw = {c.id: words(c.text) for c in fresh}
+    pairs = []
+    for o in gone:
+        ow = words(o.text)
+        for n in fresh:
+            sim = overlap(ow, fw[n.id])
+            if sim >= SAME_PASSAGE:
+                pairs.append((-sim, abs(o.index - n.index), o.id, n.id))
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for _, _, o_id, n_id in sorted(pairs):
+        if o_id not in out and n_id not in taken:
+            out[o_id] = n_id
+            taken.add(n_id)
+    return out
+
+
+def moves(
+    store: GraphStore, changed: Sequence[str], chunks: Sequence[Chunk], edges: Sequence[Edge]
+) -> tuple[dict[str, str], list[Edge]]:
+    """For documents being replaced: old edge id -> new edge id for every edge of a removed
+    chunk or anchor that has a successor, and the learned edges to make anew (they are not
+    part of the new batch). ``chunks`` and ``edges`` are the new batch's."""
+    by_doc: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_doc.setdefault(c.doc_id, []).append(c)
+    nodes: dict[str, str] = {}
+    removed: set[str] = set()
+    fresh = {x for c in chunks for x in (c.id, anchor_of(c.id))}
+    for doc in changed:
+        old = store.document_chunks(doc)
+        removed |= {x for c in old for x in (c.id, anchor_of(c.id))} - fresh
+        for o, n in match_chunks(old, by_doc.get(doc, [])).items():
+            nodes[o], nodes[anchor_of(o)] = n, anchor_of(n)
+    batch = {(e.kind, frozenset((e.u, e.v))): e.id for e in edges}
+    out: dict[str, str] = {}
+    made: list[Edge] = []
+    for node in nodes:
+        for e in store.neighbors(node):
+            u, v = nodes.get(e.u, e.u), nodes.get(e.v, e.v)
+            if e.id in out:
+                continue
+            new = batch.get((e.kind, frozenset((u, v))))
+            if new is None and e.kind == "learned" and not {u, v} & removed:
+                link = Edge(edge_id("learned", u, v), u, v, "learned", e.text)
+                made.append(link)
+                new = link.id
+            if new is not None and new != e.id:
+                out[e.id] = new
+    return out, made
