@@ -3,6 +3,7 @@ answer's citations teach. Hash embedder (and the real HotpotQA sample), offline,
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from remindrag_integrations import (
     UnknownNodeError,
 )
 from remindrag_integrations.app.cli import main as cli_main
+from remindrag_integrations.app.html_trace import render_trace
+from remindrag_integrations.app.memory_view import render_memory_view
 from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.bench.trust import run_trust
@@ -148,6 +151,11 @@ def test_a_thumbs_up_and_supporting_ids_come_back_and_unknown_ids_write_nothing(
     g = rag.to_networkx()
     kinds = {d["kind"] for _, _, d in g.edges(data=True)}
     assert "learned" in kinds
+    after = rag.retrieve(QUESTION)
+    page = render_trace(rag.store, after.trace)  # drawn dotted, replayed
+    assert re.search(r'data-added="replay" data-memory="" data-kind="learned"', page)
+    view = render_memory_view(rag.store, [rag.trace(r.trace_id)])
+    assert 'data-kind="learned"' in view
     r2 = rag.retrieve("Who paints harbours?")
     w2 = rag.memorize(r2.trace_id, supporting=[far.id])
     assert w2.applied and far.id in [

@@ -77,10 +77,10 @@ def edge_roles(trace: Trace) -> dict[str, dict[str, Any]]:
 
 
 def _edge_svg(
-    eid: str, a: tuple[float, float], b: tuple[float, float], role: dict, text: str
+    eid: str, a: tuple[float, float], b: tuple[float, float], role: dict, text: str, kind: str
 ) -> str:
-    """One subgraph edge: coloured by how it was added, marked by what memory did to it;
-    ``data-*`` attributes name the edge and both roles."""
+    """One subgraph edge: coloured by how it was added, marked by what memory did to it
+    (a learned edge dotted); ``data-*`` attributes name the edge, its kind and both roles."""
     (x1, y1), (x2, y2) = a, b
     x1, x2 = (x1 + BOX / 2, x2 - BOX / 2) if x2 > x1 else (x1, x2)
     memory = role["memory"]
@@ -92,9 +92,11 @@ def _edge_svg(
             'stroke-width="9" stroke-opacity="0.45"/>'
         )
     dash = ' stroke-dasharray="6 4"' if memory == "penalised" else ""
+    dash = ' stroke-dasharray="2 3"' if kind == "learned" else dash
     colour = "#d62728" if memory == "penalised" else ADDED_COLOUR[role["added"]]
     out.append(
         f'<line data-edge="{escape(eid)}" data-added="{role["added"]}" data-memory="{memory}" '
+        f'data-kind="{kind}" '
         f'x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{colour}" '
         f'stroke-width="2.2"{dash}><title>{tip}</title></line>'
     )
@@ -141,7 +143,7 @@ def _svg(store: GraphStore, trace: Trace) -> str:
         if parent is not None and eid is not None and parent in pos:
             edge = store.get_edge(eid)
             text = f"{edge.kind}: {edge.text}"
-            out.append(_edge_svg(eid, pos[parent], pos[node], roles[eid], text))
+            out.append(_edge_svg(eid, pos[parent], pos[node], roles[eid], text, edge.kind))
     for m in trace.moves:
         if m.action == "backward" and m.from_node in pos and m.node_id in pos:
             (x1, y1), (x2, y2) = pos[m.from_node], pos[m.node_id]
@@ -167,6 +169,7 @@ LEGEND = (
     '<span style="color:#7b3fb5">&#8943; backward move</span>'
     '<span style="color:#2ca02c">&#9608; enhanced</span>'
     '<span style="color:#d62728">- - penalised</span>'
+    "<span>&middot;&middot;&middot; learned edge (a link memory made)</span>"
     '<span style="background:#fff4c2">entity</span> '
     '<span style="background:#d8ecff">anchor</span> '
     '<span style="background:#e8e8e8">chunk</span></div>'

@@ -88,6 +88,7 @@ def _svg(g: Any, shaped: dict[str, dict[str, list[str]]], colour_of: dict[str, s
 
     top = max((d["memory"] for *_, d in g.edges(keys=True, data=True)), default=0.0) or 1.0
     faint, strong, labelled = [], [], set()
+    dotted = ' stroke-dasharray="2 3"'
     for u, v, k, d in g.edges(keys=True, data=True):
         (x1, y1), (x2, y2) = at(u), at(v)
         if not d["memory"]:
@@ -102,10 +103,12 @@ def _svg(g: Any, shaped: dict[str, dict[str, list[str]]], colour_of: dict[str, s
         tip += "".join(f"\nenhanced by: {q}" for q in who["enhanced"])
         tip += "".join(f"\npenalised by: {q}" for q in who["penalised"])
         strong.append(
-            f'<line data-edge="{escape(k)}" data-memory-norm="{d["memory"]:.4f}" '
+            f'<line data-edge="{escape(k)}" data-kind="{d["kind"]}" '
+            f'data-memory-norm="{d["memory"]:.4f}" '
             f'data-queries="{len(set(who["enhanced"] + who["penalised"]))}" '
             f'x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{colour}" stroke-opacity="0.8" '
-            f'stroke-width="{1.5 + 7 * d["memory"] / top:.1f}"><title>{escape(tip)}</title></line>'
+            f'stroke-width="{1.5 + 7 * d["memory"] / top:.1f}"'
+            f"{dotted if d['kind'] == 'learned' else ''}><title>{escape(tip)}</title></line>"
         )
     dots = []
     for n, d in g.nodes(data=True):
@@ -131,6 +134,7 @@ LEGEND = (
     "<span>&#9473; remembered edge, in the colour of the query that enhanced it "
     "(thicker = stronger memory)</span>"
     '<span style="color:#d62728">&#9473; only penalised</span>'
+    "<span>&middot;&middot;&middot; learned edge (a link memory made)</span>"
     '<span style="color:#aaa">&#9473; no memory</span>'
     '<span style="color:#f2c200">&#9679; entity</span>'
     '<span style="color:#4a90d9">&#9679; anchor</span>'

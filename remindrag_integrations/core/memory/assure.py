@@ -21,7 +21,6 @@ from ..steps import Step
 from ..types import CostLedger, MemoryWrite, Retrieval
 from .write import learned_links, update
 
-
 LINK_ROUNDS = 3  # link, check; at most this many times
 
 
