@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..adapters.embeddings import as_embedder, embedder_for_record, identity_of
+from ..adapters import embedder_record
+from ..adapters.embeddings import as_embedder
 from ..adapters.llm import as_chat_llm
 from ..stores import InMemoryGraphStore, open_store
 from . import answer as answering
@@ -86,6 +87,7 @@ class ReMindRAG(MemoryAdmin):
         self._lock = threading.Lock()
         self._writing: set[str] = set()  # traces whose memorize is under way
         self._writes = {"applied": 0, "skipped": 0}
+        self._probe: tuple[Any, list[float] | None] = (None, None)  # embedder, fingerprint
 
     # --- plumbing ------------------------------------------------------------------------
     def _setup(self, llm: Any, overrides: dict[str, Any]) -> tuple[RetrievalConfig, Runtime]:
@@ -356,10 +358,29 @@ class ReMindRAG(MemoryAdmin):
         )
 
     # --- persistence ---------------------------------------------------------------------
-    def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Persist the store (atomically) and the configuration."""
-        used = {"name": identity_of(self.embedder), "dimension": self.store.dim}
-        return persist.save(self.store, self.index_config, self.retrieval_config, directory, used)
+    def save(self, directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Persist the store (atomically: a new generation, then one rename), the
+        configuration and which embedder built it (:mod:`..adapters.embedder_record`).
+        Saving again where this engine's store was loaded from or saved to updates it; a
+        folder holding another store raises :class:`StoreExistsError` unless ``overwrite``
+        (which replaces it, learned memory included), and a folder of other files is never
+        written into."""
+        if self._probe[0] is not self.embedder:  # one probe call per embedder, not per save
+            probe = (
+                None
+                if embedder_record.by_name(self.embedder)
+                else (embedder_record.fingerprint(self.embedder))
+            )
+            self._probe = (self.embedder, probe)
+        used = embedder_record.record(self.embedder, self.store.dim, self._probe[1])
+        return persist.save(
+            self.store,
+            self.index_config,
+            self.retrieval_config,
+            directory,
+            used,
+            overwrite=overwrite,
+        )
 
     @classmethod
     def load(
@@ -376,11 +397,15 @@ class ReMindRAG(MemoryAdmin):
         if store is None and not Path(directory).is_dir():
             raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
         index_cfg, retrieval_cfg = persist.load_config(directory)
-        embedder = embedder_for_record(persist.load_embedder(directory), embeddings)
-        return cls(
+        recorded = persist.load_embedder(directory)
+        embedder, probe = embedder_record.embedder_for_record(recorded, embeddings)
+        engine = cls(
             llm=llm,
             embeddings=embedder,
             store=store if store is not None else InMemoryGraphStore.load(directory),
             index_config=index_cfg,
             retrieval_config=retrieval_cfg,
         )
+        if probe is not None:
+            engine._probe = (engine.embedder, probe)
+        return engine
