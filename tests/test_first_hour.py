@@ -228,6 +228,28 @@ def test_the_errors_advice_for_a_framework_embedder_works(tmp_path: Path) -> Non
     assert len(back.invoke("Which river flows through Warsaw?")) == 3
 
 
+class ProbeShy(ModelEmbeddings):
+    """Fails on the identity probe only, as a provider that is down at save time would."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if any(t.startswith("ReMindRAG embedder fingerprint") for t in texts):
+            raise ConnectionError("provider down")
+        return super().embed_documents(texts)
+
+
+def test_a_failing_probe_does_not_fail_the_save_and_the_model_is_still_checked(
+    tmp_path: Path,
+) -> None:
+    d = _saved(tmp_path, ProbeShy("model-A"))
+    saved = read_checked_json(d / "engine.json")["embedder"]
+    assert saved["model"] == "model-A" and "fingerprint" not in saved
+    with pytest.raises(EmbedderMismatchError, match="model-A"):
+        ReMindRetriever.load(d, embeddings=ProbeShy("model-B"))
+    with pytest.raises(ConfigError, match="pass embeddings="):
+        ReMindRetriever.load(d)
+    assert ReMindRetriever.load(d, embeddings=ProbeShy("model-A")).invoke("Warsaw")
+
+
 # --- 5. loader documents are named by their source --------------------------------------------
 
 

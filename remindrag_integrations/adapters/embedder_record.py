@@ -78,12 +78,14 @@ def fingerprint(embedder: Embedder) -> list[float]:
     return [round(float(x), 6) for x in (vec[0] / norm if norm else vec[0])]
 
 
-def record(embedder: Embedder, dimension: int | None, probe: list[float] | None = None) -> dict:
-    """What ``engine.json`` records of ``embedder`` (``probe``: its fingerprint, if known)."""
+def record(embedder: Embedder, dimension: int | None, probe: list[float] | None) -> dict:
+    """What ``engine.json`` records of ``embedder``, with its fingerprint ``probe`` (``None``:
+    not known, e.g. the provider was down at save time; the name and model still are)."""
     out: dict[str, Any] = {"name": name_of(embedder), "dimension": dimension}
     if not by_name(embedder):
         out["model"] = model_of(embedder)
-        out["fingerprint"] = probe if probe is not None else fingerprint(embedder)
+        if probe is not None:
+            out["fingerprint"] = probe
     return out
 
 
@@ -92,9 +94,20 @@ def _described(recorded: dict[str, Any]) -> str:
     return f"{name!r}" + (f" (model {model!r})" if model else "") + f" ({dim} dimensions)"
 
 
+def _an_object(recorded: dict[str, Any]) -> bool:
+    """True when the record is of an embedding object (no name rebuilds it)."""
+    name = recorded.get("name")
+    return (
+        not isinstance(name, str)
+        or name.startswith(_OBJECT_PREFIXES)
+        or "model" in recorded
+        or "fingerprint" in recorded
+    )
+
+
 def _advice(recorded: dict[str, Any]) -> str:
     name = str(recorded.get("name") or "")
-    if "fingerprint" not in recorded and not name.startswith(_OBJECT_PREFIXES):
+    if not _an_object(recorded):
         return f"load it with embeddings={name!r} or re-index"
     kind, _, cls = name.partition(":")
     what = {"langchain": "LangChain ", "llama_index": "LlamaIndex "}.get(kind, "")
@@ -115,11 +128,7 @@ def embedder_for_record(
     name = recorded.get("name") if recorded else None
     dim = recorded.get("dimension") if recorded else None
     if given is None and recorded is not None:
-        if (
-            not isinstance(name, str)
-            or name.startswith(_OBJECT_PREFIXES)
-            or "fingerprint" in recorded
-        ):
+        if _an_object(recorded):
             raise ConfigError(
                 f"this store was built with the {name or 'unnamed'} embedder ({dim} dimensions):"
                 f" pass embeddings= to load it ({_advice(recorded)})"
@@ -129,19 +138,20 @@ def embedder_for_record(
     if recorded is None or not isinstance(name, str):
         return embedder, None
     mine = name_of(embedder)
-    if mine != name and not (identity_of(embedder) is None and "fingerprint" not in recorded):
+    old = "model" not in recorded and "fingerprint" not in recorded  # saved before issue 23
+    if mine != name and not (old and identity_of(embedder) is None):
         raise EmbedderMismatchError(
             f"this store was built with the embedder {_described(recorded)}, not {mine!r}: "
             + _advice(recorded)
         )
-    if "fingerprint" not in recorded:  # a name that rebuilds it, or a store saved before
-        return embedder, None
     model = model_of(embedder)
     if "model" in recorded and recorded["model"] != model:
         raise EmbedderMismatchError(
             f"this store was built with the embedder {_described(recorded)}, not with model "
             f"{model!r}: " + _advice(recorded)
         )
+    if "fingerprint" not in recorded:  # a name that rebuilds it, or none could be taken
+        return embedder, None
     probe = fingerprint(embedder)
     saved = np.asarray(recorded["fingerprint"], dtype=np.float64)
     if saved.shape != (len(probe),):

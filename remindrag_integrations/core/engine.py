@@ -44,6 +44,7 @@ from .types import (
     Answer,
     CostLedger,
     Document,
+    EmbeddingError,
     IndexReport,
     InvalidArgumentError,
     MemoryStats,
@@ -365,14 +366,7 @@ class ReMindRAG(MemoryAdmin):
         folder holding another store raises :class:`StoreExistsError` unless ``overwrite``
         (which replaces it, learned memory included), and a folder of other files is never
         written into."""
-        if self._probe[0] is not self.embedder:  # one probe call per embedder, not per save
-            probe = (
-                None
-                if embedder_record.by_name(self.embedder)
-                else (embedder_record.fingerprint(self.embedder))
-            )
-            self._probe = (self.embedder, probe)
-        used = embedder_record.record(self.embedder, self.store.dim, self._probe[1])
+        used = embedder_record.record(self.embedder, self.store.dim, self._fingerprint())
         return persist.save(
             self.store,
             self.index_config,
@@ -381,6 +375,21 @@ class ReMindRAG(MemoryAdmin):
             used,
             overwrite=overwrite,
         )
+
+    def _fingerprint(self) -> list[float] | None:
+        """The embedder's probe vector for the saved record: one call per embedder (kept),
+        none for an embedder its name rebuilds; a provider failing now leaves it out of this
+        save rather than failing the save (the next save tries again)."""
+        if self._probe[0] is self.embedder:
+            return self._probe[1]
+        if embedder_record.by_name(self.embedder):
+            return None
+        try:
+            probe = embedder_record.fingerprint(self.embedder)
+        except EmbeddingError:
+            return None
+        self._probe = (self.embedder, probe)
+        return probe
 
     @classmethod
     def load(
