@@ -159,6 +159,21 @@ def test_save_refuses_a_folder_of_the_users_own_files(tmp_path: Path) -> None:
         engine.save(mine)
 
 
+def test_the_cli_refuses_a_folder_of_the_users_own_files_before_indexing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from remindrag_integrations.app.cli import main
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("Emus live in Australia.")
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("buy milk")
+    assert main(["index", str(tmp_path / "docs"), "--store", str(mine), "--no-cache"]) == 2
+    assert "todo.txt" in capsys.readouterr().err
+    assert [p.name for p in mine.iterdir()] == ["todo.txt"]
+
+
 # --- 4. the embedder's identity ---------------------------------------------------------------
 
 

@@ -104,9 +104,13 @@ class Persisted:
         """The store saved in ``directory``, or an empty one if nothing is saved there. With
         ``lock`` it is opened for writing: the directory's lock is held until :meth:`close`,
         so a second writer gets :class:`StoreLockedError` (or waits up to ``wait`` s,
-        ``None``: forever); ``options`` go to the constructor. A directory holding damaged
+        ``None``: forever), and a folder of files that are not a store is refused
+        (:class:`StoreExistsError`) before the lock file is made; ``options`` go to the
+        constructor. A directory holding damaged
         data raises :class:`StoreCorruptError`; it is never taken for empty."""
         root = Path(directory).resolve()
+        if lock and not generations.holds_data(root):  # no lock file among the user's files
+            check_folder(root, generations.own_name)
         held = generations.acquire(root, wait) if lock else None
         try:
             if generations.holds_data(root):
