@@ -50,7 +50,8 @@ def to_llamaindex_node(
     own under ``metadata["remindrag"]``, hidden from the LLM and the embedder, and the source
     node's display settings (hidden keys, templates) as they were given."""
     shown = display_settings(rc.chunk.metadata)
-    hidden = [NAMESPACE]
+    for hidden in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
+        shown[hidden] = [*shown.get(hidden, ()), NAMESPACE]
     node = ResultNode(
         id_=rc.chunk.id,
         text=rc.chunk.text,
@@ -58,14 +59,7 @@ def to_llamaindex_node(
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=rc.chunk.doc_id)},
         start_char_idx=rc.chunk.start,
         end_char_idx=rc.chunk.end,
-        **{
-            **shown,
-            "excluded_llm_metadata_keys": [*shown.get("excluded_llm_metadata_keys", ()), *hidden],
-            "excluded_embed_metadata_keys": [
-                *shown.get("excluded_embed_metadata_keys", ()),
-                *hidden,
-            ],
-        },
+        **shown,
     )
     return NodeWithScore(node=node, score=float(rc.score))
 
