@@ -334,6 +334,9 @@ def test_errors_name_the_file_and_a_single_item_is_refused() -> None:
     big = LCDocument(page_content="A long page. " * 20, metadata={"source": "big.txt"})
     with pytest.raises(InvalidDocumentError, match=r"big\.txt"):
         ReMindRetriever.from_documents([big], embeddings=HashEmbedder(), max_document_chars=100)
+    nan = LCDocument(id="row-17", page_content="Odd.", metadata={"source": "n.txt", "v": np.nan})
+    with pytest.raises(InvalidDocumentError, match=r"'row-17' \(n\.txt\): metadata"):
+        ReMindRetriever.from_documents([nan], embeddings=HashEmbedder())
     clash = [LCDocument(id="x", page_content=t, metadata={"source": "a.txt"}) for t in "ab"]
     with pytest.raises(InvalidDocumentError, match=r"'x' \(a\.txt\).*different texts"):
         ReMindRetriever.from_documents(clash, embeddings=HashEmbedder())
