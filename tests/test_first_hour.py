@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pg_fixture
 import pytest
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
@@ -36,6 +37,8 @@ from remindrag_integrations import (
 from remindrag_integrations.adapters.llm import LangChainLLM
 from remindrag_integrations.core.persist import read_checked_json
 from remindrag_integrations.testing import HashEmbedder
+
+pg_dsn = pg_fixture.pg_dsn  # a real PostgreSQL, started once per process when a test needs it
 
 PLACES = [
     ("curie.txt", "Marie Curie was born in Warsaw. She studied physics in Paris."),
@@ -137,6 +140,8 @@ def test_save_does_not_replace_another_store_unless_told_to(tmp_path: Path) -> N
     a.save(d)  # the same store again: an update
     with pytest.raises(StoreConflictError):  # kept was loaded before a's update
         kept.save(d)
+    (d / "NOTES.md").write_text("my notes on this store")  # a store folder stays one
+    a.save(d)
     b.save(d, overwrite=True)
     assert ReMindRetriever.load(d, embeddings=HashEmbedder()).engine.store.document_ids() == [
         b.engine.store.document_ids()[0]
@@ -157,6 +162,29 @@ def test_save_refuses_a_folder_of_the_users_own_files(tmp_path: Path) -> None:
     engine = ReMindRAG(embeddings=HashEmbedder())
     with pytest.raises(StoreExistsError):
         engine.save(mine)
+
+
+@pytest.mark.postgres
+def test_a_database_engine_keeps_its_config_out_of_the_users_folder(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    from remindrag_integrations.stores.postgres import PostgresGraphStore
+
+    store = PostgresGraphStore(pg_dsn, namespace="first-hour-save")
+    try:
+        engine = ReMindRAG(embeddings=HashEmbedder(), store=store)
+        engine.insert(["Emus live in Australia."])
+        mine = tmp_path / "notes"
+        mine.mkdir()
+        (mine / "todo.txt").write_text("buy milk")
+        with pytest.raises(StoreExistsError, match="todo.txt"):
+            engine.save(mine)
+        assert [p.name for p in mine.iterdir()] == ["todo.txt"]
+        for _ in range(2):  # its own folder: saved again as often as wanted
+            assert (engine.save(tmp_path / "cfg") / "engine.json").is_file()
+    finally:
+        store.drop_namespace()
+        store.close()
 
 
 def test_the_cli_refuses_a_folder_of_the_users_own_files_before_indexing(

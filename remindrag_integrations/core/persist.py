@@ -64,12 +64,14 @@ def save(
     """``embedder`` (what :func:`~..adapters.embedder_record.record` says of it) is recorded
     so that :func:`load_embedder` can tell which embedder the store needs. A directory store
     refuses to replace another store unless ``overwrite`` (see its ``save``); no store writes
-    into a folder of other files (:func:`check_folder`)."""
+    into a folder that holds other files and nothing saved by this library
+    (:func:`check_folder`)."""
     if isinstance(store, DirectoryStore):
         root = Path(store.save(directory, overwrite=overwrite))
     else:  # a database store writes through: make it durable, keep the config beside
         root = Path(directory)
-        check_folder(root, lambda _: False)
+        if not (root / ENGINE_FILE).exists():  # a folder this library has not saved to
+            check_folder(root, lambda _: False)
         store.flush()
         root.mkdir(parents=True, exist_ok=True)
     cfg: dict[str, Any] = {

@@ -52,9 +52,10 @@ class Persisted:
         :class:`StoreExistsError` when the folder holds a store this one never loaded nor
         saved (another store, with its learned memory), :class:`StoreConflictError` when
         another writer saved there since this store was loaded from (or last saved to) it.
-        A folder of files that are not a store is refused even with ``overwrite``."""
+        A folder that holds no store but other files is refused even with ``overwrite``."""
         root = Path(directory).resolve()
-        check_folder(root, generations.own_name)  # before the lock file is made there
+        if not generations.holds_data(root):  # before the lock file is made there
+            check_folder(root, generations.own_name)
         files, meta = snapshot.dump(self)
         held = root in self._held
         with self._save_lock, self._dir_lock(root, held, wait):
