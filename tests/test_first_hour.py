@@ -426,6 +426,15 @@ def test_query_fusion_merges_a_passage_both_retrievers_return() -> None:
             expected[n.node.hash] += 1.0 / (rank + 60)
     assert {n.node.hash: n.score for n in fused} == pytest.approx(expected)
     assert all(expected[h] > 1.0 / 60 for h in both)  # a merged passage outranks any single
+    # which retriever's node a fusion keeps for a merged passage: the last one in
+    # reciprocal_rerank, the first in the other modes (README); ours keeps its trace there
+    for mode, order in (("reciprocal_rerank", 1), ("relative_score", -1)):
+        pair = [vector.as_retriever(similarity_top_k=2), mine][::order]
+        kept = QueryFusionRetriever(
+            pair, llm=MockLLM(), mode=mode, num_queries=1, similarity_top_k=4, use_async=False
+        ).retrieve(q)
+        assert {n.node.hash for n in kept} >= both
+        assert all("remindrag" in n.node.metadata for n in kept if n.node.hash in both)
 
 
 # --- 8. k: conflicting or invalid --------------------------------------------------------------
