@@ -3,17 +3,16 @@ provenance and the walk that found it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from .core.ids import hex_id
 from .core.protocols import GraphStore
 from .core.types import Retrieval, RetrievedChunk, Trace
 
 NAMESPACE = "remindrag"
 """The one metadata key the library writes: everything it adds to a result lives under
-``metadata["remindrag"]``; the document's own metadata keys are returned untouched."""
+``metadata["remindrag"]``; the document's own metadata keys are returned untouched. (A stored
+document keeps its LlamaIndex display settings there: :mod:`.llama_index.convert`.)"""
 
 
 def chunk_metadata(
@@ -76,12 +75,3 @@ def path_to(
         if edge is not None:
             edges.append(edge)
     return nodes[::-1], edges[::-1]
-
-
-def jsonable(metadata: Any) -> dict[str, Any]:
-    """Metadata as plain JSON values (the store persists it); odd values become strings."""
-    return json.loads(json.dumps(dict(metadata or {}), default=str))
-
-
-def content_id(text: str) -> str:
-    return "doc-" + hex_id(text, n=16)

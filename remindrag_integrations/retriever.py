@@ -22,8 +22,8 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document as LCDocument
 from langchain_core.retrievers import BaseRetriever as LCBaseRetriever
 from llama_index.core.retrievers import BaseRetriever as LIBaseRetriever
-from llama_index.core.schema import NodeWithScore, QueryBundle
-from pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from .adapters.llm import LangChainLLM
 from .core import filters
@@ -34,18 +34,20 @@ from .core.types import (
     ConfigError,
     Document,
     IndexReport,
+    InvalidArgumentError,
     MemoryStats,
     MemoryWrite,
     NoTraceError,
     Retrieval,
     Trace,
 )
+from .inputs import content_id, jsonable, number_sources
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import from_langchain_document, to_langchain_document
 from .last_trace import LastTrace
 from .llama_index.convert import from_llamaindex_node, to_llamaindex_node
 from .llama_index.events import ReMindMemoryEventHandler
-from .results import content_id, jsonable, path_names
+from .results import path_names
 from .search_args import call_overrides, construction_args
 from .stores import open_store
 
@@ -73,6 +75,17 @@ def as_engine_document(item: Any) -> Any:
     else (engine ``Document``, str, ``(id, text[, metadata])``) is passed through."""
     found = from_langchain_document(item) or from_llamaindex_node(item)
     return found if found is not None else item
+
+
+def as_engine_documents(items: Iterable[Any], what: str = "add_documents") -> list[Any]:
+    """A list of documents as engine documents, loader documents named by their source
+    (:func:`.inputs.number_sources`); one document or string instead of a list is an
+    :class:`InvalidArgumentError`."""
+    if isinstance(items, (str, bytes, Document, LCDocument, BaseNode)):
+        raise InvalidArgumentError(
+            f"{what} takes a list of documents, not one {type(items).__name__}: wrap it in a list"
+        )
+    return number_sources(as_engine_document(d) for d in items)
 
 
 def split_config(config: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
@@ -122,7 +135,20 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     _last: LastTrace = PrivateAttr(default_factory=LastTrace)
 
     def __init__(self, **data: Any) -> None:
-        super().__init__(**construction_args(data, set(type(self).model_fields)))
+        args = construction_args(data, set(type(self).model_fields))
+        if "engine" not in args:
+            raise ConfigError(
+                "ReMindRetriever needs engine=ReMindRAG(...); or build one with "
+                "ReMindRetriever.from_documents(docs), from_texts(texts) or load(path)"
+            )
+        try:
+            super().__init__(**args)
+        except ValidationError as exc:  # a typed error like every other argument mistake
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
+                for e in exc.errors()
+            )
+            raise ConfigError(f"ReMindRetriever: {problems}") from None
 
     def model_post_init(self, context: Any, /) -> None:
         LIBaseRetriever.__init__(
@@ -150,10 +176,19 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         zero-token mode); ``embeddings`` defaults to the packaged all-MiniLM-L6-v2. Other
         keyword arguments are :class:`IndexConfig` / :class:`RetrievalConfig` fields (``k``
         included), ``store=`` a :class:`~.protocols.GraphStore` or a ``postgresql://`` DSN,
-        and ``namespace=`` the tenant whose graph and memory this retriever sees."""
-        mine = {k: config.pop(k) for k in _RETRIEVER_ARGS if k in config and k != "k"}
-        store = open_store(config.pop("store", None), namespace=config.pop("namespace", "default"))
-        index_cfg, retrieval_cfg = split_config(config)
+        and ``namespace=`` the tenant whose graph and memory this retriever sees. ``llm`` may
+        also be a ``--llm`` spec of the command line (``"local:smollm2"``,
+        ``"openai:gpt-4o-mini"``). Loader documents without an id are named by their
+        ``source`` (see :func:`.inputs.number_sources`); empty ones are skipped and identical
+        ones indexed once (counted in the :class:`IndexReport`)."""
+        docs = as_engine_documents(documents, "from_documents")
+        # the frameworks' names for k folded into one (two different values: ConfigError)
+        mine = construction_args({k: config.pop(k) for k in _RETRIEVER_ARGS if k in config}, set())
+        if "k" in mine:
+            config["k"] = mine.pop("k")
+        where = config.pop("store", None), config.pop("namespace", "default")
+        index_cfg, retrieval_cfg = split_config(config)  # checked before the store is opened
+        store = open_store(where[0], namespace=where[1])
         engine = ReMindRAG(
             llm=llm,
             embeddings=embeddings,
@@ -162,9 +197,8 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             retrieval_config=retrieval_cfg,
         )
         retriever = cls(engine=engine, **mine)
-        docs = list(documents)
         if docs:
-            retriever.add_documents(docs)
+            retriever.engine.insert(docs)
         return retriever
 
     @classmethod
@@ -177,11 +211,15 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         **kwargs: Any,
     ) -> ReMindRetriever:
         """Like :meth:`from_documents`, from plain texts (ids default to a content hash)."""
+        if isinstance(texts, (str, bytes)):
+            raise InvalidArgumentError(
+                "from_texts takes a list of texts, not one string: from_texts([text])"
+            )
         texts = list(texts)
         if metadatas is not None and len(metadatas) != len(texts):
-            raise ValueError("metadatas must have one entry per text")
+            raise InvalidArgumentError("metadatas must have one entry per text")
         if ids is not None and len(ids) != len(texts):
-            raise ValueError("ids must have one entry per text")
+            raise InvalidArgumentError("ids must have one entry per text")
         docs = [
             Document(
                 ids[i] if ids is not None else content_id(t),
@@ -193,18 +231,23 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return cls.from_documents(docs, **kwargs)
 
     def add_documents(self, documents: Iterable[Any], **kwargs: Any) -> IndexReport:
-        """Insert more documents; unchanged ones are skipped, changed ones replaced."""
-        return self.engine.insert([as_engine_document(d) for d in documents], **kwargs)
+        """Insert more documents; unchanged ones are skipped, changed ones (the same id, e.g.
+        a re-loaded file's ``source``) replaced, empty ones skipped and identical ones indexed
+        once (the report counts both)."""
+        return self.engine.insert(as_engine_documents(documents), **kwargs)
 
     async def aadd_documents(self, documents: Iterable[Any], **kwargs: Any) -> IndexReport:
-        return await self.engine.ainsert([as_engine_document(d) for d in documents], **kwargs)
+        return await self.engine.ainsert(as_engine_documents(documents), **kwargs)
 
     def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
         return self.engine.delete(doc_ids)
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Persist the graph, its memory and the configuration (see :meth:`load`)."""
-        root = self.engine.save(path)
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Persist the graph, its memory and the configuration (see :meth:`load`), atomically.
+        Saving where this retriever was loaded from or saved to updates that store. A folder
+        holding another store raises :class:`StoreExistsError` unless ``overwrite=True``
+        (which replaces it, learned memory included); a folder of other files is refused."""
+        root = self.engine.save(path, overwrite=overwrite)
         (root / _RETRIEVER_FILE).write_text(
             json.dumps({"k": self.k, "filter": self.filter}), encoding="utf-8"
         )

@@ -160,7 +160,6 @@ def test_timeouts_are_typed_and_lose_nothing(hotpot) -> None:
 def test_bad_documents_are_rejected_before_anything_is_written() -> None:
     eng = ReMindRAG(embeddings=HashEmbedder(), index_config=IndexConfig(max_document_chars=1000))
     for bad in (
-        [Document("a", "   ")],
         [Document("", "text")],
         [Document("a", "x. " * 600)],
         [Document("a", "one."), Document("a", "two.")],
@@ -169,6 +168,10 @@ def test_bad_documents_are_rejected_before_anything_is_written() -> None:
         with pytest.raises(InvalidDocumentError):
             eng.insert([Document("ok", "Fine text about Paris."), *bad])
         assert eng.store.counts()["documents"] == 0
+    # an empty document is skipped and named in the report, not a failure of the insert
+    report = eng.insert([Document("ok", "Fine text about Paris."), Document("a", "   ")])
+    assert report.documents == 1 and report.empty_documents == ("a",)
+    assert eng.store.document_ids() == ["ok"]
 
 
 def test_unknown_ids_are_typed_errors(hotpot) -> None:

@@ -163,6 +163,11 @@ def as_embedder(obj: Any) -> Embedder:
     """None (packaged default), a model name/path, an Embedder, or a framework object."""
     if obj is None or (isinstance(obj, str) and obj in DEFAULT_NAMES):
         return default_embedder()
+    if isinstance(obj, str) and obj.startswith(("langchain:", "llama_index:", "custom:")):
+        raise ConfigError(
+            f"embeddings={obj!r} names an embedding object, not a model: pass the object "
+            "itself, e.g. embeddings=DeterministicFakeEmbedding(size=256)"
+        )
     if isinstance(obj, str | Path):
         return SentenceTransformerEmbedder(obj)
     if hasattr(obj, "embed_documents"):
@@ -175,28 +180,7 @@ def as_embedder(obj: Any) -> Embedder:
 
 
 def identity_of(embedder: Any) -> str | None:
-    """The name an embedder is recorded under in a saved engine (None: unknown)."""
+    """The name an embedder gives itself (None: unknown); what a saved engine records of it:
+    :mod:`.embedder_record`."""
     name = getattr(embedder, "identity", None)
     return name if isinstance(name, str) and name else None
-
-
-def embedder_for_record(recorded: dict[str, Any] | None, given: Any) -> Embedder:
-    """The embedder to load a saved engine with: ``given`` (checked against the recorded
-    one when both are known), else the recorded one when it can be rebuilt by name."""
-    name = recorded.get("name") if recorded else None
-    dim = recorded.get("dimension") if recorded else None
-    if given is None and recorded is not None:
-        if not isinstance(name, str) or name.startswith(("langchain:", "llama_index:")):
-            raise ConfigError(
-                f"this store was built with the {name or 'unnamed'} embedder ({dim} dimensions):"
-                " pass embeddings= to load it"
-            )
-        given = name
-    embedder = as_embedder(given)
-    mine = identity_of(embedder)
-    if isinstance(name, str) and mine is not None and mine != name:
-        raise EmbeddingError(
-            f"this store was built with the embedder {name!r} ({dim} dimensions), not "
-            f"{mine!r}: load it with embeddings={name!r} or re-index"
-        )
-    return embedder

@@ -143,7 +143,12 @@ def _usage_from_raw(raw: Any) -> tuple[int | None, int | None, int | None]:
 
 
 def as_chat_llm(obj: Any) -> ChatLLM | None:
-    """Wrap ``obj`` (None, a ChatLLM, LangChain model, LlamaIndex LLM or callable)."""
+    """Wrap ``obj`` (None, a ChatLLM, LangChain model, LlamaIndex LLM or callable, or a spec
+    string like ``"local:smollm2"`` or ``"openai:gpt-4o-mini"``: see :mod:`.llm_specs`)."""
+    if isinstance(obj, str):
+        from .llm_specs import load_llm
+
+        obj = load_llm(obj)
     if obj is None:
         return None
     module = type(obj).__module__

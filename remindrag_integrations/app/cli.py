@@ -46,6 +46,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"{report.entities_added} entities (+{report.entities_merged} merged), "
         f"{report.relations} relations"
     )
+    if report.empty_documents:
+        print(f"skipped {len(report.empty_documents)} empty: {', '.join(report.empty_documents)}")
     print(
         f"actual cost: {c.total_calls} LLM calls, {c.total_tokens:,} tokens" + _cache_note(engine)
     )

@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from .indexing import describe
 from .types import Document, InvalidArgumentError, InvalidDocumentError, InvalidQueryError
 
 
@@ -60,19 +61,20 @@ def documents(docs: list[Document]) -> None:
     """Ids, texts and metadata every store can keep: no NUL, no lone surrogate, metadata
     that is JSON (str keys; str, finite numbers, bools, None, lists, dicts)."""
     for d in docs:
+        name = describe(d.id, d.metadata)
         for label, text in (("id", d.id), ("text", d.text)):
             if isinstance(text, str) and not storable(text):
                 raise InvalidDocumentError(
-                    f"document {d.id!r}: its {label} holds a NUL character or a lone surrogate"
+                    f"{name}: its {label} holds a NUL character or a lone surrogate"
                 )
         if not isinstance(d.metadata, dict):
-            raise InvalidDocumentError(f"document {d.id!r}: metadata must be a dict")
+            raise InvalidDocumentError(f"{name}: metadata must be a dict")
         try:
             _json_value(d.metadata, 0)
             json.dumps(d.metadata, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidDocumentError(
-                f"document {d.id!r}: metadata cannot be saved ({exc}); use JSON values"
+                f"{name}: metadata cannot be saved ({exc}); use JSON values"
             ) from None
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..adapters.embeddings import as_embedder, embedder_for_record, identity_of
+from ..adapters import embedder_record
+from ..adapters.embeddings import as_embedder
 from ..adapters.llm import as_chat_llm
 from ..stores import InMemoryGraphStore, open_store
 from . import answer as answering
@@ -47,6 +48,7 @@ from .types import (
     Answer,
     CostLedger,
     Document,
+    EmbeddingError,
     IndexReport,
     InvalidArgumentError,
     MemoryStats,
@@ -91,6 +93,7 @@ class ReMindRAG(MemoryAdmin):
         self._writing: set[str] = set()  # traces whose memorize is under way
         self._writes = {"applied": 0, "skipped": 0}
         self._carried = {"kept": 0, "moved": 0, "dropped": 0}  # by document updates
+        self._probe: tuple[Any, list[float] | None] = (None, None)  # embedder, fingerprint
 
     # --- plumbing ------------------------------------------------------------------------
     def _setup(self, llm: Any, overrides: dict[str, Any]) -> tuple[RetrievalConfig, Runtime]:
@@ -428,10 +431,37 @@ class ReMindRAG(MemoryAdmin):
         )
 
     # --- persistence ---------------------------------------------------------------------
-    def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Persist the store (atomically) and the configuration."""
-        used = {"name": identity_of(self.embedder), "dimension": self.store.dim}
-        return persist.save(self.store, self.index_config, self.retrieval_config, directory, used)
+    def save(self, directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Persist the store (atomically: a new generation, then one rename), the
+        configuration and which embedder built it (:mod:`..adapters.embedder_record`).
+        Saving again where this engine's store was loaded from or saved to updates it; a
+        folder holding another store raises :class:`StoreExistsError` unless ``overwrite``
+        (which replaces it, learned memory included), and a folder of other files is never
+        written into."""
+        used = embedder_record.record(self.embedder, self.store.dim, self._fingerprint())
+        return persist.save(
+            self.store,
+            self.index_config,
+            self.retrieval_config,
+            directory,
+            used,
+            overwrite=overwrite,
+        )
+
+    def _fingerprint(self) -> list[float] | None:
+        """The embedder's probe vector for the saved record: one call per embedder (kept),
+        none for an embedder its name rebuilds; a provider failing now leaves it out of this
+        save rather than failing the save (the next save tries again)."""
+        if self._probe[0] is self.embedder:
+            return self._probe[1]
+        if embedder_record.by_name(self.embedder):
+            return None
+        try:
+            probe = embedder_record.fingerprint(self.embedder)
+        except EmbeddingError:
+            return None
+        self._probe = (self.embedder, probe)
+        return probe
 
     @classmethod
     def load(
@@ -448,11 +478,15 @@ class ReMindRAG(MemoryAdmin):
         if store is None and not Path(directory).is_dir():
             raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
         index_cfg, retrieval_cfg = persist.load_config(directory)
-        embedder = embedder_for_record(persist.load_embedder(directory), embeddings)
-        return cls(
+        recorded = persist.load_embedder(directory)
+        embedder, probe = embedder_record.embedder_for_record(recorded, embeddings)
+        engine = cls(
             llm=llm,
             embeddings=embedder,
             store=store if store is not None else InMemoryGraphStore.load(directory),
             index_config=index_cfg,
             retrieval_config=retrieval_cfg,
         )
+        if probe is not None:
+            engine._probe = (engine.embedder, probe)
+        return engine

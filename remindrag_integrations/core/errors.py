@@ -79,9 +79,20 @@ class StoreConflictError(StoreError):
     saving would lose that writer's changes. Load again, re-apply, save."""
 
 
+class StoreExistsError(StoreError, FileExistsError):
+    """Saving would replace something: the folder holds a saved store this one was not loaded
+    from (and its learned memory; pass ``overwrite=True`` to replace it), or files that are
+    not a store (choose a new or empty folder)."""
+
+
 class InvalidArgumentError(ReMindError, ValueError, TypeError):
     """A public method got an argument of the wrong type or out of range."""
 
 
 class EmbeddingError(ReMindError):
     """The embedder returned something unusable (wrong shape, NaN, wrong dimension)."""
+
+
+class EmbedderMismatchError(EmbeddingError, ConfigError):
+    """A saved store is loaded with another embedder than it was built with (another class,
+    model, dimension, or vectors that differ on a fixed probe text)."""

@@ -36,8 +36,49 @@ MENTION_TEXT = "is mentioned in"
 CONTEXT_TEXT = "continues in the next chunk"
 
 
+SOURCE_KEYS = ("source", "file_path")
+"""Where loaders name the file a document came from: LangChain's ``source``, LlamaIndex's
+``file_path`` (``SimpleDirectoryReader``)."""
+
+
 def content_hash(doc: Document) -> str:
     return hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
+
+
+def source_of(metadata: Any) -> str | None:
+    """The file a loader's document came from (``source``, else ``file_path``), if named."""
+    for key in SOURCE_KEYS:
+        value = metadata.get(key) if isinstance(metadata, dict) else None
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def describe(doc_id: Any, metadata: Any) -> str:
+    """A document as errors and reports name it: its id, and the file it came from."""
+    source = source_of(metadata)
+    return f"document {doc_id!r}" + (f" ({source})" if source and source != doc_id else "")
+
+
+def screen(docs: Sequence[Document]) -> tuple[list[Document], tuple[str, ...], int]:
+    """``(kept, empty, duplicates)``: documents with no text are left out (named by their
+    source, else id) and a document given again (same id, same text) is kept once; one bad
+    page does not fail the whole insert."""
+    kept: list[Document] = []
+    empty: list[str] = []
+    first: dict[str, Document] = {}
+    duplicates = 0
+    for d in docs:
+        if isinstance(d.text, str) and not d.text.strip():
+            empty.append(source_of(d.metadata) or str(d.id))
+            continue
+        if isinstance(d.id, str) and d.id in first and first[d.id].text == d.text:
+            duplicates += 1
+            continue
+        if isinstance(d.id, str):
+            first.setdefault(d.id, d)
+        kept.append(d)
+    return kept, tuple(empty), duplicates
 
 
 def as_documents(items: Iterable[Any]) -> list[Document]:
@@ -61,17 +102,21 @@ def validate(docs: Sequence[Document], cfg: IndexConfig) -> None:
     for d in docs:
         if not isinstance(d.id, str) or not d.id.strip():
             raise InvalidDocumentError("a document id must be a non-empty string")
+        name = describe(d.id, d.metadata)
         if not isinstance(d.text, str):
-            raise InvalidDocumentError(f"document {d.id!r}: text must be a string")
+            raise InvalidDocumentError(f"{name}: text must be a string")
         if not d.text.strip():
-            raise InvalidDocumentError(f"document {d.id!r} is empty")
+            raise InvalidDocumentError(f"{name} is empty")
         if len(d.text) > cfg.max_document_chars:
             raise InvalidDocumentError(
-                f"document {d.id!r} has {len(d.text):,} characters, over max_document_chars="
+                f"{name} has {len(d.text):,} characters, over max_document_chars="
                 f"{cfg.max_document_chars:,}; split it or raise the limit"
             )
         if d.id in seen:
-            raise InvalidDocumentError(f"document id {d.id!r} appears twice in one insert")
+            raise InvalidDocumentError(
+                f"{name}: its id appears twice in one insert with different texts; give each "
+                "document its own id"
+            )
         seen.add(d.id)
 
 
@@ -113,7 +158,9 @@ def extraction_step(
             problem = str(exc)
     if cfg.on_extraction_error == "fallback":
         return rule_based_extraction(chunk.text, cfg.max_entities_per_chunk), True
-    raise ExtractionError(f"chunk {chunk.id} of document {chunk.doc_id!r}: {problem}")
+    raise ExtractionError(
+        f"chunk {chunk.id} of {describe(chunk.doc_id, chunk.metadata)}: {problem}"
+    )
 
 
 @dataclass

@@ -19,23 +19,26 @@ from .types import Chunk, CostLedger, Document, IndexReport
 
 @dataclass(frozen=True)
 class Plan:
-    """New or changed documents, their chunks, and how many were unchanged."""
+    """New or changed documents, their chunks, how many were unchanged, and what was left
+    out (empty documents by name, how many were given twice)."""
 
     fresh: list[Document]
     chunks: list[Chunk]
     unchanged: int
+    empty: tuple[str, ...] = ()
+    duplicates: int = 0
 
     def extraction_steps(self, cfg: IndexConfig, template: str, use_llm: bool) -> list[Step]:
         return [indexing.extraction_step(c, cfg, template, use_llm) for c in self.chunks]
 
 
 def plan(store: GraphStore, documents: Iterable[Any], cfg: IndexConfig) -> Plan:
-    docs = indexing.as_documents(documents)
+    docs, empty, duplicates = indexing.screen(indexing.as_documents(documents))
     indexing.validate(docs, cfg)
     arguments.documents(docs)  # what every store can keep, checked before any work
     fresh = [d for d in docs if store.document_hash(d.id) != indexing.content_hash(d)]
     chunks = [c for d in fresh for c in indexing.make_chunks(d, cfg)]
-    return Plan(fresh, chunks, len(docs) - len(fresh))
+    return Plan(fresh, chunks, len(docs) - len(fresh), empty, duplicates)
 
 
 def split(p: Plan, documents: int) -> list[Plan]:
@@ -63,7 +66,7 @@ def offset_progress(
 
 def combine(p: Plan, reports: list[IndexReport], ledger: CostLedger) -> IndexReport:
     """One report for the whole insert from its batches' reports."""
-    total = IndexReport(0, p.unchanged, 0, 0, 0, 0, 0, ledger, 0)
+    total = IndexReport(0, p.unchanged, 0, 0, 0, 0, 0, ledger, 0, p.empty, p.duplicates)
     for r in reports:
         total = replace(
             total,

@@ -7,21 +7,49 @@ import hashlib
 import json
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .config import IndexConfig, RetrievalConfig
 from .protocols import GraphStore
-from .types import StoreCorruptError
+from .types import StoreCorruptError, StoreExistsError
 
 ENGINE_FILE = "engine.json"
+BESIDE = (ENGINE_FILE, "retriever.json", "cli.json")
+"""What the library keeps in a saved engine's folder beside the store's own files: the engine's
+configuration, the retriever's and the command line's."""
 
 
 @runtime_checkable
 class DirectoryStore(Protocol):
     """A store persisted as files in a directory (the embedded store)."""
 
-    def save(self, directory: str | os.PathLike[str]) -> Path: ...
+    def save(self, directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path: ...
+
+
+def check_folder(root: Path, own: Callable[[str], bool]) -> None:
+    """Refuse (:class:`StoreExistsError`) to save into ``root`` when it is a file or holds
+    entries that neither ``own`` (the store's names) nor :data:`BESIDE` claim: a folder of
+    the user's own files is never written among. Nothing is written here."""
+    if root.exists() and not root.is_dir():
+        raise StoreExistsError(f"cannot save to {root}: it is a file, not a folder")
+    if not root.is_dir():
+        return
+    others = sorted(p.name for p in root.iterdir() if not (own(p.name) or _beside(p.name)))
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise StoreExistsError(
+            f"cannot save to {root}: the folder holds files that are not a saved store "
+            f"({shown}); save into a new or empty folder"
+        )
+
+
+def _beside(name: str) -> bool:
+    """One of :data:`BESIDE`, or a temporary file of :func:`write_checked_json` for one."""
+    return name in BESIDE or any(
+        name.startswith(f".{b}.") and name.endswith(".tmp") for b in BESIDE
+    )
 
 
 def save(
@@ -30,14 +58,21 @@ def save(
     retrieval_config: RetrievalConfig,
     directory: str | os.PathLike[str],
     embedder: dict[str, Any] | None = None,
+    *,
+    overwrite: bool = False,
 ) -> Path:
-    """``embedder`` (its ``name`` and ``dimension``) is recorded so that :func:`load_embedder`
-    can tell which embedder the store needs."""
+    """``embedder`` (what :func:`~..adapters.embedder_record.record` says of it) is recorded
+    so that :func:`load_embedder` can tell which embedder the store needs. A directory store
+    refuses to replace another store unless ``overwrite`` (see its ``save``); no store writes
+    into a folder that holds other files and nothing saved by this library
+    (:func:`check_folder`)."""
     if isinstance(store, DirectoryStore):
-        root = Path(store.save(directory))
+        root = Path(store.save(directory, overwrite=overwrite))
     else:  # a database store writes through: make it durable, keep the config beside
-        store.flush()
         root = Path(directory)
+        if not (root / ENGINE_FILE).exists():  # a folder this library has not saved to
+            check_folder(root, lambda _: False)
+        store.flush()
         root.mkdir(parents=True, exist_ok=True)
     cfg: dict[str, Any] = {
         "index": index_config.model_dump(),

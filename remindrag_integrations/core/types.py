@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from .errors import (  # noqa: F401 - the errors are importable from here too
     ConfigError,
+    EmbedderMismatchError,
     EmbeddingError,
     ExtractionError,
     InvalidArgumentError,
@@ -23,6 +24,7 @@ from .errors import (  # noqa: F401 - the errors are importable from here too
     StoreConflictError,
     StoreCorruptError,
     StoreError,
+    StoreExistsError,
     StoreLockedError,
     StoreNotFoundError,
     UnknownNodeError,
@@ -377,6 +379,8 @@ class IndexReport:
     source_tokens: int
     costs: CostLedger
     fallback_chunks: int = 0
+    empty_documents: tuple[str, ...] = ()  # skipped: no text (named by source, else id)
+    duplicate_documents: int = 0  # skipped: the same id and text given again in one insert
     # memory at the chunks and anchors of replaced documents: edges whose memory was
     # "kept" (unchanged chunks), "moved" (to an edited chunk's edges) or "dropped"
     memory: dict[str, int] = field(default_factory=dict)

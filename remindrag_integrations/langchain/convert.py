@@ -9,7 +9,8 @@ from typing import Any
 from langchain_core.documents import Document as LCDocument
 
 from ..core.types import Document, RetrievedChunk, Trace
-from ..results import NAMESPACE, chunk_metadata, content_id, jsonable
+from ..inputs import make_document, user_metadata
+from ..results import chunk_metadata
 
 
 def to_langchain_document(
@@ -24,11 +25,10 @@ def to_langchain_document(
 
 def from_langchain_document(item: Any) -> Document | None:
     """A LangChain ``Document`` as an engine document (None for anything else). Its id:
-    ``doc.id``, else ``metadata["doc_id"]`` / ``metadata["id"]``, else a content hash."""
+    ``doc.id``, else ``metadata["doc_id"]`` / ``metadata["id"]``, else the loader's
+    ``metadata["source"]`` (numbered when one source yields several texts: see
+    :func:`..inputs.number_sources`), else a content hash."""
     if not isinstance(item, LCDocument):
         return None
-    meta = jsonable({k: v for k, v in item.metadata.items() if k != NAMESPACE})
-    doc_id = item.id or meta.get("doc_id") or meta.get("id")
-    return Document(
-        str(doc_id) if doc_id else content_id(item.page_content), item.page_content, meta
-    )
+    meta = user_metadata(item.metadata)
+    return make_document(item.id or meta.get("doc_id") or meta.get("id"), item.page_content, meta)

@@ -16,43 +16,93 @@ from llama_index.core.schema import (
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from ..core.types import ConfigError, Document, RetrievedChunk, Trace
-from ..results import NAMESPACE, chunk_metadata, content_id, jsonable
+from ..inputs import make_document, user_metadata
+from ..results import NAMESPACE, chunk_metadata
+
+DISPLAY = (
+    "excluded_llm_metadata_keys",
+    "excluded_embed_metadata_keys",
+    "metadata_template",
+    "metadata_separator",
+    "text_template",
+)
+"""A node's settings of what the LLM and the embedder see (``get_content(MetadataMode.LLM)``):
+kept with the document, given back on every result node."""
+_SHOWN = "llama_index"  # where a stored document keeps them: metadata["remindrag"]["llama_index"]
+
+
+class ResultNode(TextNode):
+    """A result's ``TextNode``. Its ``hash`` (what ``QueryFusionRetriever``'s fusion, docstores
+    and other reciprocal-rank fusions key on) is the hash of the same node without the
+    per-call ``metadata["remindrag"]``: the passage's text and the user's metadata, so it is
+    stable across calls and equal to the hash a vector index gives the same passage."""
+
+    @property
+    def hash(self) -> str:
+        mine = {k: v for k, v in self.metadata.items() if k != NAMESPACE}
+        return TextNode(text=self.text, metadata=mine).hash
 
 
 def to_llamaindex_node(
     rc: RetrievedChunk, trace: Trace, names: Mapping[str, str] | None = None
 ) -> NodeWithScore:
-    """A chunk as a scored ``TextNode``: the user's metadata untouched, the library's own under
-    ``metadata["remindrag"]``, hidden from the LLM and the embedder."""
-    hidden = [NAMESPACE]
-    node = TextNode(
+    """A chunk as a scored :class:`ResultNode`: the user's metadata untouched, the library's
+    own under ``metadata["remindrag"]``, hidden from the LLM and the embedder, and the source
+    node's display settings (hidden keys, templates) as they were given."""
+    shown = display_settings(rc.chunk.metadata)
+    for hidden in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
+        shown[hidden] = [*shown.get(hidden, ()), NAMESPACE]
+    node = ResultNode(
         id_=rc.chunk.id,
         text=rc.chunk.text,
         metadata=chunk_metadata(rc, trace, names),
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=rc.chunk.doc_id)},
         start_char_idx=rc.chunk.start,
         end_char_idx=rc.chunk.end,
-        excluded_llm_metadata_keys=hidden,
-        excluded_embed_metadata_keys=hidden,
+        **shown,
     )
     return NodeWithScore(node=node, score=float(rc.score))
+
+
+def display_settings(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The display settings a stored document's metadata keeps (``{}``: LlamaIndex's)."""
+    own = stored.get(NAMESPACE)
+    found = own.get(_SHOWN) if isinstance(own, Mapping) else None
+    return {k: v for k, v in found.items() if k in DISPLAY} if isinstance(found, Mapping) else {}
+
+
+def _given_display(item: BaseNode) -> dict[str, Any]:
+    """The node's display settings that differ from a plain ``TextNode``'s."""
+    plain = TextNode()
+    out = {}
+    for name in DISPLAY:
+        value = getattr(item, name, None)
+        if value is not None and value != getattr(plain, name):
+            out[name] = list(value) if isinstance(value, list) else value
+    return out
 
 
 def from_llamaindex_node(item: Any) -> Document | None:
     """A LlamaIndex node as an engine document (None for anything else). Its id is the
     node id the user gave (``id_`` / ``doc_id``); a node whose id LlamaIndex made up (a random
-    uuid) gets a content hash instead, so adding it twice does not duplicate it. Its
-    ``ref_doc_id`` is kept in the metadata."""
+    uuid) is named by its file (``metadata["file_path"]`` / ``["source"]``, as
+    ``SimpleDirectoryReader`` sets it: see :func:`..inputs.number_sources`), else by a content
+    hash, so adding it twice does not duplicate it and an edited file replaces its old
+    version. Its ``ref_doc_id`` is kept in the metadata; its display settings (hidden keys,
+    templates) beside it, under the library's key."""
     if not isinstance(item, BaseNode):
         return None
-    meta = jsonable({k: v for k, v in item.metadata.items() if k != NAMESPACE})
+    meta = user_metadata(item.metadata)
     if item.ref_doc_id and item.ref_doc_id != item.node_id:
         meta.setdefault("ref_doc_id", item.ref_doc_id)
     text = getattr(item, "text", None)
     if not isinstance(text, str):
         text = item.get_content()
+    shown = _given_display(item)
+    if shown:
+        meta[NAMESPACE] = {_SHOWN: shown}
     given = "id_" in item.model_fields_set
-    return Document(item.node_id if given else content_id(text), text, meta)
+    return make_document(item.node_id if given else None, text, meta)
 
 
 _OPERATORS = {

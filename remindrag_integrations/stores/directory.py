@@ -12,7 +12,8 @@ from typing import Any, Self
 
 from filelock import FileLock
 
-from ..core.types import StoreConflictError
+from ..core.persist import check_folder
+from ..core.types import StoreConflictError, StoreExistsError
 from . import generations, snapshot
 
 _UNSEEN = "unseen"  # a directory this store never loaded from nor saved to
@@ -37,21 +38,40 @@ class Persisted:
         """True when ``directory`` holds a saved store (readable or damaged)."""
         return generations.holds_data(Path(directory))
 
-    def save(self, directory: str | os.PathLike[str], *, wait: float | None = None) -> Path:
+    def save(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        wait: float | None = None,
+        overwrite: bool = False,
+    ) -> Path:
         """Write a new generation under ``directory`` and switch to it atomically, holding
         the directory's lock (waiting up to ``wait`` s, default :attr:`lock_wait`, then
-        :class:`StoreLockedError`). Raises :class:`StoreConflictError` when another writer
-        saved there since this store was loaded from (or last saved to) it."""
+        :class:`StoreLockedError`). Saving where this store was loaded from or last saved to
+        is an update; anything else must not lose data silently, so unless ``overwrite``:
+        :class:`StoreExistsError` when the folder holds a store this one never loaded nor
+        saved (another store, with its learned memory), :class:`StoreConflictError` when
+        another writer saved there since this store was loaded from (or last saved to) it.
+        A folder that holds no store but other files is refused even with ``overwrite``."""
         root = Path(directory).resolve()
+        if not generations.holds_data(root):  # before the lock file is made there
+            check_folder(root, generations.own_name)
         files, meta = snapshot.dump(self)
         held = root in self._held
         with self._save_lock, self._dir_lock(root, held, wait):
             now = generations.current_or_none(root)
             base = self._bases.get(root, _UNSEEN)
-            if base != _UNSEEN and now != base:
+            if not overwrite and base == _UNSEEN and generations.holds_data(root):
+                raise StoreExistsError(
+                    f"{root} holds another saved store: saving would replace it and its "
+                    "learned memory. Load it to add to it, save elsewhere, or pass "
+                    "overwrite=True to replace it"
+                )
+            if not overwrite and base != _UNSEEN and now != base:
                 raise StoreConflictError(
                     f"the store at {root} was saved by another writer since this store was "
-                    "loaded from it: load it again, re-apply the changes, then save"
+                    "loaded from it: load it again, re-apply the changes, then save "
+                    "(or pass overwrite=True to replace that save)"
                 )
             self._bases[root] = generations.write(root, files, meta)
         return root
@@ -85,9 +105,13 @@ class Persisted:
         """The store saved in ``directory``, or an empty one if nothing is saved there. With
         ``lock`` it is opened for writing: the directory's lock is held until :meth:`close`,
         so a second writer gets :class:`StoreLockedError` (or waits up to ``wait`` s,
-        ``None``: forever); ``options`` go to the constructor. A directory holding damaged
+        ``None``: forever), and a folder of files that are not a store is refused
+        (:class:`StoreExistsError`) before the lock file is made; ``options`` go to the
+        constructor. A directory holding damaged
         data raises :class:`StoreCorruptError`; it is never taken for empty."""
         root = Path(directory).resolve()
+        if lock and not generations.holds_data(root):  # no lock file among the user's files
+            check_folder(root, generations.own_name)
         held = generations.acquire(root, wait) if lock else None
         try:
             if generations.holds_data(root):

@@ -41,6 +41,16 @@ def holds_data(root: Path) -> bool:
     return (root / CURRENT).exists() or any(root.glob("gen-*"))
 
 
+def own_name(name: str) -> bool:
+    """True for the names this module writes in a store directory (``CURRENT``, the lock,
+    generations and their temporary files)."""
+    return (
+        name in (CURRENT, LOCK_FILE)
+        or name.startswith("gen-")
+        or (name.startswith((".gen-", ".CURRENT.")) and name.endswith(".tmp"))
+    )
+
+
 @contextmanager
 def dir_lock(root: Path, wait: float | None) -> Iterator[None]:
     """Hold the exclusive OS lock of a store directory. ``wait``: seconds to wait for another
