@@ -17,14 +17,15 @@ from pathlib import Path
 
 from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.resources import machine, make_embedder
-from remindrag_integrations.bench.trust import run_trust, table
+from remindrag_integrations.bench.trust import run_long_edit, run_trust, table
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default=os.environ.get("REMINDRAG_BENCH_DATA", "../shared/datasets"))
-    p.add_argument("--set", dest="set_name", action="append", required=True)
+    p.add_argument("--set", dest="set_name", action="append", default=[])
     p.add_argument("--n", type=int, default=60, help="questions in the pooled graph")
+    p.add_argument("--long", action="append", default=[], help="a long-document set (edits)")
     p.add_argument("--embedder", default="minilm")
     p.add_argument("--embed-cache", default=".remindrag-cache/bench")
     p.add_argument("--out", default="benchmarks/results/memory_trust.json")
@@ -35,6 +36,19 @@ def main() -> int:
     for name in args.set_name:
         result = run_trust(load_dataset(name, args.data), embedder, args.n, progress=log)
         print(table(result), flush=True)
+        out["runs"].append(result)
+    for name in args.long:
+        result = run_long_edit(load_dataset(name, args.data), embedder, progress=log)
+        ev, mem = result["evidence@5"], result["index_report_memory"]
+        print(
+            f"{name}: {result['documents']} documents, {result['chunks']} chunks; taught "
+            f"{result['taught_pairs']}/{result['pairs']}; evidence@5 {ev['before']:.3f} -> "
+            f"{ev['taught']:.3f} -> {ev['after_edit']:.3f} after the edit; remembered edges "
+            f"{result['remembered_edges_before']} -> {result['remembered_edges_after']} "
+            f"(kept {mem.get('kept', 0)}, moved {mem.get('moved', 0)}, "
+            f"dropped {mem.get('dropped', 0)})",
+            flush=True,
+        )
         out["runs"].append(result)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))

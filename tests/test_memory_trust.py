@@ -220,3 +220,30 @@ def test_an_edit_racing_memory_writes_loses_none(
     now = "k-" + rag.store.document_chunks("lamps")[1].id[2:]
     assert now != old
     assert rag.store.memory([now])[0][0] == pytest.approx(24 / 64)
+
+
+def test_both_frameworks_hooks_learn_from_what_the_answer_used() -> None:
+    """LangChain: the callback passes the final answer, whose [c-…] citation is the support.
+    LlamaIndex: the handler passes the source nodes the answer was written from."""
+    from langchain_core.language_models import FakeListChatModel
+    from langchain_core.runnables import RunnableLambda
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from remindrag_integrations import ReMindMemoryCallback, ReMindMemoryEventHandler
+
+    r = ReMindRetriever(engine=engine(), k=3)
+    cited = r.invoke(QUESTION)[-1].id
+    model = FakeListChatModel(responses=[f"It moved to Osterby [{cited}]."])
+    chain = r | RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs)) | model
+    cb = ReMindMemoryCallback(r)
+    chain.invoke(QUESTION, config={"callbacks": [cb]})
+    (write,) = cb.writes
+    assert write.applied and write.supporting_chunks == [cited]
+
+    r2 = ReMindRetriever(engine=engine(), k=3)
+    qe = RetrieverQueryEngine.from_args(r2, llm=MockLLM(max_tokens=8))
+    with ReMindMemoryEventHandler(r2) as handler:
+        resp = qe.query(QUESTION)
+    (write,) = handler.writes
+    assert write.applied and write.supporting_chunks == [n.node.node_id for n in resp.source_nodes]
