@@ -103,8 +103,8 @@ def _svg(g: Any, shaped: dict[str, dict[str, list[str]]], colour_of: dict[str, s
         tip += "".join(f"\nenhanced by: {q}" for q in who["enhanced"])
         tip += "".join(f"\npenalised by: {q}" for q in who["penalised"])
         strong.append(
-            f'<line data-edge="{escape(k)}" data-kind="{d["kind"]}" '
-            f'data-memory-norm="{d["memory"]:.4f}" '
+            f'<line data-edge="{escape(k)}" data-memory-norm="{d["memory"]:.4f}" '
+            f'data-kind="{d["kind"]}" '
             f'data-queries="{len(set(who["enhanced"] + who["penalised"]))}" '
             f'x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{colour}" stroke-opacity="0.8" '
             f'stroke-width="{1.5 + 7 * d["memory"] / top:.1f}"'
