@@ -11,24 +11,70 @@ A store directory (the embedded store) is shared between processes through its g
 A PostgreSQL store is shared as it is (writes go through; the store serialises them, and a
 trace is memorized once whichever server asks).
 
-The traces of this server's searches live in its memory until a write saves them with the
-store (``remember`` saves its trace marked as memorized), so a reload never loses them.
+A search's trace is kept until a write saves it with the store (``remember`` saves it marked
+as memorized): in this server's memory, and, for a store directory, as a file under
+``DIR/mcp-traces/``, so that ``remember`` works from another server process too. Clients such
+as ``langchain-mcp-adapters`` and ``llama-index-tools-mcp`` start a new server for every tool
+call by default.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.types import InvalidArgumentError, ReMindError, Trace
+from ..core.types import InvalidArgumentError, ReMindError, Trace, UnknownTraceError
 from .specs import CLIError
 
-MAX_PENDING_TRACES = 1000  # traces of this server's searches kept for remember / feedback
+MAX_PENDING_TRACES = 1000  # traces of searches kept for remember / feedback until saved
 MAX_TEXTS = 1000  # documents one add_documents call may carry
+SHELF = "mcp-traces"
+
+
+class TraceShelf:
+    """Searches' traces not yet saved with the store, one JSON file each (written whole with
+    a rename), the newest ``keep`` kept."""
+
+    def __init__(self, folder: Path, keep: int = MAX_PENDING_TRACES) -> None:
+        self.folder, self.keep = folder, keep
+
+    def _path(self, trace_id: str) -> Path | None:
+        ok = trace_id.isalnum() and len(trace_id) <= 64  # an id never names another file
+        return self.folder / f"{trace_id}.json" if ok else None
+
+    def put(self, trace: Trace) -> None:
+        path = self._path(trace.trace_id)
+        if path is None:
+            return
+        self.folder.mkdir(exist_ok=True)
+        tmp = self.folder / f".{uuid.uuid4().hex}.tmp"
+        tmp.write_text(json.dumps(trace.to_dict()), encoding="utf-8")
+        os.replace(tmp, path)
+        files = list(self.folder.glob("*.json"))
+        if len(files) > self.keep * 1.1:  # prune now and then, oldest first
+            files.sort(key=lambda f: f.stat().st_mtime)
+            for old in files[: len(files) - self.keep]:
+                old.unlink(missing_ok=True)
+
+    def get(self, trace_id: str) -> Trace | None:
+        path = self._path(trace_id)
+        try:
+            return Trace.from_dict(json.loads(path.read_text(encoding="utf-8"))) if path else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # gone (saved by another server) or unreadable: unknown here
+
+    def drop(self, trace_ids: Sequence[str]) -> None:
+        for tid in trace_ids:
+            path = self._path(tid)
+            if path is not None:
+                path.unlink(missing_ok=True)
 
 
 class ReadOnlyError(ReMindError):
@@ -53,6 +99,7 @@ class StoreService:
         self._pending: OrderedDict[str, Trace] = OrderedDict()  # not yet saved with the store
         self._writes = {"applied": 0, "skipped": 0}
         self._generation: str | None = None
+        self._shelf = None if self.shared_db else TraceShelf(self.root / SHELF)
         self.engine = self._open()
 
     # --- the store across processes ---------------------------------------------------------
@@ -120,8 +167,23 @@ class StoreService:
         finally:
             store.close()
         self.engine = engine
-        self._pending.clear()  # saved with the store
+        if self._shelf is not None:  # saved with the store
+            self._shelf.drop(list(self._pending))
+        self._pending.clear()
         return result
+
+    def _known(self, trace_id: str) -> None:
+        """Raise :class:`UnknownTraceError` unless the trace is this store's, this server's or
+        one another server's search left on the shelf (then it is this server's too)."""
+        engine = self._fresh()
+        try:
+            engine.trace(trace_id)
+        except UnknownTraceError:
+            shelved = self._shelf.get(trace_id) if self._shelf is not None else None
+            if shelved is None:
+                raise
+            self._pending[trace_id] = shelved
+            engine.store.save_trace(shelved.to_dict())
 
     # --- the tools --------------------------------------------------------------------------
     def search(
@@ -139,10 +201,14 @@ class StoreService:
                 self._pending[trace.trace_id] = trace
                 while len(self._pending) > MAX_PENDING_TRACES:
                     self._pending.popitem(last=False)
+                if self._shelf is not None and not self.read_only:
+                    self._shelf.put(trace)
         return {
             "trace_id": trace.trace_id,
             "stop_reason": trace.stop_reason,
             "replayed_edges": len(trace.replayed_edges),
+            "walk_steps": len(trace.moves),
+            "llm_calls": trace.costs.total_calls,
             "passages": [
                 {
                     "n": n,
@@ -162,7 +228,7 @@ class StoreService:
     ) -> dict[str, Any]:
         supporting = list(cited) if cited else None
         with self._lock:
-            self._fresh().trace(trace_id)  # an unknown trace fails before the lock is taken
+            self._known(trace_id)  # an unknown trace fails before the store's lock is taken
             write = self._write(lambda e: e.memorize(trace_id, answer, supporting))
         return self._written(write)
 
@@ -170,7 +236,7 @@ class StoreService:
         self, trace_id: str, helpful: bool, chunk_ids: Sequence[str] | None = None
     ) -> dict[str, Any]:
         with self._lock:
-            self._fresh().trace(trace_id)
+            self._known(trace_id)
             write = self._write(lambda e: e.feedback(trace_id, helpful, chunk_ids))
         return self._written(write)
 
@@ -263,7 +329,8 @@ class StoreService:
         from .display import describe_path
 
         with self._lock:
-            engine = self._fresh()
+            self._known(trace_id)
+            engine = self.engine
             trace = engine.trace(trace_id)
             lines = [
                 f"query: {trace.query}",
