@@ -146,9 +146,9 @@ def test_two_servers_on_one_store_lose_no_write(fresh_store: Path) -> None:
             )
             assert all(w["applied"] for w in wrote)
             # each server reloads the other's save before it reads
-            assert (await call(a, "stats"))["touched_edges"] == (
-                await call(b, "stats")
-            )["touched_edges"]
+            assert (await call(a, "stats"))["touched_edges"] == (await call(b, "stats"))[
+                "touched_edges"
+            ]
             return ids
 
     ids = asyncio.run(run())
