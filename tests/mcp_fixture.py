@@ -22,7 +22,7 @@ QUESTION = "Lilu and Gallu spirits?"
 TOOLS = {"search", "remember", "feedback", "teach", "add_documents", "delete_documents", "stats"}
 
 
-def server_args(store: Path, *extra: str) -> list[str]:
+def server_args(store: Path | str, *extra: str) -> list[str]:
     return ["-m", "remindrag_integrations.app.cli", "mcp", "--store", str(store), *extra]
 
 
@@ -54,7 +54,7 @@ def fresh_store(indexed_store: Path, tmp_path: Path) -> Path:
 
 
 @asynccontextmanager
-async def client(store: Path, *extra: str) -> AsyncIterator[Any]:
+async def client(store: Path | str, *extra: str) -> AsyncIterator[Any]:
     """An initialised ``ClientSession`` to a new ``remindrag mcp`` process on ``store``."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import mcp_fixture
+import pg_fixture
 import pytest
 from filelock import FileLock, Timeout
 from mcp_fixture import QUESTION, TOOLS, call, client, error, server_args, server_env
@@ -25,6 +26,7 @@ from remindrag_integrations.stores.generations import current
 
 fresh_store = mcp_fixture.fresh_store
 indexed_store = mcp_fixture.indexed_store
+pg_dsn = pg_fixture.pg_dsn
 
 
 def test_search_remember_then_a_new_server_answers_from_memory(fresh_store: Path) -> None:
@@ -287,3 +289,31 @@ def test_a_non_local_bind_without_a_token_refuses_to_start(indexed_store: Path) 
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 2 and "needs a bearer token" in proc.stderr
+
+
+@pytest.mark.postgres
+def test_servers_on_one_postgres_store_share_memory(
+    pg_dsn: str, indexed_store: Path, tmp_path: Path
+) -> None:
+    from remindrag_integrations.app.cli import main
+    from remindrag_integrations.stores import open_store
+
+    ns = ["--namespace", "mcp"]
+    open_store(pg_dsn, namespace="mcp").drop_namespace()  # type: ignore[attr-defined]
+    docs = indexed_store.parent / "docs"
+    assert main(["index", str(docs), "--store", pg_dsn, *ns, "--no-cache"]) == 0
+
+    async def run() -> tuple[dict, dict, dict]:
+        async with client(pg_dsn, *ns) as a, client(pg_dsn, *ns) as b:
+            found = await call(a, "search", query=QUESTION)
+            # remembered through the other server: the trace is in the shared store
+            wrote = await call(b, "remember", trace_id=found["trace_id"], answer="a spirit")
+            again = await call(a, "remember", trace_id=found["trace_id"], answer="a spirit")
+            assert not again["applied"] and again["skipped_reason"] == "already memorized"
+        async with client(pg_dsn, *ns) as c:
+            return found, wrote, await call(c, "search", query=QUESTION)
+
+    found, wrote, replayed = asyncio.run(run())
+    assert wrote["applied"]
+    assert replayed["stop_reason"] == "replay" or replayed["replayed_edges"] > 0
+    assert replayed["walk_steps"] < found["walk_steps"]
