@@ -12,6 +12,8 @@ turn (so both see the same machine load):
 - in-process: ``StoreService.search``, the function the ``search`` tool runs;
 - stdio: the MCP SDK's client calling the ``search`` tool of a ``remindrag mcp`` subprocess
   (client-side wall time from request to result).
+Then ``--writes`` searches are each followed by ``remember`` (in-process and over stdio), timed:
+on a store directory a memory write loads the newest generation under the lock and saves.
 Prints a table and writes ``benchmarks/results/mcp_latency.json`` with the machine's load.
 """
 
@@ -64,9 +66,10 @@ def percentiles(ms: list[float]) -> dict[str, float]:
 
 
 async def measure(
-    store: Path, questions: list[str], calls: int, warmup: int
-) -> tuple[list[float], list[float]]:
-    """(in-process ms, stdio ms): the two calls alternate, so both see the same machine load."""
+    store: Path, questions: list[str], calls: int, warmup: int, writes: int
+) -> dict[str, list[float]]:
+    """Milliseconds per call of ``search`` and ``remember``, in-process and over stdio: the two
+    calls alternate, so both see the same machine load."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -81,22 +84,33 @@ async def measure(
         args=["-m", "remindrag_integrations.app.cli", "mcp", "--store", str(store), "--no-cache"],
         env={**os.environ, "PYTHONPATH": str(ROOT.parent)},
     )
-    local: list[float] = []
-    remote: list[float] = []
+    ms: dict[str, list[float]] = {
+        k: [] for k in ("search", "search_stdio", "remember", "remember_stdio")
+    }
     async with stdio_client(server) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
-        for i in range(warmup + calls):
+        for i in range(warmup + calls + writes):
             q = questions[i % len(questions)]
             t = time.perf_counter()
-            service.search(q)
+            mine = service.search(q)
             t1 = time.perf_counter()
             result = await s.call_tool("search", {"query": q})
             t2 = time.perf_counter()
-            assert not result.isError and json.loads(result.content[0].text)["passages"]
-            if i >= warmup:
-                local.append((t1 - t) * 1000)
-                remote.append((t2 - t1) * 1000)
-    return local, remote
+            theirs = json.loads(result.content[0].text)
+            assert not result.isError and theirs["passages"]
+            if warmup <= i < warmup + calls:
+                ms["search"].append((t1 - t) * 1000)
+                ms["search_stdio"].append((t2 - t1) * 1000)
+            elif i >= warmup + calls:  # a memory write: load, memorize, save under the lock
+                t = time.perf_counter()
+                assert service.remember(mine["trace_id"])["applied"]
+                t1 = time.perf_counter()
+                result = await s.call_tool("remember", {"trace_id": theirs["trace_id"]})
+                t2 = time.perf_counter()
+                assert json.loads(result.content[0].text)["applied"]
+                ms["remember"].append((t1 - t) * 1000)
+                ms["remember_stdio"].append((t2 - t1) * 1000)
+    return ms
 
 
 def load() -> str:
@@ -108,6 +122,7 @@ def main() -> None:
     p.add_argument("--edges", type=int, default=100_000)
     p.add_argument("--calls", type=int, default=60)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--writes", type=int, default=5, help="remember calls timed after them")
     p.add_argument("--out", default=str(ROOT / "results" / "mcp_latency.json"))
     a = p.parse_args()
     rows: list[dict[str, Any]] = []
@@ -121,25 +136,25 @@ def main() -> None:
             from remindrag_integrations.stores import InMemoryGraphStore
 
             counts = InMemoryGraphStore.load(store).counts()
-            inproc, stdio = asyncio.run(measure(store, questions, a.calls, a.warmup))
+            ms = asyncio.run(measure(store, questions, a.calls, a.warmup, a.writes))
             rows.append(
                 {
                     "store": name,
                     "edges": counts["edges"],
                     "chunks": counts["chunks"],
-                    "in_process_ms": percentiles(inproc),
-                    "stdio_ms": percentiles(stdio),
+                    **{f"{k}_ms": percentiles(v) for k, v in ms.items()},
                     "load_after": load(),
                 }
             )
-    print(f"search latency, {a.calls} calls after {a.warmup} warm-up (ms); load {load_before}")
-    print(f"{'store':<28} {'edges':>8} {'in-process p50/p95':>20} {'stdio p50/p95':>16}")
+    print(
+        f"ms per call, p50 / p95: search {a.calls} calls after {a.warmup} warm-up, "
+        f"remember {a.writes} calls; load before {load_before}"
+    )
+    cols = ("search", "search_stdio", "remember", "remember_stdio")
+    print(f"{'store':<26} {'edges':>8} " + " ".join(f"{c:>17}" for c in cols))
     for r in rows:
-        i, s = r["in_process_ms"], r["stdio_ms"]
-        print(
-            f"{r['store']:<28} {r['edges']:>8,} {i['p50']:>9.1f} / {i['p95']:<8.1f} "
-            f"{s['p50']:>6.1f} / {s['p95']:<6.1f}"
-        )
+        cells = [f"{r[c + '_ms']['p50']:.1f} / {r[c + '_ms']['p95']:.1f}" for c in cols]
+        print(f"{r['store']:<26} {r['edges']:>8,} " + " ".join(f"{c:>17}" for c in cells))
     result = {
         "command": "python " + " ".join(sys.argv),
         "machine": {
