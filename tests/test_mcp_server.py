@@ -158,6 +158,24 @@ def test_two_servers_on_one_store_lose_no_write(fresh_store: Path) -> None:
     assert all(store.load_trace(t)["memorized"] for t in ids)
 
 
+def test_a_write_waits_for_another_writer_then_says_so(
+    fresh_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from argparse import Namespace
+
+    from remindrag_integrations.app import mcp_service
+    from remindrag_integrations.core.types import StoreLockedError
+
+    monkeypatch.setattr(mcp_service, "LOCK_WAIT", 0.2)
+    args = Namespace(store=str(fresh_store), namespace="default", llm="none", cache=None)
+    service = mcp_service.StoreService(Namespace(**vars(args), no_cache=True))
+    found = service.search(QUESTION)
+    with FileLock(fresh_store / ".lock"):  # e.g. a `remindrag index` run
+        with pytest.raises(StoreLockedError, match="locked by another writer"):
+            service.remember(found["trace_id"])
+    assert service.remember(found["trace_id"])["applied"]  # nothing was half done
+
+
 def _children(name: str) -> list[int]:
     """Our own child processes whose command line holds ``name``."""
     me, found = os.getpid(), []

@@ -35,6 +35,7 @@ from .specs import CLIError
 
 MAX_PENDING_TRACES = 1000  # traces of searches kept for remember / feedback until saved
 MAX_TEXTS = 1000  # documents one add_documents call may carry
+LOCK_WAIT = 60.0  # seconds a write waits for another writer (then a tool error says so)
 SHELF = "mcp-traces"
 
 
@@ -156,7 +157,6 @@ class StoreService:
         if self.shared_db:
             return change(self.engine)
         from ..stores import InMemoryGraphStore
-        from .session import LOCK_WAIT
 
         store = InMemoryGraphStore.open(self.root, self.args.namespace, lock=True, wait=LOCK_WAIT)
         try:
