@@ -27,8 +27,11 @@ def server_args(store: Path | str, *extra: str) -> list[str]:
 
 
 def server_env() -> dict[str, str]:
+    """The servers' environment; ``REMINDRAG_TEST_SERVER_PATH`` goes first on their
+    ``PYTHONPATH`` (e.g. a folder holding mcp 2, while the clients here need mcp 1)."""
     root = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    first = os.environ.get("REMINDRAG_TEST_SERVER_PATH")
+    path = os.pathsep.join(p for p in (first, root, os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": path}
 
 
