@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.types import InvalidArgumentError, ReMindError, Trace, UnknownTraceError
+from ..core.types import InvalidArgumentError, ReMindError, Trace
 from .specs import CLIError
 
 MAX_PENDING_TRACES = 1000  # traces of searches kept for remember / feedback until saved
@@ -173,17 +173,17 @@ class StoreService:
         return result
 
     def _known(self, trace_id: str) -> None:
-        """Raise :class:`UnknownTraceError` unless the trace is this store's, this server's or
-        one another server's search left on the shelf (then it is this server's too)."""
-        engine = self._fresh()
-        try:
-            engine.trace(trace_id)
-        except UnknownTraceError:
-            shelved = self._shelf.get(trace_id) if self._shelf is not None else None
-            if shelved is None:
-                raise
-            self._pending[trace_id] = shelved
-            engine.store.save_trace(shelved.to_dict())
+        """Raise :class:`UnknownTraceError` unless the trace is a search of this server not
+        saved yet, one another server left on the shelf (then it is this server's too), or
+        saved in the store. Loads the store again only in the last case."""
+        if trace_id in self._pending:
+            return
+        shelved = self._shelf.get(trace_id) if self._shelf is not None else None
+        if shelved is None:
+            self._fresh().trace(trace_id)
+            return
+        self._pending[trace_id] = shelved
+        self._adopt(self.engine)
 
     # --- the tools --------------------------------------------------------------------------
     def search(
@@ -330,7 +330,7 @@ class StoreService:
 
         with self._lock:
             self._known(trace_id)
-            engine = self.engine
+            engine = self._fresh()  # a reload adopts this server's unsaved traces
             trace = engine.trace(trace_id)
             lines = [
                 f"query: {trace.query}",
