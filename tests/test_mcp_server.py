@@ -19,6 +19,7 @@ import mcp_fixture
 import pg_fixture
 import pytest
 from filelock import FileLock, Timeout
+from mcp.shared.exceptions import McpError
 from mcp_fixture import QUESTION, TOOLS, call, client, error, server_args, server_env
 
 from remindrag_integrations.stores import InMemoryGraphStore
@@ -66,6 +67,12 @@ def test_search_remember_then_a_new_server_answers_from_memory(fresh_store: Path
             assert "helpful" in await error(s, "feedback", trace_id=found["trace_id"])
             assert "texts or paths" in await error(s, "add_documents")
             assert "no chunk_ids" in await error(s, "teach", pairs=[{"question": "q"}])
+            with pytest.raises(McpError, match="unknown trace id"):
+                await s.read_resource("trace://nope")
+
+            other = await call(s, "search", query="Which mythology does the Alû come from?")
+            down = await call(s, "feedback", trace_id=other["trace_id"], helpful=False)
+            assert down["applied"] and down["penalised_edges"] > 0 and not down["enhanced_edges"]
             stats = await call(s, "stats")
             return found, stats
 

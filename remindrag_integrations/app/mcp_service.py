@@ -133,10 +133,11 @@ class StoreService:
 
     def _fresh(self) -> Any:
         """The engine, loaded again when another process saved the store since."""
-        if not self.shared_db and self._current() != self._generation:
+        now = None if self.shared_db else self._current()
+        if now != self._generation:
             from ..stores import InMemoryGraphStore
 
-            self._generation = self._current()  # before the load, as in _open
+            self._generation = now  # before the load, as in _open
             self.engine = self._load(InMemoryGraphStore.load(self.root))
         return self.engine
 
