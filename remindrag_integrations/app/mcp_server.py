@@ -17,6 +17,7 @@ import contextlib
 import functools
 import hmac
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -304,6 +305,10 @@ def serve(args: argparse.Namespace) -> int:
             f"(--token or the {TOKEN_ENV} environment variable)"
         )
     check_store(args)
+    # the SDK logs to stderr from the root logger; bm25s (the lexical index, imported by the
+    # first search anyway) sets its own logger to DEBUG when imported
+    importlib.import_module("bm25s")
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the stdio transport's
         service = StoreService(args, read_only=args.read_only, local_files=bind is None)
     if bind is None:
