@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -316,29 +316,53 @@ def test_a_non_local_bind_without_a_token_refuses_to_start(indexed_store: Path) 
     assert proc.returncode == 2 and "needs a bearer token" in proc.stderr
 
 
+@pytest.fixture
+def own_pg_database(pg_dsn: str) -> Iterator[str]:
+    """A database of its own on the test server: the other PostgreSQL tests read the query
+    plans of the shared one, which another tenant's 384-dimension rows change."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = "remindrag_mcp_test"
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+    except psycopg.Error:  # a server that lets us create no database: a namespace there
+        yield pg_dsn
+        return
+    yield urlunsplit(urlsplit(pg_dsn)._replace(path=f"/{name}"))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.mark.postgres
 def test_servers_on_one_postgres_store_share_memory(
-    pg_dsn: str, indexed_store: Path, tmp_path: Path
+    own_pg_database: str, indexed_store: Path
 ) -> None:
     from remindrag_integrations.app.cli import main
     from remindrag_integrations.stores import open_store
 
-    ns = ["--namespace", "mcp"]
-    open_store(pg_dsn, namespace="mcp").drop_namespace()  # type: ignore[attr-defined]
+    dsn, ns = own_pg_database, ["--namespace", "mcp"]
+    open_store(dsn, namespace="mcp").drop_namespace()  # type: ignore[attr-defined]
     docs = indexed_store.parent / "docs"
-    assert main(["index", str(docs), "--store", pg_dsn, *ns, "--no-cache"]) == 0
+    assert main(["index", str(docs), "--store", dsn, *ns, "--no-cache"]) == 0
 
     async def run() -> tuple[dict, dict, dict]:
-        async with client(pg_dsn, *ns) as a, client(pg_dsn, *ns) as b:
+        async with client(dsn, *ns) as a, client(dsn, *ns) as b:
             found = await call(a, "search", query=QUESTION)
             # remembered through the other server: the trace is in the shared store
             wrote = await call(b, "remember", trace_id=found["trace_id"], answer="a spirit")
             again = await call(a, "remember", trace_id=found["trace_id"], answer="a spirit")
             assert not again["applied"] and again["skipped_reason"] == "already memorized"
-        async with client(pg_dsn, *ns) as c:
+        async with client(dsn, *ns) as c:
             return found, wrote, await call(c, "search", query=QUESTION)
 
-    found, wrote, replayed = asyncio.run(run())
+    try:
+        found, wrote, replayed = asyncio.run(run())
+    finally:
+        open_store(dsn, namespace="mcp").drop_namespace()  # type: ignore[attr-defined]
     assert wrote["applied"]
     assert replayed["stop_reason"] == "replay" or replayed["replayed_edges"] > 0
     assert replayed["walk_steps"] < found["walk_steps"]
