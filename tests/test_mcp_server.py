@@ -158,11 +158,40 @@ def test_two_servers_on_one_store_lose_no_write(fresh_store: Path) -> None:
             assert (await call(a, "stats"))["touched_edges"] == (await call(b, "stats"))[
                 "touched_edges"
             ]
+
+            async def reads() -> list[int]:  # while the other server writes and saves
+                return [len((await call(a, "search", query=q))["passages"]) for q in questions * 4]
+
+            texts = [f"Ninurta fought the demon number {i}." for i in range(20)]
+            counts, *added = await asyncio.gather(
+                reads(),
+                call(b, "add_documents", texts=texts[:10]),
+                call(b, "add_documents", texts=texts[10:]),
+            )
+            assert counts == [5] * 8 and [x["documents"] for x in added] == [10, 10]
+            assert (await call(a, "stats"))["documents"] == 30  # a sees both of b's writes
             return ids
 
     ids = asyncio.run(run())
     store = InMemoryGraphStore.load(fresh_store)
     assert all(store.load_trace(t)["memorized"] for t in ids)
+
+
+def test_without_the_mcp_extra_the_command_says_what_to_install(indexed_store: Path) -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None\n"  # as if the extra were not installed
+        "from remindrag_integrations.app.cli import main\n"
+        f"sys.exit(main(['mcp', '--store', {str(indexed_store)!r}]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2 and "needs the 'mcp' extra" in proc.stderr
 
 
 def test_a_write_waits_for_another_writer_then_says_so(
