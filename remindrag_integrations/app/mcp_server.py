@@ -20,6 +20,7 @@ import importlib
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -119,9 +120,12 @@ def build_server(service: StoreService, **settings: Any) -> Any:
     return server
 
 
+_STDOUT = threading.Lock()  # one redirect at a time (the service runs one call at a time)
+
+
 def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run ``fn`` with stray prints sent to stderr: stdout is the stdio transport's."""
-    with contextlib.redirect_stdout(sys.stderr):
+    with _STDOUT, contextlib.redirect_stdout(sys.stderr):
         return fn(*args, **kwargs)
 
 
