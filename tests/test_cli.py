@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, load_jsonl
 
-COMMANDS = ["index", "ask", "inspect", "memory", "trace", "demo", "bench"]
+COMMANDS = ["index", "ask", "inspect", "memory", "trace", "mcp", "demo", "bench"]
 
 
 def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
@@ -37,7 +37,7 @@ def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
 def test_every_command_has_help(command, tmp_path):
     out = run(*([command] if command else []), "--help", cwd=tmp_path).stdout
     assert out.startswith("usage: remindrag")
-    if command in ("index", "ask", "inspect", "memory", "trace"):
+    if command in ("index", "ask", "inspect", "memory", "trace", "mcp"):
         assert "--store" in out
 
 

@@ -237,6 +237,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp_server import serve
+
+    return serve(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
@@ -264,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
             "inspect": cmd_inspect,
             "memory": cmd_memory,
             "trace": cmd_trace,
+            "mcp": cmd_mcp,
             "demo": cmd_demo,
             "bench": cmd_bench,
         }

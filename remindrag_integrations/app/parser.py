@@ -145,12 +145,38 @@ def _bench(sub: Any, commands: Commands) -> None:
     p.set_defaults(func=commands["bench"])
 
 
+def _mcp(sub: Any, commands: Commands) -> None:
+    p = sub.add_parser(
+        "mcp",
+        help="serve a store to agents over the Model Context Protocol (extra 'mcp')",
+        description="Serve a store to MCP clients (desktop assistants, IDE agents, LangChain, "
+        "LlamaIndex): tools search, remember, feedback, teach, add_documents, "
+        "delete_documents, stats; resources trace://{id} and memory://view. Memory written "
+        "through one server is seen by the next, and by other servers on the same store.",
+    )
+    _store_args(p)
+    p.add_argument(
+        "--read-only", action="store_true", help="search and stats only: no tool that writes"
+    )
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST defaults "
+        "to 127.0.0.1; any other address needs a token)",
+    )
+    p.add_argument(
+        "--token",
+        help="bearer token every HTTP request must carry (default: $REMINDRAG_MCP_TOKEN)",
+    )
+    p.set_defaults(func=commands["mcp"])
+
+
 def build(commands: Commands) -> argparse.ArgumentParser:
     """The parser; ``commands`` maps each command name to the function that runs it."""
     parser = argparse.ArgumentParser(
         prog="remindrag", description="ReMindRAG: a knowledge-graph retriever with memory."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_index, _ask, _inspect, _memory, _trace, _demo, _bench):
+    for add in (_index, _ask, _inspect, _memory, _trace, _mcp, _demo, _bench):
         add(sub, commands)
     return parser

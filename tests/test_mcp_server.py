@@ -1,0 +1,397 @@
+"""``remindrag mcp`` for real: the SDK's client against server subprocesses over stdio and
+streamable HTTP, memory across server processes, two servers on one store, ``kill -9``
+during a write."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import mcp_fixture
+import pg_fixture
+import pytest
+from filelock import FileLock, Timeout
+from mcp.shared.exceptions import McpError
+from mcp_fixture import QUESTION, TOOLS, call, client, error, server_args, server_env
+
+from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores.generations import current
+
+fresh_store = mcp_fixture.fresh_store
+indexed_store = mcp_fixture.indexed_store
+pg_dsn = pg_fixture.pg_dsn
+
+
+def test_search_remember_then_a_new_server_answers_from_memory(fresh_store: Path) -> None:
+    async def first_session() -> tuple[dict, dict]:
+        async with client(fresh_store) as s:
+            listed = await s.list_tools()
+            assert {t.name for t in listed.tools} == TOOLS
+            search = next(t for t in listed.tools if t.name == "search")
+            assert search.inputSchema["required"] == ["query"]
+            assert "trace_id" in search.description and "replay" in search.description
+
+            found = await call(s, "search", query=QUESTION, k=4)
+            assert [p["n"] for p in found["passages"]] == [1, 2, 3, 4]
+            first = found["passages"][0]
+            assert first["chunk_id"].startswith("c-") and first["metadata"]["source"]
+            assert {p["found_by"] for p in found["passages"]} <= {
+                "seed",
+                "traversal",
+                "dense_fill",
+            }
+            assert found["stop_reason"] != "replay" and found["walk_steps"] > 0
+            answer = f"Lilu is a spirit [{first['chunk_id']}]."
+            wrote = await call(s, "remember", trace_id=found["trace_id"], answer=answer)
+            assert wrote["applied"] and wrote["enhanced_edges"] > 0
+            again = await call(s, "remember", trace_id=found["trace_id"], answer=answer)
+            assert not again["applied"] and again["skipped_reason"] == "already memorized"
+
+            text = (await s.read_resource(f"trace://{found['trace_id']}")).contents[0].text
+            assert f"query: {QUESTION}" in text and "edges enhanced" in text
+            page = (await s.read_resource("memory://view")).contents[0].text
+            assert page.startswith("<!DOCTYPE html>") and QUESTION in page
+
+            # bad arguments and unknown ids: tool errors with the message; the server lives on
+            assert "query" in await error(s, "search")
+            assert "non-empty" in await error(s, "search", query="  ")
+            assert "unknown trace id" in await error(s, "remember", trace_id="nope")
+            assert "helpful" in await error(s, "feedback", trace_id=found["trace_id"])
+            assert "texts or paths" in await error(s, "add_documents")
+            assert "no chunk_ids" in await error(s, "teach", pairs=[{"question": "q"}])
+            with pytest.raises(McpError, match="unknown trace id"):
+                await s.read_resource("trace://nope")
+
+            other = await call(s, "search", query="Which mythology does the Alû come from?")
+            down = await call(s, "feedback", trace_id=other["trace_id"], helpful=False)
+            assert down["applied"] and down["penalised_edges"] > 0 and not down["enhanced_edges"]
+            stats = await call(s, "stats")
+            return found, stats
+
+    found, stats = asyncio.run(first_session())
+    assert stats["documents"] == 10 and stats["touched_edges"] > 0
+
+    async def second_session() -> dict:
+        async with client(fresh_store) as s:
+            return await call(s, "search", query=QUESTION, k=4)
+
+    replayed = asyncio.run(second_session())
+    assert replayed["stop_reason"] == "replay" or replayed["replayed_edges"] > 0
+    assert replayed["walk_steps"] < found["walk_steps"]
+    saved = InMemoryGraphStore.load(fresh_store).load_trace(found["trace_id"])
+    assert saved is not None and saved["memorized"]
+
+
+def test_read_only_offers_and_does_no_writes(fresh_store: Path) -> None:
+    before = current(fresh_store)
+
+    async def session() -> None:
+        async with client(fresh_store, "--read-only") as s:
+            assert {t.name for t in (await s.list_tools()).tools} == {"search", "stats"}
+            found = await call(s, "search", query=QUESTION)
+            assert "remember" in await error(s, "remember", trace_id=found["trace_id"])
+            assert (await call(s, "stats"))["read_only"] is True
+
+    asyncio.run(session())
+    assert current(fresh_store) == before and not (fresh_store / "mcp-traces").exists()
+
+
+def test_remember_in_another_server_process_and_documents_round_trip(fresh_store: Path) -> None:
+    """Clients that start a server per tool call (the adapters' default) still remember."""
+
+    async def run() -> str:
+        async with client(fresh_store) as s:
+            found = await call(s, "search", query=QUESTION)
+        shelved = fresh_store / "mcp-traces" / f"{found['trace_id']}.json"
+        assert shelved.exists()  # kept for a remember from another process
+        async with client(fresh_store) as s:
+            wrote = await call(s, "remember", trace_id=found["trace_id"], cited=[])
+            assert wrote["applied"]
+            added = await call(
+                s,
+                "add_documents",
+                texts=["Ninurta is a Mesopotamian god of farming and war."],
+                ids=["ninurta"],
+                metadata={"kind": "god"},
+            )
+            assert added["documents"] == 1 and added["doc_ids"] == ["ninurta"]
+            hit = await call(s, "search", query="Who is Ninurta?", filter={"kind": "god"})
+            assert {p["doc_id"] for p in hit["passages"]} == {"ninurta"}
+            assert hit["passages"][0]["metadata"] == {"kind": "god"}
+        async with client(fresh_store) as s:
+            assert (await call(s, "stats"))["documents"] == 11
+            assert (await call(s, "delete_documents", ids=["ninurta"]))["documents"] == 1
+            taught = await call(
+                s, "teach", pairs=[{"question": "Who is Gallu?", "texts": ["Gallu"]}]
+            )
+            assert taught["pairs"] == 1
+        return str(found["trace_id"])
+
+    trace_id = asyncio.run(run())
+    store = InMemoryGraphStore.load(fresh_store)
+    assert store.counts()["documents"] == 10 and store.load_trace(trace_id)["memorized"]
+    assert not (fresh_store / "mcp-traces" / f"{trace_id}.json").exists()  # saved with the store
+
+
+def test_two_servers_on_one_store_lose_no_write(fresh_store: Path) -> None:
+    questions = [QUESTION, "Which mythology does the Alû come from?"]
+
+    async def run() -> list[str]:
+        async with client(fresh_store) as a, client(fresh_store) as b:
+            found = await asyncio.gather(
+                call(a, "search", query=questions[0]), call(b, "search", query=questions[1])
+            )
+            ids = [f["trace_id"] for f in found]
+            wrote = await asyncio.gather(
+                call(a, "remember", trace_id=ids[0]), call(b, "remember", trace_id=ids[1])
+            )
+            assert all(w["applied"] for w in wrote)
+            # each server reloads the other's save before it reads
+            assert (await call(a, "stats"))["touched_edges"] == (await call(b, "stats"))[
+                "touched_edges"
+            ]
+
+            async def reads() -> list[int]:  # while the other server writes and saves
+                return [len((await call(a, "search", query=q))["passages"]) for q in questions * 4]
+
+            texts = [f"Ninurta fought the demon number {i}." for i in range(20)]
+            counts, *added = await asyncio.gather(
+                reads(),
+                call(b, "add_documents", texts=texts[:10]),
+                call(b, "add_documents", texts=texts[10:]),
+            )
+            assert counts == [5] * 8 and [x["documents"] for x in added] == [10, 10]
+            assert (await call(a, "stats"))["documents"] == 30  # a sees both of b's writes
+            return ids
+
+    ids = asyncio.run(run())
+    store = InMemoryGraphStore.load(fresh_store)
+    assert all(store.load_trace(t)["memorized"] for t in ids)
+
+
+def test_without_the_mcp_extra_the_command_says_what_to_install(indexed_store: Path) -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None\n"  # as if the extra were not installed
+        "from remindrag_integrations.app.cli import main\n"
+        f"sys.exit(main(['mcp', '--store', {str(indexed_store)!r}]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2 and "needs the 'mcp' extra" in proc.stderr
+
+
+def test_a_write_waits_for_another_writer_then_says_so(
+    fresh_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from argparse import Namespace
+
+    from remindrag_integrations.app import mcp_service
+    from remindrag_integrations.core.types import StoreLockedError
+
+    monkeypatch.setattr(mcp_service, "LOCK_WAIT", 0.2)
+    args = Namespace(store=str(fresh_store), namespace="default", llm="none", cache=None)
+    service = mcp_service.StoreService(Namespace(**vars(args), no_cache=True))
+    found = service.search(QUESTION)
+    with FileLock(fresh_store / ".lock"):  # e.g. a `remindrag index` run
+        with pytest.raises(StoreLockedError, match="locked by another writer"):
+            service.remember(found["trace_id"])
+    assert service.remember(found["trace_id"])["applied"]  # nothing was half done
+
+
+def _children(name: str) -> list[int]:
+    """Our own child processes whose command line holds ``name``."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == me and name in cmd:
+            found.append(int(entry.name))
+    return found
+
+
+async def _kill_when(fresh_store: Path, ready: Callable[[], bool], texts: list[str]) -> None:
+    """Start an add_documents call, ``kill -9`` the server once ``ready()``."""
+    async with client(fresh_store) as s:
+        (pid,) = _children("remindrag_integrations.app.cli mcp")
+        task = asyncio.ensure_future(call(s, "add_documents", texts=texts))
+        deadline = time.monotonic() + 60
+        while not ready() and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        assert not task.done() and ready()  # the write is under way
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(BaseException):  # noqa: B017 - whatever the transport raises
+            await asyncio.wait_for(task, 30)
+
+
+def _locked(store: Path) -> bool:
+    """Whether another process holds the store's writer lock."""
+    lock = FileLock(store / ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
+@pytest.mark.parametrize("moment", ["indexing", "saving"])
+def test_kill_9_during_a_write_leaves_a_loadable_store(fresh_store: Path, moment: str) -> None:
+    texts = [f"Document {i} about the demon Gallu and the spirit number {i}." for i in range(300)]
+
+    def ready() -> bool:
+        if moment == "saving":  # a new generation is being written
+            return any(fresh_store.glob(".gen-*.tmp"))
+        return _locked(fresh_store)  # the server holds the lock: loading or indexing
+
+    try:
+        asyncio.run(_kill_when(fresh_store, ready, texts))
+    except BaseException as exc:  # the client's context may also report the dead server
+        if not isinstance(exc, (Exception, BaseExceptionGroup)):
+            raise
+    store = InMemoryGraphStore.load(fresh_store)  # loads: no half-written generation
+    assert store.counts()["documents"] in (10, 310)  # all of the write or none of it
+
+    async def next_write() -> dict:  # the dead server's lock went with it
+        async with client(fresh_store) as s:
+            return await call(s, "add_documents", texts=["Ninurta is a god."], ids=["ninurta"])
+
+    assert asyncio.run(next_write())["documents"] == 1
+    assert not any(fresh_store.glob(".gen-*.tmp"))  # the next writer swept the dead one's
+
+
+# --- streamable HTTP ------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve_http(store: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, *server_args(store, "--http", f"127.0.0.1:{port}", *extra)],
+        env=server_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/mcp"
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the HTTP server did not start")
+
+
+def test_http_needs_the_token(indexed_store: Path) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    proc, url = _serve_http(indexed_store, "--read-only", "--token", "s3cret")
+    try:
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        headers = {"accept": "application/json, text/event-stream"}
+        assert httpx.post(url, json=hello, headers=headers).status_code == 401
+        wrong = {**headers, "authorization": "Bearer nope"}
+        assert httpx.post(url, json=hello, headers=wrong).status_code == 401
+
+        async def session() -> dict:
+            auth = httpx.AsyncClient(headers={"Authorization": "Bearer s3cret"}, timeout=60)
+            async with auth, streamable_http_client(url, http_client=auth) as (read, write, _):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    return await call(s, "search", query=QUESTION)
+
+        assert asyncio.run(session())["passages"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_non_local_bind_without_a_token_refuses_to_start(indexed_store: Path) -> None:
+    env = {k: v for k, v in server_env().items() if k != "REMINDRAG_MCP_TOKEN"}
+    proc = subprocess.run(
+        [sys.executable, *server_args(indexed_store, "--http", "0.0.0.0:8765")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2 and "needs a bearer token" in proc.stderr
+
+
+@pytest.fixture
+def own_pg_database(pg_dsn: str) -> Iterator[str]:
+    """A database of its own on the test server: the other PostgreSQL tests read the query
+    plans of the shared one, which another tenant's 384-dimension rows change."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = "remindrag_mcp_test"
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+    except psycopg.Error:  # a server that lets us create no database: a namespace there
+        yield pg_dsn
+        return
+    yield urlunsplit(urlsplit(pg_dsn)._replace(path=f"/{name}"))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.mark.postgres
+def test_servers_on_one_postgres_store_share_memory(
+    own_pg_database: str, indexed_store: Path
+) -> None:
+    from remindrag_integrations.app.cli import main
+    from remindrag_integrations.stores import open_store
+
+    dsn, ns = own_pg_database, ["--namespace", "mcp"]
+    open_store(dsn, namespace="mcp").drop_namespace()  # type: ignore[attr-defined]
+    docs = indexed_store.parent / "docs"
+    assert main(["index", str(docs), "--store", dsn, *ns, "--no-cache"]) == 0
+
+    async def run() -> tuple[dict, dict, dict]:
+        async with client(dsn, *ns) as a, client(dsn, *ns) as b:
+            found = await call(a, "search", query=QUESTION)
+            # remembered through the other server: the trace is in the shared store
+            wrote = await call(b, "remember", trace_id=found["trace_id"], answer="a spirit")
+            again = await call(a, "remember", trace_id=found["trace_id"], answer="a spirit")
+            assert not again["applied"] and again["skipped_reason"] == "already memorized"
+        async with client(dsn, *ns) as c:
+            return found, wrote, await call(c, "search", query=QUESTION)
+
+    try:
+        found, wrote, replayed = asyncio.run(run())
+    finally:
+        open_store(dsn, namespace="mcp").drop_namespace()  # type: ignore[attr-defined]
+    assert wrote["applied"]
+    assert replayed["stop_reason"] == "replay" or replayed["replayed_edges"] > 0
+    assert replayed["walk_steps"] < found["walk_steps"]
