@@ -183,6 +183,29 @@ def make_pg_store(pg_dsn: str) -> Iterator[Callable[..., object]]:
         store.close()
 
 
+@pytest.fixture
+def own_pg_database(pg_dsn: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The DSN of a database of its own on the test server (dropped afterwards): for a test
+    that reads query plans, which other tenants' rows of other dimensions change, or whose
+    rows would change them."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = "remindrag_" + "".join(c if c.isalnum() else "_" for c in request.node.name)[:40]
+    name = name.lower()
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+    except psycopg.Error:  # a server that lets us create no database: a namespace there
+        yield pg_dsn
+        return
+    yield urlunsplit(urlsplit(pg_dsn)._replace(path=f"/{name}"))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 # --- helpers for the postgres tests (importable by spawned worker processes) -----------------
 
 HOT_EDGES = ("k-1100", "m-1100", "r-1000", "r-1900", "r-2000", "x-1000")

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -28,6 +28,7 @@ from remindrag_integrations.stores.generations import current
 fresh_store = mcp_fixture.fresh_store
 indexed_store = mcp_fixture.indexed_store
 pg_dsn = pg_fixture.pg_dsn
+own_pg_database = pg_fixture.own_pg_database
 
 
 def test_search_remember_then_a_new_server_answers_from_memory(fresh_store: Path) -> None:
@@ -343,27 +344,6 @@ def test_a_non_local_bind_without_a_token_refuses_to_start(indexed_store: Path) 
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 2 and "needs a bearer token" in proc.stderr
-
-
-@pytest.fixture
-def own_pg_database(pg_dsn: str) -> Iterator[str]:
-    """A database of its own on the test server: the other PostgreSQL tests read the query
-    plans of the shared one, which another tenant's 384-dimension rows change."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    import psycopg
-
-    name = "remindrag_mcp_test"
-    try:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
-            conn.execute(f"CREATE DATABASE {name}")
-    except psycopg.Error:  # a server that lets us create no database: a namespace there
-        yield pg_dsn
-        return
-    yield urlunsplit(urlsplit(pg_dsn)._replace(path=f"/{name}"))
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.mark.postgres

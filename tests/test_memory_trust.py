@@ -27,8 +27,8 @@ from remindrag_integrations.bench.trust import run_trust
 from remindrag_integrations.testing import HashEmbedder
 
 DATA = Path(__file__).parent / "data"
-make_pg_store = pg_fixture.make_pg_store
 pg_dsn = pg_fixture.pg_dsn
+own_pg_database = pg_fixture.own_pg_database
 
 PARTS = [
     "Orla Quist founded the Brindle Lamp Works in Varnholt. The works made brass lamps.",
@@ -39,6 +39,16 @@ QUESTION = "Where did the Brindle Lamp Works move to?"
 
 def two_chunks(second: str = PARTS[1]) -> Document:
     return Document("lamps", PARTS[0] + " " + second)
+
+
+def _pg(request: pytest.FixtureRequest, namespace: str) -> object:
+    """A PostgreSQL store in a database of its own (its 64-dimension rows would change the
+    query plans other tests read)."""
+    from remindrag_integrations.stores.postgres import PostgresGraphStore
+
+    store = PostgresGraphStore(request.getfixturevalue("own_pg_database"), namespace=namespace)
+    request.addfinalizer(store.close)
+    return store
 
 
 def engine(store: object = None) -> ReMindRAG:
@@ -83,7 +93,7 @@ def _replays(rag: ReMindRAG, want: str) -> bool:
 def test_an_edit_keeps_the_unchanged_chunk_and_moves_the_edited_ones_memory(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
-    store = request.getfixturevalue("make_pg_store")("trust") if backend == "postgres" else None
+    store = _pg(request, "trust") if backend == "postgres" else None
     rag = engine(store)
     first, second = _teach_second_chunk(rag)
     touched = rag.store.touched_edges()
@@ -193,7 +203,7 @@ def test_an_edit_racing_memory_writes_loses_none(
     """Writers add to the edited chunk's contains edge, named by its id before any edit, while
     the document is edited again and again: every write lands, on the edge or on the
     successor the edit moved its memory to."""
-    store = request.getfixturevalue("make_pg_store")("race") if backend == "postgres" else None
+    store = _pg(request, "race") if backend == "postgres" else None
     rag = engine(store)
     old = "k-" + rag.store.document_chunks("lamps")[1].id[2:]
     one = np.zeros(64, dtype=np.float32)

@@ -24,6 +24,7 @@ from remindrag_integrations.testing import HashEmbedder, contract_graph
 pytestmark = pytest.mark.postgres
 pg_dsn = pg_fixture.pg_dsn  # the session's server (started once per process)
 make_pg_store = pg_fixture.make_pg_store
+own_pg_database = pg_fixture.own_pg_database
 
 DIM = 32
 TEXTS = [
@@ -243,10 +244,11 @@ def _plan(dsn: str, sql: str, params: tuple | dict) -> str:
         return "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
 
 
-def test_lookups_are_served_by_indexes(
-    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
-) -> None:
-    store = make_pg_store("plans")
+def test_lookups_are_served_by_indexes(own_pg_database: str) -> None:
+    """In a database of its own: other tests' tenants (other dimensions, more rows) change the
+    planner's statistics, and so the plans read here."""
+    pg_dsn = own_pg_database
+    store = PostgresGraphStore(pg_dsn, namespace="plans")
     store.add_graph(**contract_graph(dim=DIM))
     q = np.ones(DIM, dtype=np.float32)
     search = (
@@ -265,6 +267,7 @@ def test_lookups_are_served_by_indexes(
         ("plans", ["r-1000"]),
     )
     assert "rr_edge_memory_pkey" in memory
+    store.close()
 
 
 def test_reset_all_namespaces_and_list_them(

@@ -145,11 +145,11 @@ def real_question(
     """Every arm and phase of the protocol on one question's own graph."""
     docs = ds.documents(item["context_pids"])
     # the walk bounds hold for every call, memorize included; a slow local model on a busy
-    # machine needs more than the default 120 s per call
+    # machine needs more than the default 120 s per call; the paper's protocol memorizes
+    # through the LLM filter (not the answer's citations, the default since issue 21)
+    base = {"llm_timeout": LLM_TIMEOUT, "memorize_judge": "filter"}
     engine = ReMindRAG(
-        llm=None,
-        embeddings=embedder,
-        retrieval_config=RetrievalConfig(**{"llm_timeout": LLM_TIMEOUT, **overrides}),
+        llm=None, embeddings=embedder, retrieval_config=RetrievalConfig(**{**base, **overrides})
     )
     engine.insert(docs)
     chunks = [c for d in docs for c in make_chunks(d, engine.index_config)]

@@ -41,10 +41,18 @@ class Memory(PgBase):
         made = validate.learned_links(links)
         if not ids and not made:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
-        try:
-            return self._tx(lambda cur: self._update(cur, ids, fn, made))
-        except UnknownNodeError:  # a document update replaced an edge while this waited:
-            return self._tx(lambda cur: self._update(cur, ids, fn, made))  # its successor
+        for _ in range(8):  # an update replaced an edge while this waited for its lock:
+            try:  # once it commits, its successor is recorded; write there
+                return self._tx(lambda cur: self._update(cur, ids, fn, made))
+            except UnknownNodeError:
+                if not self._replaced(ids):
+                    raise
+        return self._tx(lambda cur: self._update(cur, ids, fn, made))
+
+    def _replaced(self, ids: list[str]) -> bool:
+        """Whether an update recorded a successor for any of the edges."""
+        with self._cursor() as cur:
+            return bool(self._successors(cur, ids))
 
     def _update(
         self, cur: psycopg.Cursor, ids: list[str], fn: MemoryFn, links: Sequence[Edge] = ()
