@@ -11,7 +11,10 @@ built by the zero-token extractor of that time, so the replay builds them with i
 (``bench.legacy_extractor``): the navigation prompts list the graph's entity names, and the
 recorded replies answer those prompts. It was also made before the first-pass prior existed,
 so the replay runs with ``prior=False`` (the paper's cosine-only first pass): together they
-give the model's prompts back byte for byte."""
+give the model's prompts back byte for byte. When chunk ids came to hash their own text
+(issue 21) the answer and filter prompts, which show chunk ids, changed: their 4 replies were
+recorded again from the same model on the same protocol, every other reply replayed as it
+was (the replies no prompt asks for any more were dropped)."""
 
 from __future__ import annotations
 
