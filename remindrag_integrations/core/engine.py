@@ -28,7 +28,7 @@ from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import Prompts
-from .protocols import ChatLLM, GraphStore, TraceClaims
+from .protocols import ChatLLM, GraphStore, TraceClaims, reading
 from .steps import (
     LLMDecider,
     NoLLM,
@@ -159,9 +159,10 @@ class ReMindRAG(MemoryAdmin):
     def _retrieve_step(
         self, query: str, cfg: RetrievalConfig, rt: Runtime, ledger: CostLedger
     ) -> Step:
-        retrieval = yield from pipeline.retrieve(
-            self.store, query, cfg, self._navigator(rt), ledger, self.prompts.pre_query
-        )
+        with reading(self.store) as view:  # one version of the graph for the whole query
+            retrieval = yield from pipeline.retrieve(
+                view, query, cfg, self._navigator(rt), ledger, self.prompts.pre_query
+            )
         self._remember(retrieval.trace)
         return retrieval
 

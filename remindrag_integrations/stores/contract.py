@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core.protocols import GraphStore
 from .contract_graph import contract_graph
+from .contract_snapshot import SnapshotContract
 from .contract_views import ViewsContract
 
 __all__ = ["StoreContract", "contract_graph", "store_contract"]
@@ -31,7 +32,7 @@ def _raises(
     raise AssertionError(f"expected {exc}")
 
 
-class StoreContract(ViewsContract):
+class StoreContract(ViewsContract, SnapshotContract):
     """The behaviour every :class:`~.protocols.GraphStore` must show.
 
     Subclass it in a pytest module and provide a ``make_store`` fixture: a callable

@@ -4,7 +4,11 @@ The files on disk (checksummed generations, the ``CURRENT`` switch, the director
 :mod:`.generations`; the conversion of the graph to and from those files is :mod:`.snapshot`.
 
 Concurrency: any number of threads may read and write one store object (one lock guards
-every read-modify-write). One directory has one writer at a time: :meth:`save` holds the
+every read-modify-write). :meth:`~InMemoryGraphStore.snapshot` gives a reader one version of
+the whole store, however long it reads, copy-on-write: taking one shares every container
+with the store (it waits only for a write being applied at that moment), and the next write
+copies the containers it changes instead of changing them in place. Readers of a snapshot
+take no lock; writers never wait for them. One directory has one writer at a time: :meth:`save` holds the
 directory's OS lock while it writes, a store opened with :meth:`open` holds it until
 :meth:`close`, and a save into a directory another writer saved since this store was loaded
 from it raises :class:`StoreConflictError` instead of overwriting those changes.
@@ -12,8 +16,11 @@ from it raises :class:`StoreConflictError` instead of overwriting those changes.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +37,7 @@ from ..core.types import (
     InvalidArgumentError,
     Node,
     NodeKind,
+    StoreError,
     UnknownNodeError,
 )
 from . import validate
@@ -37,6 +45,9 @@ from .directory import Persisted
 from .first_pass import FirstPassIndexes
 from .node_index import NodeIndex
 from .vectors import VectorDtype
+
+# the containers a snapshot shares with its store (values are never changed in place)
+_VERSIONED = ("_docs", "_chunks", "_nodes", "_edges", "_adj", "_memory", "_entity_names")
 
 
 class InMemoryGraphStore(FirstPassIndexes, Persisted):
@@ -77,9 +88,50 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         self._traces: dict[str, dict] = {}
         self._entity_names: dict[str, str] = {}
         self._dim: int | None = None
-        self._lexical = self._matrix = None  # the prior's indexes, built when first used
+        self._first_pass: dict[str, Any] = {}  # the prior's indexes of this version
+        self._version = 0  # graph writes so far
+        self._shared: set[str] = set()  # containers a snapshot shares: copy before writing
+        self._snapshots: weakref.WeakSet[InMemoryGraphStore] = weakref.WeakSet()
+        self._read_only = False
         self._bases: dict[Path, str | None] = {}  # directory -> generation this store knows
         self._held: dict[Path, Any] = {}  # directories whose writer lock this store holds
+
+    # --- snapshots -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[InMemoryGraphStore]:
+        """A read-only view of the store as it is now (see the module): reads through it see
+        this version whatever is written meanwhile. Writing through it raises."""
+        yield self.pin()
+
+    def pin(self) -> InMemoryGraphStore:
+        """The view of :meth:`snapshot`, released when no longer referenced."""
+        with self._lock:
+            view = copy.copy(self)  # shares every container, never copies one
+            view._vectors = self._vectors.pin()
+            view._lock = contextlib.nullcontext()  # type: ignore[assignment]
+            view._read_only = True
+            self._shared = set(_VERSIONED)
+            self._snapshots.add(view)
+        return view
+
+    def _own(self, *names: str) -> None:
+        """Make the named containers this store's own before changing them in place."""
+        if self._read_only:
+            raise StoreError("a snapshot of a store is read only: write to the store itself")
+        for name in names:
+            if name in self._shared:
+                self._shared.discard(name)
+                setattr(self, name, dict(getattr(self, name)))
+
+    def _graph_write(self) -> int | None:
+        """Start a write of the graph (under the lock): own every container, a new version;
+        returns the version that held rows are tagged with (None: no snapshot alive)."""
+        self._own(*_VERSIONED)
+        self._version += 1
+        self._first_pass = {}
+        alive = [v._version for v in list(self._snapshots)]
+        self._vectors.release(min(alive) if alive else None)
+        return self._version if alive else None
 
     # --- size and documents ---------------------------------------------------------------
     @property
@@ -127,9 +179,10 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             for node_id in entity_aliases:
                 if node_id not in self._nodes and node_id not in {n.id for n in nodes}:
                     raise UnknownNodeError(f"unknown entity {node_id}")
+            held = self._graph_write()
             if replace:  # the old versions go, but not the nodes the new batch links to
                 keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
-                self._delete(set(replace), keep)
+                self._delete(set(replace), keep, held)
             if len(nodes) and self._dim is None:
                 self._dim = int(embeddings.shape[1])
             for doc_id, digest, meta in documents:
@@ -142,13 +195,15 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             self._vectors.put([nodes[i] for i in fresh], embeddings[fresh])
             for node_id, aliases in entity_aliases.items():
                 self._add_aliases(node_id, aliases)
+            grown: dict[str, list[str]] = {}  # adjacency lists are replaced, never appended to
             for e in edges:
                 if e.id not in self._edges:
                     self._edges[e.id] = e
-                    self._adj[e.u].append(e.id)
+                    grown.setdefault(e.u, []).append(e.id)
                     if e.v != e.u:
-                        self._adj[e.v].append(e.id)
-            self._lexical = self._matrix = None
+                        grown.setdefault(e.v, []).append(e.id)
+            for node_id, added in grown.items():
+                self._adj[node_id] = self._adj[node_id] + added
 
     def _add_node(self, node: Node) -> None:
         self._nodes[node.id] = node
@@ -168,7 +223,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
 
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
         with self._lock:
-            return self._delete(set(doc_ids), set())
+            return self._delete(set(doc_ids), set(), self._graph_write())
 
     def _doomed(self, doc_set: set[str], keep: set[str]) -> set[str]:
         """Chunks and anchors of the documents, and entities left with no mention."""
@@ -189,7 +244,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
                 doomed.add(n.id)
         return doomed
 
-    def _delete(self, doc_ids: set[str], keep: set[str]) -> dict[str, int]:
+    def _delete(self, doc_ids: set[str], keep: set[str], held: int | None) -> dict[str, int]:
         doc_set = {d for d in doc_ids if d in self._docs}
         doomed = self._doomed(doc_set, keep)
         dead_edges = {e for nid in doomed for e in self._adj.get(nid, ())}
@@ -200,7 +255,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             self._memory.pop(eid, None)
         for nid in touched - doomed:
             self._adj[nid] = [x for x in self._adj[nid] if x not in dead_edges]
-        self._vectors.drop([self._nodes[nid] for nid in doomed])
+        self._vectors.drop([self._nodes[nid] for nid in doomed], held)
         for nid in doomed:
             self._nodes.pop(nid)
             self._adj.pop(nid, None)
@@ -210,7 +265,6 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             del self._chunks[c.id]
         for d in doc_set:
             del self._docs[d]
-        self._lexical = self._matrix = None
         return {
             "documents": len(doc_set),
             "chunks": len(chunks),
@@ -320,6 +374,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
                     raise UnknownNodeError(f"unknown edge id {eid!r}")
             dim = self._dim or 0
             new = validate.memory_rows(fn(self.memory(ids)), len(ids), dim)
+            self._own("_memory")
             for eid, v in zip(ids, new):
                 if np.any(v) or eid in self._memory:
                     self._memory[eid] = v
@@ -340,6 +395,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
 
     def reset_memory(self) -> int:
         with self._lock:
+            self._own("_memory")
             n = len(self._memory)
             self._memory.clear()
             return n
@@ -348,6 +404,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         if not 0.0 <= factor <= 1.0:
             raise ValueError("decay factor must be in [0, 1]")
         with self._lock:
+            self._own("_memory")
             for eid in list(self._memory):
                 self._memory[eid] = self._memory[eid] * np.float32(factor)
             return len(self._memory)
@@ -363,6 +420,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
                 if eid not in self._edges:
                     raise UnknownNodeError(f"unknown edge id {eid!r}")
                 rows[eid] = validate.memory_vector(eid, v, self._dim)
+            self._own("_memory")
             self._memory.update(rows)
             return len(rows)
 
