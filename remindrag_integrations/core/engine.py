@@ -104,9 +104,14 @@ class ReMindRAG(MemoryAdmin):
         return LLMNavigator(self.prompts.traversal) if self._uses_llm(rt) else ZeroTokenNavigator()
 
     # --- insert --------------------------------------------------------------------------
-    def _batches(self, documents: Iterable[Any], progress: Any, on_batch: Any) -> tuple:
-        if isinstance(documents, (str, bytes, Document)):
+    @staticmethod
+    def _documents(documents: Any) -> Iterable[Any]:
+        if isinstance(documents, Document):
             raise InvalidArgumentError("insert takes a list of documents, not one document")
+        return arguments.items(documents, "documents")
+
+    def _batches(self, documents: Iterable[Any], progress: Any, on_batch: Any) -> tuple:
+        documents = self._documents(documents)
         p = inserting.plan(self.store, documents, self.index_config)
         _, rt = self._setup(None, {})
         steps = inserting.Batches(p, self.index_config, progress, on_batch)
@@ -148,7 +153,7 @@ class ReMindRAG(MemoryAdmin):
     def estimate_insert(self, documents: Iterable[Any]) -> dict[str, int]:
         """What :meth:`insert` would cost: documents and chunks to (re)index, LLM calls and
         expected tokens, priced with this engine's extraction prompt."""
-        p = inserting.plan(self.store, documents, self.index_config)
+        p = inserting.plan(self.store, self._documents(documents), self.index_config)
         return inserting.estimate(p, self.prompts.extraction, self.llm is not None)
 
     def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
@@ -321,6 +326,7 @@ class ReMindRAG(MemoryAdmin):
 
     def _teaching(self, pairs: Pairs, progress: Any, overrides: dict) -> tuple:
         cfg, rt = self._setup(None, overrides)
+        pairs = arguments.items(pairs, "pairs")
         return teaching.teach(self.store, pairs, cfg, progress), rt, CostLedger()
 
     def teach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
@@ -359,6 +365,7 @@ class ReMindRAG(MemoryAdmin):
     # --- persistence ---------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Persist the store (atomically) and the configuration."""
+        arguments.path(directory, "directory")
         used = {"name": identity_of(self.embedder), "dimension": self.store.dim}
         return persist.save(self.store, self.index_config, self.retrieval_config, directory, used)
 
@@ -374,6 +381,7 @@ class ReMindRAG(MemoryAdmin):
         """Load what :meth:`save` wrote, with the embedder it recorded unless ``embeddings``
         is given (checked against the record). Raises :class:`StoreNotFoundError` when there
         is no such directory, :class:`StoreCorruptError` on damage."""
+        arguments.path(directory, "directory")
         if store is None and not Path(directory).is_dir():
             raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
         index_cfg, retrieval_cfg = persist.load_config(directory)

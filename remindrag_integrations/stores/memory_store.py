@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import filters
+from ..core import arguments, filters
 from ..core.ids import norm_name
 from ..core.memory import math as mem
 from ..core.protocols import MemoryFn
@@ -401,8 +401,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             return n
 
     def decay_memory(self, factor: float) -> int:
-        if not 0.0 <= factor <= 1.0:
-            raise ValueError("decay factor must be in [0, 1]")
+        factor = arguments.fraction(factor, "the decay factor")
         with self._lock:
             self._own("_memory")
             for eid in list(self._memory):
