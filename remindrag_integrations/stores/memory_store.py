@@ -8,7 +8,9 @@ every read-modify-write). :meth:`~InMemoryGraphStore.snapshot` gives a reader on
 the whole store, however long it reads, copy-on-write: taking one shares every container
 with the store (it waits only for a write being applied at that moment), and the next write
 copies the containers it changes instead of changing them in place. Readers of a snapshot
-take no lock; writers never wait for them. One directory has one writer at a time: :meth:`save` holds the
+take no lock; writers never wait for them. A snapshot taken while a graph write is being
+applied is the version before that write (kept aside by the write when a reader read since
+the previous one), so a retrieve never waits for an insert or a delete. One directory has one writer at a time: :meth:`save` holds the
 directory's OS lock while it writes, a store opened with :meth:`open` holds it until
 :meth:`close`, and a save into a directory another writer saved since this store was loaded
 from it raises :class:`StoreConflictError` instead of overwriting those changes.
@@ -78,6 +80,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         self.lock_wait = lock_wait  # seconds a save waits for another writer's lock
         self._lock = threading.RLock()
         self._save_lock = threading.Lock()
+        self._trace_lock = threading.Lock()  # traces are not part of a graph version
         self._docs: dict[str, tuple[str, dict]] = {}
         self._chunks: dict[str, Chunk] = {}
         self._nodes: dict[str, Node] = {}
@@ -93,6 +96,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         self._shared: set[str] = set()  # containers a snapshot shares: copy before writing
         self._snapshots: weakref.WeakSet[InMemoryGraphStore] = weakref.WeakSet()
         self._read_only = False
+        self._before: InMemoryGraphStore | None = None  # the version a graph write replaces
         self._bases: dict[Path, str | None] = {}  # directory -> generation this store knows
         self._held: dict[Path, Any] = {}  # directories whose writer lock this store holds
 
@@ -105,14 +109,33 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
 
     def pin(self) -> InMemoryGraphStore:
         """The view of :meth:`snapshot`, released when no longer referenced."""
-        with self._lock:
-            view = copy.copy(self)  # shares every container, never copies one
-            view._vectors = self._vectors.pin()
-            view._lock = contextlib.nullcontext()  # type: ignore[assignment]
-            view._read_only = True
-            self._shared = set(_VERSIONED)
-            self._snapshots.add(view)
+        if not self._lock.acquire(blocking=False):  # a write is being applied
+            before = self._before
+            if before is not None:
+                return before
+            self._lock.acquire()
+        try:
+            return self._view()
+        finally:
+            self._lock.release()
+
+    def _view(self) -> InMemoryGraphStore:
+        view = copy.copy(self)  # shares every container, never copies one
+        view._vectors = self._vectors.pin()
+        view._lock = contextlib.nullcontext()  # type: ignore[assignment]
+        view._read_only, view._before = True, None
+        self._shared = set(_VERSIONED)
+        self._snapshots.add(view)
         return view
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the lock for a graph write; the version kept aside goes with it."""
+        with self._lock:
+            try:
+                yield
+            finally:
+                self._before = None
 
     def _own(self, *names: str) -> None:
         """Make the named containers this store's own before changing them in place."""
@@ -125,7 +148,11 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
 
     def _graph_write(self) -> int | None:
         """Start a write of the graph (under the lock): own every container, a new version;
-        returns the version that held rows are tagged with (None: no snapshot alive)."""
+        returns the version that held rows are tagged with (None: no snapshot alive). When a
+        reader read since the previous write, the version before this one is kept aside for
+        readers that arrive while it is applied (it shares what this write will copy)."""
+        if self._shared:
+            self._before = self._view()
         self._own(*_VERSIONED)
         self._version += 1
         self._first_pass = {}
@@ -172,7 +199,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         entity_aliases: Mapping[str, Sequence[str]],
         replace: Sequence[str] = (),
     ) -> None:
-        with self._lock:  # every check first: a failed call changes nothing
+        with self._writing():  # every check first: a failed call changes nothing
             embeddings = validate.graph_embeddings(nodes, embeddings, self._dim)
             validate.storable(embeddings, self._vectors.table.dtype)
             validate.edge_endpoints(edges, nodes, lambda ids: [i for i in ids if i in self._nodes])
@@ -222,7 +249,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             self._entity_names.setdefault(norm_name(a), node_id)
 
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
-        with self._lock:
+        with self._writing():
             return self._delete(set(doc_ids), set(), self._graph_write())
 
     def _doomed(self, doc_set: set[str], keep: set[str]) -> set[str]:
@@ -425,7 +452,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
 
     # --- traces ---------------------------------------------------------------------------
     def save_trace(self, trace: dict) -> None:
-        with self._lock:
+        with self._trace_lock:  # not the graph's lock: a retrieve never waits for a write
             self._traces[trace["trace_id"]] = trace
             while len(self._traces) > self.max_traces:
                 self._traces.pop(next(iter(self._traces)))
@@ -434,7 +461,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         return self._traces.get(trace_id)
 
     def recent_traces(self, limit: int) -> list[dict]:
-        with self._lock:
+        with self._trace_lock:
             return list(reversed(self._traces.values()))[: max(limit, 0)]
 
     def flush(self) -> None:
