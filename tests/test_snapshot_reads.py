@@ -38,7 +38,7 @@ class _Paused(dict):
 
     def items(self) -> Any:
         self.entered.set()
-        self.go.wait(60)
+        self.go.wait(120)
         return super().items()
 
 
