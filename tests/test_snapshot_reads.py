@@ -136,3 +136,63 @@ def test_rows_of_deleted_nodes_are_reused_once_no_snapshot_needs_them() -> None:
             del view
     # each round held d1's rows while its snapshot lived, then freed them for the next
     assert store._vectors.table.matrix().shape[0] <= used + 2 * 5
+
+
+def test_a_save_during_a_write_saves_the_version_before_it(tmp_path: Any) -> None:
+    eng = _engine()
+    store = eng.store
+    assert isinstance(store, InMemoryGraphStore)
+    eng.retrieve(QUERIES[2])
+    entered, go = threading.Event(), threading.Event()
+    write = threading.Thread(
+        target=lambda: store.add_graph(
+            documents=[("d3", "new", {})],
+            chunks=[],
+            nodes=[],
+            embeddings=np.zeros((0, 64), np.float32),
+            edges=[],
+            entity_aliases=_Paused(entered, go),
+            replace=["d3"],
+        )
+    )
+    write.start()
+    assert entered.wait(60)
+    saved = threading.Thread(target=lambda: store.save(tmp_path / "s"))
+    saved.start()
+    saved.join(60)  # a guard against a hang: the save must not wait for the write
+    finished = not saved.is_alive()
+    go.set()
+    write.join()
+    saved.join()
+    assert finished, "the save waited for the write"
+    assert InMemoryGraphStore.load(tmp_path / "s").document_hash("d3") != "new"
+    assert store.document_hash("d3") == "new"
+
+
+@pytest.mark.parametrize("built_before", [True, False])
+def test_ann_search_in_a_snapshot_sees_its_version(built_before: bool) -> None:
+    from remindrag_integrations.stores import ann
+
+    if not ann.available():
+        pytest.skip("extra 'ann' (usearch) not installed")
+    store = InMemoryGraphStore(ann=True)
+    store.add_graph(**contract_graph(dim=32))
+    old = store.node_embeddings(["c-1100"])[0]
+    if built_before:
+        store.search(old, 1, ("chunk",))  # the store builds its index
+    with store.snapshot() as view:
+        store.delete_documents(["d1"])
+        g = contract_graph(("d1",), dim=32, salt="v2")
+        store.add_graph(**{**g, "documents": [("d1", "v2", {})]})
+        hit = view.search(old, 1, ("chunk",))[0]  # no index yet: an exact scan of its version
+        assert hit[0] == "c-1100" and hit[1] == pytest.approx(1.0, abs=1e-3)
+    new = store.node_embeddings(["c-1100"])[0]
+    assert store.search(new, 1, ("chunk",))[0][0] == "c-1100"
+    with store.snapshot() as view:  # no write since: the view builds the store's index
+        view.search(new, 1, ("anchor",))
+    assert "anchor" in store._vectors._ann  # built once, for the store and its snapshots
+    g2 = contract_graph(("x1", "x2", "x3"), dim=32, salt="later")  # x3's nodes are new
+    store.add_graph(**g2)
+    assert g2["nodes"][9].id == "a-3100"
+    top = store.search(g2["embeddings"][9], 1, ("anchor",))[0]
+    assert top[0] == "a-3100"  # the index the view built followed the later insert
