@@ -425,9 +425,12 @@ def _attacks(tmp: Path, outside: Path, other: Path) -> dict[str, Callable[[Path]
         return lambda root: _resign(root, lambda m: m["sha256"].__setitem__(entry, digest))
 
     def current(text: str) -> Callable[[Path], None]:
+        """CURRENT naming ``text`` with the checksum of the other store's manifest."""
+
         def go(root: Path) -> None:
-            d = (root / "CURRENT").read_text().split("\n")[1]
-            (root / "CURRENT").write_text(f"{text.format(gen=_gen(root).name)}\n{d}\n")
+            d = hashlib.sha256((_gen(other) / "manifest.json").read_bytes()).hexdigest()
+            name = text.format(gen=_gen(root).name, other=_gen(other).name)
+            (root / "CURRENT").write_text(f"{name}\n{d}\n")
 
         return go
 
@@ -460,7 +463,7 @@ def _attacks(tmp: Path, outside: Path, other: Path) -> dict[str, Callable[[Path]
         "manifest entry absolute path": name(str(outside)),
         "manifest entry a/../b": name("a/../" + outside.name),
         "manifest entry with NUL": name("nodes.json\x00x"),
-        "CURRENT gen-x/../../elsewhere": current("{gen}/../../" + other.parent.name + "/s/x"),
+        "CURRENT gen-x/../../elsewhere": current("{gen}/../../other/s/{other}"),
         "CURRENT absolute path": current(str(_gen(other))),
         "CURRENT ..": current(".."),
         "generation folder is a link": gen_link,

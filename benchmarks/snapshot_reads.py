@@ -1,6 +1,8 @@
 """Readers during a writer (issue 26): retrieves per second and their p95 latency, with and
 without one thread updating and deleting documents at the same time. Every retrieve reads
 one snapshot of the store; the row also counts failed retrieves (there should be none).
+``--write-cost EDGES``: what copy-on-write costs a writer on a synthetic store of that many
+edges: a document delete and a memory write, with no snapshot alive and right after one.
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/snapshot_reads.py --out benchmarks/results/snapshot_reads.json
 """
@@ -88,13 +90,63 @@ def run(docs: int, readers: int, seconds: float, writer: bool, seed: int = 0) ->
     }
 
 
+def write_cost(n_edges: int, rounds: int = 5) -> list[dict[str, Any]]:
+    """Milliseconds of a delete of one document and of a memory write on 10 edges, with no
+    snapshot taken since the last write (in place) and right after a snapshot (copies)."""
+    from remindrag_integrations.bench.scale import synthetic_graph
+
+    store = synthetic_graph(n_edges, dim=64)
+    _, edges = store.whole_graph()
+    rng = np.random.default_rng(0)
+    touched = [e.id for e in edges[: min(len(edges), 20_000)]]
+    store.update_memory(touched, lambda cur: cur + 0.01)  # 20 K edges hold memory
+    docs = store.document_ids()
+    out = []
+    for pinned in (False, True):
+        dels, mems = [], []
+        for r in range(rounds):
+            view = store.pin() if pinned else None
+            t = time.perf_counter()
+            store.delete_documents([docs[r + (rounds if pinned else 0)]])
+            dels.append(time.perf_counter() - t)
+            view = store.pin() if pinned else None
+            some = [touched[i] for i in rng.choice(len(touched), 10, replace=False)]
+            t = time.perf_counter()
+            store.update_memory([e for e in some if e in store._edges], lambda cur: cur * 0.9)
+            mems.append(time.perf_counter() - t)
+            del view
+        out.append(
+            {
+                "edges": len(edges),
+                "snapshot_before_write": pinned,
+                "delete_ms": round(1000 * float(np.median(dels)), 1),
+                "memory_write_ms": round(1000 * float(np.median(mems)), 2),
+            }
+        )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=200)
     ap.add_argument("--readers", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--out", default="benchmarks/results/snapshot_reads.json")
+    ap.add_argument("--write-cost", type=int, default=0, metavar="EDGES")
     args = ap.parse_args()
+    if args.write_cost:
+        rows = write_cost(args.write_cost)
+        print("| edges | snapshot taken before the write | delete 1 doc ms | memory write ms |")
+        print("|---:|---|---:|---:|")
+        for r in rows:
+            print(
+                f"| {r['edges']:,} | {'yes' if r['snapshot_before_write'] else 'no'} | "
+                f"{r['delete_ms']} | {r['memory_write_ms']} |"
+            )
+        out = Path(args.out).with_name(f"snapshot_write_cost_{args.write_cost}.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"rows": rows, "load": os.getloadavg()}, indent=1))
+        return
     rows = [run(args.docs, args.readers, args.seconds, w) for w in (False, True)]
     print("| writer | readers | retrieves/s | p50 ms | p95 ms | failed | writes |")
     print("|---|---:|---:|---:|---:|---:|---:|")

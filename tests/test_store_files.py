@@ -59,12 +59,12 @@ def test_current_naming_another_folder_is_refused(tmp_path: Path) -> None:
     _, root = _saved(tmp_path)
     _, other = _saved(tmp_path / "other")
     gen = _gen(root)
-    text = (root / "CURRENT").read_text().split("\n")
+    theirs = (other / "CURRENT").read_text().split("\n")[1]  # the other manifest's checksum
     rel = f"{gen.name}/../../other/s/{_gen(other).name}"
-    (root / "CURRENT").write_text(f"{rel}\n{text[1]}\n")
+    (root / "CURRENT").write_text(f"{rel}\n{theirs}\n")
     with pytest.raises(StoreCorruptError, match="plain file name"):
         InMemoryGraphStore.load(root)
-    (root / "CURRENT").write_text(f"{_gen(other)}\n{text[1]}\n")  # an absolute path
+    (root / "CURRENT").write_text(f"{_gen(other)}\n{theirs}\n")  # an absolute path
     with pytest.raises(StoreCorruptError):
         InMemoryGraphStore.load(root)
 

@@ -4,13 +4,16 @@ The files on disk (checksummed generations, the ``CURRENT`` switch, the director
 :mod:`.generations`; the conversion of the graph to and from those files is :mod:`.snapshot`.
 
 Concurrency: any number of threads may read and write one store object (one lock guards
-every read-modify-write). :meth:`~InMemoryGraphStore.snapshot` gives a reader one version of
-the whole store, however long it reads, copy-on-write: taking one shares every container
-with the store (it waits only for a write being applied at that moment), and the next write
-copies the containers it changes instead of changing them in place. Readers of a snapshot
-take no lock; writers never wait for them. A snapshot taken while a graph write is being
-applied is the version before that write (kept aside by the write when a reader read since
-the previous one), so a retrieve never waits for an insert or a delete. One directory has one writer at a time: :meth:`save` holds the
+every read-modify-write). The reads of a whole query go through one :meth:`snapshot`: one
+version of the store, copy-on-write. Taking a snapshot shares every container with the
+store; the next write copies the containers it changes instead of changing them in place,
+and rows of deleted nodes wait until no older snapshot is alive. Readers of a snapshot take
+no lock and writers never wait for them. A snapshot taken while a graph write is applied is
+the version before that write: the write keeps it aside when a reader read since the
+previous write (otherwise the first reader waits for the write); a memory write of a few
+rows may make a new snapshot wait for it.
+
+One directory has one writer at a time: :meth:`save` holds the
 directory's OS lock while it writes, a store opened with :meth:`open` holds it until
 :meth:`close`, and a save into a directory another writer saved since this store was loaded
 from it raises :class:`StoreConflictError` instead of overwriting those changes.
