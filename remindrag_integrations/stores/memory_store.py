@@ -262,16 +262,20 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             for n in self._nodes.values()
             if n.kind in ("chunk", "anchor") and n.doc_id in doc_set and n.id not in keep
         }
-        for n in self._nodes.values():
-            if n.kind != "entity" or n.id in keep:
-                continue
+        mentioned = {  # only entities a doomed anchor mentions can be left with none
+            self._edges[e].other(a)
+            for a in doomed
+            for e in self._adj[a]
+            if self._edges[e].kind == "mention"
+        }
+        for ent in mentioned - keep:
             anchors = [
-                self._edges[e].other(n.id)
-                for e in self._adj[n.id]
+                self._edges[e].other(ent)
+                for e in self._adj[ent]
                 if self._edges[e].kind == "mention"
             ]
-            if anchors and all(a in doomed for a in anchors):
-                doomed.add(n.id)
+            if all(a in doomed for a in anchors):
+                doomed.add(ent)
         return doomed
 
     def _delete(self, doc_ids: set[str], keep: set[str], held: int | None) -> dict[str, int]:
