@@ -2,9 +2,13 @@
 
 Rows: fuzzed LLM replies across every stage; ``kill -9`` during save; every byte of every
 store file flipped; two concurrent savers (threads, then processes); two processes
-memorizing on one directory; threads reading while one updates. Each row counts what was
-tried, what survived (a correct result or a typed ``ReMindError``), crashes (any other
-exception) and lost (data missing or silently wrong). Prints a table and writes JSON.
+memorizing on one directory; threads reading while one updates. Issue 26 adds: hostile store
+directories (paths out of the store, links, FIFOs); retrieves during updates and deletes (a
+failed retrieve counts as lost); the public API with wrong types and failing parts (a call
+that runs with a coerced value counts as lost); disk full / read-only during save; the exit
+after an LLM timeout. Each row counts what was tried, what survived (a correct result or a
+typed ``ReMindError``), crashes (any other exception, or a hang) and lost (data missing or
+silently wrong). Prints a table and writes JSON.
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/faults.py --out benchmarks/results/faults.json
 """
@@ -12,10 +16,14 @@ exception) and lost (data missing or silently wrong). Prints a table and writes 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import errno
+import hashlib
 import json
 import multiprocessing as mp
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,10 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from remindrag_integrations import Document, ReMindError, ReMindRAG, StoreCorruptError
+from remindrag_integrations import (
+    Document,
+    ReMindError,
+    ReMindRAG,
+    StoreCorruptError,
+    StoreError,
+)
 from remindrag_integrations.core.config import IndexConfig
 from remindrag_integrations.core.ids import chunk_of
-from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores import InMemoryGraphStore, generations
 from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
 
 DIM = 32
@@ -386,6 +400,390 @@ def readers_during_updates(updates: int, readers: int = 8) -> dict:
     return out
 
 
+# --- 7. hostile store directories (issue 26) ---------------------------------------------------
+
+
+def _gen(root: Path) -> Path:
+    return root / (root / "CURRENT").read_text().split("\n")[0]
+
+
+def _resign(root: Path, edit: Callable[[dict], None]) -> None:
+    """Edit the manifest and recompute its checksum in CURRENT, as whoever can write does."""
+    gen = _gen(root)
+    manifest = json.loads((gen / "manifest.json").read_bytes())
+    edit(manifest)
+    raw = json.dumps(manifest).encode()
+    (gen / "manifest.json").write_bytes(raw)
+    (root / "CURRENT").write_text(f"{gen.name}\n{hashlib.sha256(raw).hexdigest()}\n")
+
+
+def _attacks(tmp: Path, outside: Path, other: Path) -> dict[str, Callable[[Path], None]]:
+    secret = outside.read_bytes()
+    digest = hashlib.sha256(secret).hexdigest()
+
+    def name(entry: str) -> Callable[[Path], None]:
+        return lambda root: _resign(root, lambda m: m["sha256"].__setitem__(entry, digest))
+
+    def current(text: str) -> Callable[[Path], None]:
+        """CURRENT naming ``text`` with the checksum of the other store's manifest."""
+
+        def go(root: Path) -> None:
+            d = hashlib.sha256((_gen(other) / "manifest.json").read_bytes()).hexdigest()
+            name = text.format(gen=_gen(root).name, other=_gen(other).name)
+            (root / "CURRENT").write_text(f"{name}\n{d}\n")
+
+        return go
+
+    def replace(rel: str, make: Callable[[Path, bytes], None]) -> Callable[[Path], None]:
+        def go(root: Path) -> None:
+            path = (_gen(root) if rel != "CURRENT" else root) / rel
+            data = path.read_bytes()
+            path.unlink()
+            make(path, data)
+
+        return go
+
+    def link_copy(path: Path, data: bytes) -> None:
+        copy = tmp / f"copy-{path.name}-{random.random()}"
+        copy.write_bytes(data)
+        path.symlink_to(copy)
+
+    def fifo_named(root: Path) -> None:
+        os.mkfifo(_gen(root) / "pipe.json")
+        _resign(root, lambda m: m["sha256"].__setitem__("pipe.json", digest))
+
+    def gen_link(root: Path) -> None:
+        (root / "gen-elsewhere").symlink_to(_gen(other))
+        d = hashlib.sha256((_gen(other) / "manifest.json").read_bytes()).hexdigest()
+        (root / "CURRENT").write_text(f"gen-elsewhere\n{d}\n")
+
+    up = "../" * (len(outside.parts) + 2)
+    return {
+        "manifest entry ../../../..": name(up + str(outside).lstrip("/")),
+        "manifest entry absolute path": name(str(outside)),
+        "manifest entry a/../b": name("a/../" + outside.name),
+        "manifest entry with NUL": name("nodes.json\x00x"),
+        "CURRENT gen-x/../../elsewhere": current("{gen}/../../other/s/{other}"),
+        "CURRENT absolute path": current(str(_gen(other))),
+        "CURRENT ..": current(".."),
+        "generation folder is a link": gen_link,
+        "data file is a link (same bytes)": replace("nodes.json", link_copy),
+        "manifest is a link (same bytes)": replace("manifest.json", link_copy),
+        "CURRENT is a link (same bytes)": replace("CURRENT", link_copy),
+        "data file is a FIFO": replace("nodes.json", lambda p, d: os.mkfifo(p)),
+        "manifest is a FIFO": replace("manifest.json", lambda p, d: os.mkfifo(p)),
+        "CURRENT is a FIFO": replace("CURRENT", lambda p, d: os.mkfifo(p)),
+        "manifest names a FIFO": fifo_named,
+        "data file links to /dev/zero": replace(
+            "nodes.json", lambda p, d: p.symlink_to("/dev/zero")
+        ),
+    }
+
+
+def _load_within(root: Path, seconds: float) -> tuple[str, Any]:
+    """('loaded' | 'typed' | 'crash' | 'hang', detail) of loading ``root`` in a thread."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["v"] = ("loaded", ReMindRAG.load(root, embeddings=HashEmbedder(DIM)))
+        except ReMindError as exc:
+            box["v"] = ("typed", exc)
+        except Exception as exc:  # noqa: BLE001 - what this row counts
+            box["v"] = ("crash", exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    return box.get("v", ("hang", None))
+
+
+def hostile_directories(tmp: Path) -> dict:
+    outside = tmp / "outside" / "passwd"
+    outside.parent.mkdir()
+    outside.write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")
+    other = engine().save(tmp / "other" / "s")
+    base = tmp / "hostile-base"
+    engine().save(base)
+    survived = crashes = lost = 0
+    results = {}
+    for i, (label, attack) in enumerate(_attacks(tmp, outside, other).items()):
+        root = tmp / f"hostile-{i}"
+        shutil.copytree(base, root, symlinks=True)
+        attack(root)
+        kind, detail = _load_within(root, 10.0)
+        results[label] = kind if kind != "typed" else type(detail).__name__
+        survived += kind == "typed"
+        crashes += kind in ("crash", "hang")
+        lost += kind == "loaded"  # it read what is not the store's
+        for f in root.rglob("*"):  # unblock a FIFO a hung load may still wait on
+            if f.is_fifo():
+                f.unlink()
+    out = row(
+        "hostile store directories (outside paths, links, FIFOs)",
+        len(results),
+        survived,
+        crashes,
+        lost,
+    )
+    out["attacks"] = results
+    return out
+
+
+# --- 8. retrieves while documents change (issue 26) --------------------------------------------
+
+
+def retrieves_during_updates(updates: int, readers: int = 3) -> dict:
+    eng = engine()
+    stop = threading.Event()
+    counts = {"ok": 0, "typed": 0, "crash": 0}
+    lock = threading.Lock()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                eng.retrieve(random.choice(QUERIES), nav_min_similarity=-1.0)
+                key = "ok"
+            except ReMindError:
+                key = "typed"
+            except Exception as exc:  # noqa: BLE001
+                key = "crash"
+                print("crash:", type(exc).__name__, exc, file=sys.stderr)
+            with lock:
+                counts[key] += 1
+
+    threads = [threading.Thread(target=read) for _ in range(readers)]
+    for t in threads:
+        t.start()
+    for i in range(updates):
+        eng.insert([Document("d1", f"Scott Derrickson directed film number {i} in Texas.")])
+        eng.delete(["d3"])
+        eng.insert([Document("d3", TEXTS[2][1])])
+    stop.set()
+    for t in threads:
+        t.join()
+    name = f"{readers} threads retrieve while one updates and deletes (lost: a failed retrieve)"
+    return row(name, sum(counts.values()), counts["ok"], counts["crash"], counts["typed"])
+
+
+# --- 9. the public API with wrong types and failing parts (issue 26) ----------------------------
+
+
+class _DownEmbedder(HashEmbedder):
+    down = False
+
+    def embed(self, texts: Any) -> np.ndarray:
+        if self.down:
+            raise ConnectionError("connection refused")
+        return super().embed(texts)
+
+
+def _api_cases(eng: ReMindRAG, tmp: Path) -> dict[str, Callable[[], Any]]:
+    r = eng.retrieve(QUERIES[0])
+    afile = tmp / "a-file"
+    afile.write_text("x")
+    cases: dict[str, Callable[[], Any]] = {
+        "insert(None)": lambda: eng.insert(None),  # type: ignore[arg-type]
+        "save(<a regular file>)": lambda: eng.save(afile),
+        "decay_memory(2)": lambda: eng.decay_memory(2),
+        "decay_memory(nan)": lambda: eng.decay_memory(float("nan")),
+        "decay_memory('0.5')": lambda: eng.decay_memory("0.5"),  # type: ignore[arg-type]
+    }
+    for arg in ("k", "seeds", "max_hops", "alpha", "pre_query", "llm_timeout", "prior"):
+        flag = arg in ("pre_query", "prior")
+        for bad in (1 if flag else True, "3", None, [1]):
+            if arg == "llm_timeout" and bad is None:
+                continue  # None: no timeout, a valid value
+            cases[f"retrieve({arg}={bad!r})"] = lambda a=arg, b=bad: eng.retrieve(
+                QUERIES[0], **{a: b}
+            )
+    for name, fn in {
+        "delete": eng.delete,
+        "teach": eng.teach,
+        "estimate_insert": eng.estimate_insert,
+        "insert": eng.insert,
+    }.items():
+        for bad in (None, 3, "d1"):
+            cases[f"{name}({bad!r})"] = lambda f=fn, b=bad: f(b)
+    for bad in (None, 3, b"x", ""):
+        cases[f"save({bad!r})"] = lambda b=bad: eng.save(b)
+        cases[f"export_memory({bad!r})"] = lambda b=bad: eng.export_memory(b)
+        cases[f"import_memory({bad!r})"] = lambda b=bad: eng.import_memory(b)
+    cases["memorize(supporting=3)"] = lambda: eng.memorize(r.trace_id, supporting=3)  # type: ignore[arg-type]
+    cases["feedback(helpful='no')"] = lambda: eng.feedback(r.trace_id, "no")  # type: ignore[arg-type]
+    cases["inspect_memory(k=True)"] = lambda: eng.inspect_memory(k=True)
+    return cases
+
+
+def api_sweep(tmp: Path) -> dict:
+    emb = _DownEmbedder(DIM)
+    eng = ReMindRAG(embeddings=emb)
+    eng.insert([Document(i, t) for i, t in TEXTS])
+    cases = _api_cases(eng, tmp)
+    survived = crashes = lost = 0
+    raw = {}
+    for label, call in cases.items():
+        try:
+            call()
+            lost += 1  # ran with a coerced or wrong value instead of refusing it
+            raw[label] = "ran"
+        except ReMindError:
+            survived += 1
+        except Exception as exc:  # noqa: BLE001
+            crashes += 1
+            raw[label] = type(exc).__name__
+    emb.down = True  # an embedder whose server is down
+    for label, call in {
+        "retrieve, embedder raises ConnectionError": lambda: eng.retrieve(QUERIES[0]),
+        "aretrieve, embedder raises ConnectionError": lambda: asyncio.run(
+            eng.aretrieve(QUERIES[0])
+        ),
+        "insert, embedder raises ConnectionError": lambda: eng.insert([Document("n", "Bob.")]),
+    }.items():
+        try:
+            call()
+            lost += 1
+        except ReMindError:
+            survived += 1
+        except Exception as exc:  # noqa: BLE001
+            crashes += 1
+            raw[label] = type(exc).__name__
+    lock_root = eng.save(tmp / "lock-link")
+    (lock_root / ".lock").unlink(missing_ok=True)
+    (lock_root / ".lock").symlink_to(tmp / "nowhere")
+    try:
+        eng.save(lock_root)
+        lost += 1
+    except ReMindError:
+        survived += 1
+    except Exception as exc:  # noqa: BLE001
+        crashes += 1
+        raw[".lock is a link"] = type(exc).__name__
+    out = row(
+        "public API: wrong types, failing embedder, .lock link",
+        survived + crashes + lost,
+        survived,
+        crashes,
+        lost,
+    )
+    out["not_typed"] = raw
+    return out
+
+
+# --- 10. disk full / read-only during save (issue 26) ------------------------------------------
+
+
+def failing_saves(tmp: Path) -> dict:
+    eng = engine()
+    root = eng.save(tmp / "full")
+    memorize(eng, QUERIES[0])  # a change the failed saves would write
+    want = InMemoryGraphStore.load(root).export_memory()
+    real_write, real_replace = generations._write_synced, generations.os.replace
+    survived = crashes = lost = 0
+    n_files = len(list(_gen(root).iterdir()))
+    for err in (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO):
+        for at in range(n_files + 2):  # every file of the generation, then the CURRENT switch
+            calls = [0]
+
+            def write(
+                path: Path, data: bytes, at: int = at, err: int = err, calls: list = calls
+            ) -> None:
+                calls[0] += 1
+                if calls[0] == at + 1:
+                    raise OSError(err, os.strerror(err), str(path))
+                real_write(path, data)
+
+            def replace(src: Any, dst: Any, at: int = at, err: int = err) -> None:
+                if at == n_files + 1 and str(dst).endswith("CURRENT"):
+                    raise OSError(err, os.strerror(err), str(dst))
+                real_replace(src, dst)
+
+            generations._write_synced = write  # type: ignore[assignment]
+            generations.os.replace = replace  # type: ignore[assignment]
+            try:
+                eng.save(root)
+                kind = "saved"
+            except StoreError:
+                kind = "typed"
+            except Exception:  # noqa: BLE001
+                kind = "crash"
+            finally:
+                generations._write_synced = real_write
+                generations.os.replace = real_replace
+            try:
+                intact = InMemoryGraphStore.load(root).export_memory() == want
+            except StoreCorruptError:
+                intact = False
+            survived += kind == "typed" and intact
+            crashes += kind == "crash"
+            lost += kind != "crash" and not (kind == "typed" and intact)
+    eng.save(root)  # keeps the new generation and the one before (for readers still on it)
+    left = len([p for p in root.iterdir() if p.name.startswith((".gen", "gen"))])
+    out = row(
+        "disk full / read-only / I/O error at each step of a save",
+        survived + crashes + lost,
+        survived,
+        crashes,
+        lost + (left > 2),
+    )
+    out["generations_left_after_next_save"] = left
+    return out
+
+
+# --- 11. the exit after an LLM timeout (issue 26) ----------------------------------------------
+
+_TIMEOUT_EXIT = """
+import asyncio, sys, time
+from pathlib import Path
+from remindrag_integrations import Document, ReMindRAG
+from remindrag_integrations.testing import HashEmbedder
+
+def slow(prompt):
+    time.sleep(float(sys.argv[2]))
+    Path(sys.argv[1]).write_text("finished")
+    return "{}"
+
+eng = ReMindRAG(llm=slow, embeddings=HashEmbedder(32))
+try:
+    asyncio.run(eng.aretrieve("Who directed Sinister?", llm_timeout=0.5, pre_query=True))
+except Exception:
+    pass
+print("returned", flush=True)
+"""
+
+
+def timeout_exit(rounds: int, tmp: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    survived = crashes = 0
+    took = []
+    for i in range(rounds):
+        done = tmp / f"llm-done-{i}"
+        t = time.perf_counter()
+        try:
+            p = subprocess.run(
+                [sys.executable, "-c", _TIMEOUT_EXIT, str(done), "30"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            ok = p.returncode == 0 and "returned" in p.stdout and not done.exists()
+        except subprocess.TimeoutExpired:
+            ok = False
+        took.append(time.perf_counter() - t)
+        survived += ok
+        crashes += not ok
+    out = row(
+        "asyncio.run(aretrieve(llm_timeout=0.5)) then exit, LLM hangs 30 s",
+        rounds,
+        survived,
+        crashes,
+        0,
+    )
+    out["exit_seconds"] = [round(x, 2) for x in took]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replies", type=int, default=1000)
@@ -393,20 +791,30 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=50, help="per saver kind (threads, processes)")
     ap.add_argument("--memorize-rounds", type=int, default=10)
     ap.add_argument("--updates", type=int, default=30)
+    ap.add_argument("--timeout-rounds", type=int, default=5)
+    ap.add_argument("--only", help="run only the rows whose function name contains this")
     ap.add_argument("--out", default="benchmarks/results/faults.json")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        for fn in (
-            lambda: fuzz_replies(args.replies),
-            lambda: kill_during_save(args.kills, tmp),
-            lambda: flip_every_byte(tmp),
-            lambda: savers_threads(args.rounds, tmp),
-            lambda: savers_processes(args.rounds, tmp),
-            lambda: two_processes_memorizing(args.memorize_rounds, tmp),
-            lambda: readers_during_updates(args.updates),
-        ):
+        suite: dict[str, Callable[[], dict]] = {
+            "fuzz_replies": lambda: fuzz_replies(args.replies),
+            "kill_during_save": lambda: kill_during_save(args.kills, tmp),
+            "flip_every_byte": lambda: flip_every_byte(tmp),
+            "savers_threads": lambda: savers_threads(args.rounds, tmp),
+            "savers_processes": lambda: savers_processes(args.rounds, tmp),
+            "two_processes_memorizing": lambda: two_processes_memorizing(args.memorize_rounds, tmp),
+            "readers_during_updates": lambda: readers_during_updates(args.updates),
+            "hostile_directories": lambda: hostile_directories(tmp),
+            "retrieves_during_updates": lambda: retrieves_during_updates(args.updates),
+            "api_sweep": lambda: api_sweep(tmp),
+            "failing_saves": lambda: failing_saves(tmp),
+            "timeout_exit": lambda: timeout_exit(args.timeout_rounds, tmp),
+        }
+        for name, fn in suite.items():
+            if args.only and args.only not in name:
+                continue
             t = time.perf_counter()
             rows.append({**fn(), "seconds": round(time.perf_counter() - t, 1)})
             print(json.dumps(rows[-1]), file=sys.stderr)

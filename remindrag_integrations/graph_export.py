@@ -3,7 +3,8 @@ analysis and drawing.
 
 Reads go through the :class:`~.core.protocols.GraphStore` protocol only (``whole_graph()``,
 then the memory vectors in one batch), so any store that passes the store contract can be
-exported.
+exported. A store with snapshots is read through one: the graph and its memory are of one
+version even while others write.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core.protocols import GraphStore
+from .core.protocols import GraphStore, reading
 from .core.types import Edge, Node
 
 if TYPE_CHECKING:
@@ -31,8 +32,9 @@ class GraphData:
 
 def read_graph(store: GraphStore) -> GraphData:
     """The whole graph of ``store`` (its namespace)."""
-    nodes, edges = store.whole_graph()
-    norms = np.linalg.norm(store.memory([e.id for e in edges]), axis=1) if edges else []
+    with reading(store) as view:
+        nodes, edges = view.whole_graph()
+        norms = np.linalg.norm(view.memory([e.id for e in edges]), axis=1) if edges else []
     return GraphData(nodes, edges, {e.id: float(v) for e, v in zip(edges, norms)})
 
 

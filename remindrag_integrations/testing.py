@@ -4,7 +4,6 @@ the engine's real prompts by reading them. Use them in your own tests, offline.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
@@ -18,7 +17,7 @@ import numpy as np
 from .core.extract_rules import rule_based_extraction
 from .core.ids import NODE_ID_RE, anchor_of, is_chunk
 from .core.protocols import Completion, GraphStore
-from .core.steps import Ask, current_ask
+from .core.steps import Ask, current_ask, off_loop
 from .core.text import count_tokens
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
@@ -60,7 +59,7 @@ class ScriptedLLM:
         return Completion(text, count_tokens(prompt), count_tokens(text))
 
     async def acomplete(self, prompt: str) -> Completion:
-        return await asyncio.to_thread(self.complete, prompt)
+        return await off_loop(self.complete, prompt)
 
 
 def _ask_now() -> Ask:

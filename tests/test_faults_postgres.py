@@ -13,6 +13,7 @@ import pytest
 from remindrag_integrations import (
     ConfigError,
     Document,
+    EmbeddingError,
     InvalidDocumentError,
     InvalidQueryError,
     ReMindRAG,
@@ -82,7 +83,7 @@ def test_a_failed_update_keeps_the_old_version_on_postgres(
     assert eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks]).applied
     before = (eng.store.counts(), eng.store.export_memory(), eng.store.document_hash("d1"))
     emb.fail = True
-    with pytest.raises(RuntimeError):
+    with pytest.raises(EmbeddingError, match="embedding service down"):
         eng.insert([Document("d1", "Scott Derrickson directed Doctor Strange in 2016.")])
     assert (eng.store.counts(), eng.store.export_memory(), eng.store.document_hash("d1")) == before
     emb.fail = False

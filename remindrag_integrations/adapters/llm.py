@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..core.protocols import ChatLLM, Completion
+from ..core.steps import off_loop
 from ..core.text import count_tokens
 from ..core.types import ConfigError, LLMError
 
@@ -54,7 +55,7 @@ class CallableLLM:
     async def acomplete(self, prompt: str) -> Completion:
         if inspect.iscoroutinefunction(self.fn):
             return _counted(prompt, _as_text(await self.fn(prompt)))
-        return await asyncio.to_thread(self.complete, prompt)
+        return await off_loop(self.complete, prompt)  # abandoned on timeout, not joined
 
 
 async def _await(x: Awaitable[Any]) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,6 +27,22 @@ def id_list(value: Any, what: str, *, optional: bool = False) -> list[str] | Non
     return ids
 
 
+def items(value: Any, what: str) -> Iterable[Any]:
+    """A list (any iterable) of items: not one string, not None."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"{what} must be a list, got {type(value).__name__}")
+    return value
+
+
+def path(value: Any, what: str) -> str | os.PathLike[str]:
+    """A file-system path: a string or an ``os.PathLike`` (``pathlib.Path``)."""
+    if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value):
+        raise InvalidArgumentError(
+            f"{what} must be a path (a non-empty str or pathlib.Path), got {value!r}"
+        )
+    return value
+
+
 def flag(value: Any, what: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidArgumentError(f"{what} must be True or False, got {value!r}")
@@ -36,6 +53,18 @@ def count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgumentError(f"{what} must be a non-negative integer, got {value!r}")
     return value
+
+
+def fraction(value: Any, what: str) -> float:
+    """A real number in [0, 1] (not a bool, a string or NaN)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0.0 <= value <= 1.0
+    ):
+        raise InvalidArgumentError(f"{what} must be a number in [0, 1], got {value!r}")
+    return float(value)
 
 
 def storable(text: str) -> bool:

@@ -11,7 +11,8 @@ from .types import ConfigError
 
 
 class _Config(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: ``k=True`` or ``k="3"`` is refused, not read as 1 or 3 (an int is a float)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     def with_overrides(self, **overrides: Any) -> Any:
         """A copy with some fields changed, validated like the original."""

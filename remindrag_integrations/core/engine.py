@@ -33,7 +33,7 @@ from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import Prompts
-from .protocols import ChatLLM, GraphStore, TraceClaims
+from .protocols import ChatLLM, GraphStore, TraceClaims, reading
 from .steps import (
     LLMDecider,
     NoLLM,
@@ -112,9 +112,14 @@ class ReMindRAG(MemoryAdmin):
         return LLMNavigator(self.prompts.traversal) if self._uses_llm(rt) else ZeroTokenNavigator()
 
     # --- insert --------------------------------------------------------------------------
-    def _batches(self, documents: Iterable[Any], progress: Any, on_batch: Any) -> tuple:
-        if isinstance(documents, (str, bytes, Document)):
+    @staticmethod
+    def _documents(documents: Any) -> Iterable[Any]:
+        if isinstance(documents, Document):
             raise InvalidArgumentError("insert takes a list of documents, not one document")
+        return arguments.items(documents, "documents")
+
+    def _batches(self, documents: Iterable[Any], progress: Any, on_batch: Any) -> tuple:
+        documents = self._documents(documents)
         p = inserting.plan(self.store, documents, self.index_config)
         _, rt = self._setup(None, {})
         steps = inserting.Batches(p, self.index_config, progress, on_batch)
@@ -162,7 +167,7 @@ class ReMindRAG(MemoryAdmin):
     def estimate_insert(self, documents: Iterable[Any]) -> dict[str, int]:
         """What :meth:`insert` would cost: documents and chunks to (re)index, LLM calls and
         expected tokens, priced with this engine's extraction prompt."""
-        p = inserting.plan(self.store, documents, self.index_config)
+        p = inserting.plan(self.store, self._documents(documents), self.index_config)
         return inserting.estimate(p, self.prompts.extraction, self.llm is not None)
 
     def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
@@ -177,9 +182,10 @@ class ReMindRAG(MemoryAdmin):
     def _retrieve_step(
         self, query: str, cfg: RetrievalConfig, rt: Runtime, ledger: CostLedger
     ) -> Step:
-        retrieval = yield from pipeline.retrieve(
-            self.store, query, cfg, self._navigator(rt), ledger, self.prompts.pre_query
-        )
+        with reading(self.store) as view:  # one version of the graph for the whole query
+            retrieval = yield from pipeline.retrieve(
+                view, query, cfg, self._navigator(rt), ledger, self.prompts.pre_query
+            )
         self._remember(retrieval.trace)
         return retrieval
 
@@ -392,6 +398,7 @@ class ReMindRAG(MemoryAdmin):
 
     def _teaching(self, pairs: Pairs, progress: Any, overrides: dict) -> tuple:
         cfg, rt = self._setup(None, overrides)
+        pairs = arguments.items(pairs, "pairs")
         return teaching.teach(self.store, pairs, cfg, progress), rt, CostLedger()
 
     def teach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
@@ -475,6 +482,7 @@ class ReMindRAG(MemoryAdmin):
         """Load what :meth:`save` wrote, with the embedder it recorded unless ``embeddings``
         is given (checked against the record). Raises :class:`StoreNotFoundError` when there
         is no such directory, :class:`StoreCorruptError` on damage."""
+        arguments.path(directory, "directory")
         if store is None and not Path(directory).is_dir():
             raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
         index_cfg, retrieval_cfg = persist.load_config(directory)

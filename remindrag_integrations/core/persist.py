@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .config import IndexConfig, RetrievalConfig
+from .files import read_regular
 from .protocols import GraphStore
-from .types import StoreCorruptError, StoreExistsError
+from .types import StoreCorruptError, StoreError, StoreExistsError
 
 ENGINE_FILE = "engine.json"
 BESIDE = (ENGINE_FILE, "retriever.json", "cli.json")
@@ -99,14 +100,21 @@ def write_checked_json(path: Path, obj: dict[str, Any]) -> None:
     body = json.dumps(obj, sort_keys=True, allow_nan=False)
     digest = hashlib.sha256(body.encode()).hexdigest()
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps({"sha256": digest, "body": body}), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps({"sha256": digest, "body": body}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:  # disk full, read-only: the previous file stays as it was
+        tmp.unlink(missing_ok=True)
+        raise StoreError(
+            f"could not write {path}: {exc.strerror or exc}; free space or make the "
+            "directory writable, then save again"
+        ) from exc
 
 
 def read_checked_json(path: Path) -> dict[str, Any]:
     """What :func:`write_checked_json` wrote; any damage raises :class:`StoreCorruptError`."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_regular(path).decode("utf-8"))
         body, digest = doc["body"], doc["sha256"]
         if hashlib.sha256(body.encode()).hexdigest() != digest:
             raise ValueError("checksum mismatch")

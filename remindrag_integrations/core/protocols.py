@@ -6,7 +6,9 @@ Adapters for LangChain / LlamaIndex objects live in ``llms.py`` and ``embeddings
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -217,3 +219,22 @@ class TraceClaims(Protocol):
         ...
 
     def release_trace(self, trace_id: str) -> None: ...
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """Optional: a store that gives a reader one consistent version of the graph for as long
+    as it reads (the embedded store: a copy-on-write view; PostgreSQL: one ``REPEATABLE
+    READ`` read-only transaction). Every retrieve reads through one; see :func:`reading`."""
+
+    def snapshot(self) -> AbstractContextManager[Any]:
+        """A context whose value is a read-only store of the same reading methods."""
+        ...
+
+
+def reading(store: GraphStore) -> AbstractContextManager[GraphStore]:
+    """What a reader should read through: ``store.snapshot()`` when the store has snapshots
+    (one version for the whole read), else the store itself."""
+    if isinstance(store, SnapshotStore):
+        return store.snapshot()
+    return contextlib.nullcontext(store)

@@ -103,6 +103,37 @@ class NoLLM:
         return self.resolve(ask, ledger)
 
 
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` awaited from a daemon thread of its own. Unlike ``asyncio.to_thread``
+    (the loop's default executor, which ``asyncio.run`` joins before it returns), a call
+    abandoned after a timeout does not hold up the program: it runs on in its thread until
+    it returns, its result is dropped, and the process may exit before that."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+    ctx = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if fut.cancelled():
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(value)
+
+    def run() -> None:
+        try:
+            value, error = ctx.run(fn, *args), None
+        except BaseException as exc:  # handed to the awaiting task
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop is closed: nobody waits for this call any more
+            pass
+
+    threading.Thread(target=run, name="remindrag-llm", daemon=True).start()
+    return await fut
+
+
 def call_with_timeout(fn: Callable[[], T], timeout: float | None, what: str) -> T:
     """``fn()`` in a thread of its own, abandoned after ``timeout`` seconds. A call that hangs
     keeps only its own (daemon) thread: it cannot starve later calls or other engines."""
@@ -180,7 +211,15 @@ def embed_checked(
     rows = []
     for i in range(0, len(texts), batch_size):
         batch = list(texts[i : i + batch_size])
-        out = np.asarray(embedder.embed(batch), dtype=np.float32)
+        try:
+            out = np.asarray(embedder.embed(batch), dtype=np.float32)
+        except ReMindError:
+            raise
+        except Exception as exc:  # the embedder's own failure (a server down, a bad model)
+            raise EmbeddingError(
+                f"the embedder failed: {type(exc).__name__}: {exc}; check that it runs "
+                "(its server, model files, network), then try again"
+            ) from exc
         if out.ndim != 2 or out.shape[0] != len(batch):
             raise EmbeddingError(f"embedder returned shape {out.shape} for {len(batch)} texts")
         rows.append(out)

@@ -11,6 +11,7 @@ import numpy as np
 from ..core.protocols import GraphStore
 from .contract_graph import contract_graph
 from .contract_learn import LearnContract
+from .contract_snapshot import SnapshotContract
 from .contract_views import ViewsContract
 
 __all__ = ["StoreContract", "contract_graph", "store_contract"]
@@ -32,7 +33,7 @@ def _raises(
     raise AssertionError(f"expected {exc}")
 
 
-class StoreContract(LearnContract, ViewsContract):
+class StoreContract(LearnContract, ViewsContract, SnapshotContract):
     """The behaviour every :class:`~.protocols.GraphStore` must show.
 
     Subclass it in a pytest module and provide a ``make_store`` fixture: a callable

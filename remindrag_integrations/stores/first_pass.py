@@ -1,6 +1,7 @@
 """What the embedded store keeps for the first pass's prior (core/prior.py): a BM25 index of
 the chunk texts and the graph as a sparse matrix, each built on first use after a change
-(the store sets both to None whenever it changes)."""
+(each write gives the store a new, empty ``_first_pass``; a snapshot fills the one of its
+version, which is the store's own until the next write)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,7 @@ class FirstPassIndexes:
     _chunks: dict[str, Chunk]
     _nodes: dict[str, Node]
     _edges: dict[str, Edge]
-    _lexical: LexicalIndex | None
-    _matrix: GraphMatrix | None
+    _first_pass: dict[str, Any]  # "lexical", "matrix": built for this version
     _passing: Callable[[list[str], filters.Filter | None], np.ndarray]  # the store's filter
 
     def lexical_search(
@@ -32,9 +32,10 @@ class FirstPassIndexes:
     ) -> list[tuple[str, float]]:
         """The top-``k`` chunks by BM25 over their texts, with their scores."""
         with self._lock:
-            if self._lexical is None:
-                self._lexical = LexicalIndex((c.id, c.text) for c in self._chunks.values())
-            index = self._lexical
+            box = self._first_pass
+            if "lexical" not in box:
+                box["lexical"] = LexicalIndex((c.id, c.text) for c in self._chunks.values())
+            index: LexicalIndex = box["lexical"]
         filt = filters.parse(where) if where else None
         allowed = (lambda ids: self._passing(ids, filt)) if filt is not None else None
         return index.search(text, k, allowed)
@@ -42,6 +43,8 @@ class FirstPassIndexes:
     def graph_matrix(self) -> GraphMatrix:
         """Entities, anchors and the edges between them as a sparse matrix (PageRank)."""
         with self._lock:
-            if self._matrix is None:
-                self._matrix = GraphMatrix.build(self._nodes.values(), self._edges.values())
-            return self._matrix
+            box = self._first_pass
+            if "matrix" not in box:
+                box["matrix"] = GraphMatrix.build(self._nodes.values(), self._edges.values())
+            matrix: GraphMatrix = box["matrix"]
+            return matrix

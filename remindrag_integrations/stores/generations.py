@@ -11,13 +11,20 @@ generation under a unique temporary name, swap ``CURRENT`` with an atomic rename
 what no reader needs: temporary folders of dead writers and generations older than the one
 ``CURRENT`` pointed to before (kept for readers that are still reading it). Readers take no
 lock: they retry when a generation vanishes under them.
+
+Loading reads only what the store names by plain file names inside its own generation folder
+(:mod:`..core.files`): only regular files, never through a symbolic link, never a FIFO or a
+device. A failed write (disk full, read-only folder) raises :class:`StoreError` and leaves the
+previous generation current.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping
@@ -27,18 +34,20 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from ..core.types import StoreCorruptError, StoreLockedError
+from ..core.files import is_real_dir, plain_name, read_regular
+from ..core.types import StoreCorruptError, StoreError, StoreLockedError
 
 FORMAT_VERSION = 2
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 LOCK_FILE = ".lock"
 _READ_ATTEMPTS = 8
+_GEN = re.compile(r"gen-[A-Za-z0-9_-]{1,64}")
 
 
 def holds_data(root: Path) -> bool:
     """True when ``root`` holds (or held) a saved store, readable or not."""
-    return (root / CURRENT).exists() or any(root.glob("gen-*"))
+    return os.path.lexists(root / CURRENT) or any(root.glob("gen-*"))
 
 
 def own_name(name: str) -> bool:
@@ -64,14 +73,26 @@ def dir_lock(root: Path, wait: float | None) -> Iterator[None]:
 
 def acquire(root: Path, wait: float | None) -> FileLock:
     """Take the lock of ``root`` (release it with ``.release()``); see :func:`dir_lock`."""
-    root.mkdir(parents=True, exist_ok=True)
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"{root} is a file, not a store directory: give a directory path")
     lock = FileLock(root / LOCK_FILE, thread_local=False)
     try:
+        root.mkdir(parents=True, exist_ok=True)
         lock.acquire(timeout=-1 if wait is None else max(0.0, wait))
     except Timeout:
         raise StoreLockedError(
             f"the store at {root} is locked by another writer (waited {wait} s)"
         ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreCorruptError(
+                f"{root / LOCK_FILE} is a symbolic link: remove it (a store's lock file is a "
+                "plain file) and try again"
+            ) from None
+        raise StoreError(
+            f"cannot lock the store directory {root}: {exc.strerror or exc}; it must be a "
+            "writable directory"
+        ) from exc
     return lock
 
 
@@ -83,7 +104,7 @@ def current(root: Path) -> str | None:
 
 def _pointer(root: Path) -> tuple[str, str | None] | None:
     try:
-        text = (root / CURRENT).read_text(encoding="ascii")
+        text = read_regular(root / CURRENT).decode("ascii")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -93,11 +114,19 @@ def _pointer(root: Path) -> tuple[str, str | None] | None:
 
 def _parse_current(root: Path, text: str) -> tuple[str, str | None]:
     parts = text.split("\n")
-    if len(parts) == 1 and parts[0].startswith("gen-"):  # format 1: the name alone
-        return parts[0].strip(), None
-    if len(parts) == 3 and parts[0].startswith("gen-") and len(parts[1]) == 64 and not parts[2]:
-        return parts[0], parts[1]
+    if len(parts) == 1:  # format 1: the name alone
+        return _gen_name(root, parts[0].strip()), None
+    if len(parts) == 3 and len(parts[1]) == 64 and not parts[2]:
+        return _gen_name(root, parts[0]), parts[1]
     raise StoreCorruptError(f"{root / CURRENT} is damaged")
+
+
+def _gen_name(root: Path, name: str) -> str:
+    """A generation folder's name as ``CURRENT`` holds it: ``gen-`` and a plain id."""
+    if not _GEN.fullmatch(name):
+        plain_name(name, root / CURRENT)  # raises with the reason for a path
+        raise StoreCorruptError(f"{root / CURRENT} is damaged (names {name!r})")
+    return name
 
 
 def write(root: Path, files: Mapping[str, bytes], meta: Mapping[str, Any]) -> str:
@@ -108,17 +137,21 @@ def write(root: Path, files: Mapping[str, bytes], meta: Mapping[str, Any]) -> st
         shutil.rmtree(stale, ignore_errors=True)
     gen = f"gen-{uuid.uuid4().hex[:16]}"
     tmp = root / f".{gen}.tmp"
-    tmp.mkdir()
-    sums = {}
-    for name, data in files.items():
-        _write_synced(tmp / name, data)
-        sums[name] = hashlib.sha256(data).hexdigest()
-    manifest = json.dumps({"format": FORMAT_VERSION, **meta, "sha256": sums}).encode()
-    _write_synced(tmp / MANIFEST, manifest)
-    os.replace(tmp, root / gen)
     pointer = root / f".CURRENT.{uuid.uuid4().hex}.tmp"
-    _write_synced(pointer, f"{gen}\n{hashlib.sha256(manifest).hexdigest()}\n".encode())
-    os.replace(pointer, root / CURRENT)
+    try:
+        manifest = _write_generation(tmp, files, meta)
+        os.replace(tmp, root / gen)
+        _write_synced(pointer, f"{gen}\n{hashlib.sha256(manifest).hexdigest()}\n".encode())
+        os.replace(pointer, root / CURRENT)
+    except OSError as exc:  # disk full, read-only, quota: CURRENT still names ``before``
+        for junk in (tmp, root / gen):
+            shutil.rmtree(junk, ignore_errors=True)
+        pointer.unlink(missing_ok=True)
+        raise StoreError(
+            f"could not save the store at {root}: {exc.strerror or exc}. The last saved "
+            f"generation ({before or 'none'}) is intact; free space or make the directory "
+            "writable, then save again"
+        ) from exc
     _sync_dir(root)
     for old in root.glob("gen-*"):
         if old.name not in (gen, before):
@@ -126,6 +159,18 @@ def write(root: Path, files: Mapping[str, bytes], meta: Mapping[str, Any]) -> st
     for junk in root.glob(".CURRENT.*.tmp"):
         junk.unlink(missing_ok=True)
     return gen
+
+
+def _write_generation(tmp: Path, files: Mapping[str, bytes], meta: Mapping[str, Any]) -> bytes:
+    """The files and their manifest in the folder ``tmp``; returns the manifest's bytes."""
+    tmp.mkdir()
+    sums = {}
+    for name, data in files.items():
+        _write_synced(tmp / name, data)
+        sums[name] = hashlib.sha256(data).hexdigest()
+    manifest = json.dumps({"format": FORMAT_VERSION, **meta, "sha256": sums}).encode()
+    _write_synced(tmp / MANIFEST, manifest)
+    return manifest
 
 
 def current_or_none(root: Path) -> str | None:
@@ -158,7 +203,11 @@ def _read_generation(
     root: Path, gen: str, digest: str | None
 ) -> tuple[dict[str, Any], dict[str, bytes]]:
     base = root / gen
-    raw = (base / MANIFEST).read_bytes()
+    if not is_real_dir(base):
+        if os.path.lexists(base):  # a link (or file) in place of the folder: elsewhere
+            raise StoreCorruptError(f"{base} is not a folder of the store: refused")
+        raise FileNotFoundError(errno.ENOENT, "no such generation", str(base))
+    raw = read_regular(base / MANIFEST)
     if digest is not None and hashlib.sha256(raw).hexdigest() != digest:
         raise StoreCorruptError(f"{base / MANIFEST} is damaged (checksum)")
     try:
@@ -173,7 +222,7 @@ def _read_generation(
         raise StoreCorruptError(f"{base / MANIFEST} is malformed")
     files = {}
     for name, want in sums.items():
-        data = (base / str(name)).read_bytes()
+        data = read_regular(base / plain_name(name, base / MANIFEST))
         if hashlib.sha256(data).hexdigest() != want:
             raise StoreCorruptError(f"store file {base / name} is damaged (checksum)")
         files[str(name)] = data

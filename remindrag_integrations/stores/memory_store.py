@@ -4,7 +4,16 @@ The files on disk (checksummed generations, the ``CURRENT`` switch, the director
 :mod:`.generations`; the conversion of the graph to and from those files is :mod:`.snapshot`.
 
 Concurrency: any number of threads may read and write one store object (one lock guards
-every read-modify-write). One directory has one writer at a time: :meth:`save` holds the
+every read-modify-write). The reads of a whole query go through one :meth:`snapshot`: one
+version of the store, copy-on-write. Taking a snapshot shares every container with the
+store; the next write copies the containers it changes instead of changing them in place,
+and rows of deleted nodes wait until no older snapshot is alive. Readers of a snapshot take
+no lock and writers never wait for them. A snapshot taken while a graph write is applied is
+the version before that write: the write keeps it aside when a reader read since the
+previous write (otherwise the first reader waits for the write); a memory write of a few
+rows may make a new snapshot wait for it.
+
+One directory has one writer at a time: :meth:`save` holds the
 directory's OS lock while it writes, a store opened with :meth:`open` holds it until
 :meth:`close`, and a save into a directory another writer saved since this store was loaded
 from it raises :class:`StoreConflictError` instead of overwriting those changes.
@@ -12,14 +21,17 @@ from it raises :class:`StoreConflictError` instead of overwriting those changes.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..core import filters
+from ..core import arguments, filters
 from ..core.ids import norm_name
 from ..core.memory import math as mem
 from ..core.protocols import MemoryFn
@@ -30,6 +42,7 @@ from ..core.types import (
     InvalidArgumentError,
     Node,
     NodeKind,
+    StoreError,
     UnknownNodeError,
 )
 from . import validate
@@ -39,6 +52,8 @@ from .node_index import NodeIndex
 from .vectors import VectorDtype
 
 MAX_SUCCESSORS = 100_000  # replaced edges remembered for racing memory writes
+# the containers a snapshot shares with its store (values are never changed in place)
+_VERSIONED = ("_docs", "_chunks", "_nodes", "_edges", "_adj", "_memory", "_entity_names")
 
 
 class InMemoryGraphStore(FirstPassIndexes, Persisted):
@@ -69,6 +84,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         self.lock_wait = lock_wait  # seconds a save waits for another writer's lock
         self._lock = threading.RLock()
         self._save_lock = threading.Lock()
+        self._trace_lock = threading.Lock()  # traces are not part of a graph version
         self._docs: dict[str, tuple[str, dict]] = {}
         self._chunks: dict[str, Chunk] = {}
         self._nodes: dict[str, Node] = {}
@@ -81,9 +97,74 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         self._traces: dict[str, dict] = {}
         self._entity_names: dict[str, str] = {}
         self._dim: int | None = None
-        self._lexical = self._matrix = None  # the prior's indexes, built when first used
+        self._first_pass: dict[str, Any] = {}  # the prior's indexes of this version
+        self._version = 0  # graph writes so far
+        self._shared: set[str] = set()  # containers a snapshot shares: copy before writing
+        self._snapshots: weakref.WeakSet[InMemoryGraphStore] = weakref.WeakSet()
+        self._read_only = False
+        self._before: InMemoryGraphStore | None = None  # the version a graph write replaces
         self._bases: dict[Path, str | None] = {}  # directory -> generation this store knows
         self._held: dict[Path, Any] = {}  # directories whose writer lock this store holds
+
+    # --- snapshots -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[InMemoryGraphStore]:
+        """A read-only view of the store as it is now (see the module): reads through it see
+        this version whatever is written meanwhile. Writing through it raises."""
+        yield self.pin()
+
+    def pin(self) -> InMemoryGraphStore:
+        """The view of :meth:`snapshot`, released when no longer referenced."""
+        if not self._lock.acquire(blocking=False):  # a write is being applied
+            before = self._before
+            if before is not None:
+                return before
+            self._lock.acquire()
+        try:
+            return self._view()
+        finally:
+            self._lock.release()
+
+    def _view(self) -> InMemoryGraphStore:
+        view = copy.copy(self)  # shares every container, never copies one
+        view._vectors = self._vectors.pin()
+        view._lock = contextlib.nullcontext()  # type: ignore[assignment]
+        view._read_only, view._before = True, None
+        self._shared = set(_VERSIONED)
+        self._snapshots.add(view)
+        return view
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the lock for a graph write; the version kept aside goes with it."""
+        with self._lock:
+            try:
+                yield
+            finally:
+                self._before = None
+
+    def _own(self, *names: str) -> None:
+        """Make the named containers this store's own before changing them in place."""
+        if self._read_only:
+            raise StoreError("a snapshot of a store is read only: write to the store itself")
+        for name in names:
+            if name in self._shared:
+                self._shared.discard(name)
+                setattr(self, name, dict(getattr(self, name)))
+
+    def _graph_write(self) -> int | None:
+        """Start a write of the graph (under the lock): own every container, a new version;
+        returns the version that held rows are tagged with (None: no snapshot alive). When a
+        reader read since the previous write, the version before this one is kept aside for
+        readers that arrive while it is applied (it shares what this write will copy)."""
+        if self._shared:
+            self._before = self._view()
+        self._own(*_VERSIONED)
+        self._version += 1
+        self._first_pass = {}
+        alive = [v._version for v in list(self._snapshots)]
+        self._vectors.release(min(alive) if alive else None)
+        return self._version if alive else None
 
     # --- size and documents ---------------------------------------------------------------
     @property
@@ -133,18 +214,19 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         moves = dict(memory_moves or {})
         near: set[str] = set()
         carried: dict[str, np.ndarray] = {}
-        with self._lock:  # every check first: a failed call changes nothing
+        with self._writing():  # every check first: a failed call changes nothing
             embeddings = validate.graph_embeddings(nodes, embeddings, self._dim)
             validate.storable(embeddings, self._vectors.table.dtype)
             validate.edge_endpoints(edges, nodes, lambda ids: [i for i in ids if i in self._nodes])
             for node_id in entity_aliases:
                 if node_id not in self._nodes and node_id not in {n.id for n in nodes}:
                     raise UnknownNodeError(f"unknown entity {node_id}")
+            held = self._graph_write()
             if replace:  # the old versions go, but not the nodes the new batch links to
                 keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
                 near = self._memory_at(set(replace))
                 carried = {old: self._memory[old] for old in moves if old in self._memory}
-                self._delete(set(replace), keep)
+                self._delete(set(replace), keep, held)
             if len(nodes) and self._dim is None:
                 self._dim = int(embeddings.shape[1])
             for doc_id, digest, meta in documents:
@@ -157,10 +239,15 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             self._vectors.put([nodes[i] for i in fresh], embeddings[fresh])
             for node_id, aliases in entity_aliases.items():
                 self._add_aliases(node_id, aliases)
+            grown: dict[str, list[str]] = {}  # adjacency lists are replaced, never appended to
             for e in edges:
                 if e.id not in self._edges:
-                    self._add_edge(e)
-            self._lexical = self._matrix = None
+                    self._edges[e.id] = e
+                    grown.setdefault(e.u, []).append(e.id)
+                    if e.v != e.u:
+                        grown.setdefault(e.v, []).append(e.id)
+            for node_id, added in grown.items():
+                self._adj[node_id] = self._adj[node_id] + added
             moved = 0
             for old, new in moves.items():
                 if old in self._edges or new not in self._edges:
@@ -179,11 +266,15 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         nodes = [n for n in self._nodes.values() if n.doc_id in doc_ids]
         return {e for n in nodes for e in self._adj.get(n.id, ()) if e in self._memory}
 
-    def _add_edge(self, e: Edge) -> None:
-        self._edges[e.id] = e
-        self._adj[e.u].append(e.id)
-        if e.v != e.u:
-            self._adj[e.v].append(e.id)
+    def _add_links(self, links: Sequence[Edge]) -> None:
+        """Learned edges (a memory write's): snapshots keep the graph they had."""
+        if not links:
+            return
+        self._own("_edges", "_adj")
+        for e in links:
+            self._edges[e.id] = e
+            for end in dict.fromkeys((e.u, e.v)):
+                self._adj[end] = self._adj[end] + [e.id]  # replaced, never appended to
 
     def _add_node(self, node: Node) -> None:
         self._nodes[node.id] = node
@@ -202,8 +293,8 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             self._entity_names.setdefault(norm_name(a), node_id)
 
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
-        with self._lock:
-            return self._delete(set(doc_ids), set())
+        with self._writing():
+            return self._delete(set(doc_ids), set(), self._graph_write())
 
     def _doomed(self, doc_set: set[str], keep: set[str]) -> set[str]:
         """Chunks and anchors of the documents, and entities left with no mention."""
@@ -212,19 +303,23 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             for n in self._nodes.values()
             if n.kind in ("chunk", "anchor") and n.doc_id in doc_set and n.id not in keep
         }
-        for n in self._nodes.values():
-            if n.kind != "entity" or n.id in keep:
-                continue
+        mentioned = {  # only entities a doomed anchor mentions can be left with none
+            self._edges[e].other(a)
+            for a in doomed
+            for e in self._adj[a]
+            if self._edges[e].kind == "mention"
+        }
+        for ent in mentioned - keep:
             anchors = [
-                self._edges[e].other(n.id)
-                for e in self._adj[n.id]
+                self._edges[e].other(ent)
+                for e in self._adj[ent]
                 if self._edges[e].kind == "mention"
             ]
-            if anchors and all(a in doomed for a in anchors):
-                doomed.add(n.id)
+            if all(a in doomed for a in anchors):
+                doomed.add(ent)
         return doomed
 
-    def _delete(self, doc_ids: set[str], keep: set[str]) -> dict[str, int]:
+    def _delete(self, doc_ids: set[str], keep: set[str], held: int | None) -> dict[str, int]:
         doc_set = {d for d in doc_ids if d in self._docs}
         doomed = self._doomed(doc_set, keep)
         dead_edges = {e for nid in doomed for e in self._adj.get(nid, ())}
@@ -235,7 +330,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             self._memory.pop(eid, None)
         for nid in touched - doomed:
             self._adj[nid] = [x for x in self._adj[nid] if x not in dead_edges]
-        self._vectors.drop([self._nodes[nid] for nid in doomed])
+        self._vectors.drop([self._nodes[nid] for nid in doomed], held)
         for nid in doomed:
             self._nodes.pop(nid)
             self._adj.pop(nid, None)
@@ -245,7 +340,6 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
             del self._chunks[c.id]
         for d in doc_set:
             del self._docs[d]
-        self._lexical = self._matrix = None
         return {
             "documents": len(doc_set),
             "chunks": len(chunks),
@@ -363,8 +457,8 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
                     raise UnknownNodeError(f"unknown edge id {eid!r}")
             dim = self._dim or 0
             new = validate.memory_rows(fn(self.memory(ids)), len(ids), dim)
-            for e in fresh:
-                self._add_edge(e)
+            self._add_links(fresh)
+            self._own("_memory")
             for eid, v in zip(ids, new):
                 if np.any(v) or eid in self._memory:
                     self._memory[eid] = v
@@ -385,14 +479,15 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
 
     def reset_memory(self) -> int:
         with self._lock:
+            self._own("_memory")
             n = len(self._memory)
             self._memory.clear()
             return n
 
     def decay_memory(self, factor: float) -> int:
-        if not 0.0 <= factor <= 1.0:
-            raise ValueError("decay factor must be in [0, 1]")
+        factor = arguments.fraction(factor, "the decay factor")
         with self._lock:
+            self._own("_memory")
             for eid in list(self._memory):
                 self._memory[eid] = self._memory[eid] * np.float32(factor)
             return len(self._memory)
@@ -408,12 +503,13 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
                 if eid not in self._edges:
                     raise UnknownNodeError(f"unknown edge id {eid!r}")
                 rows[eid] = validate.memory_vector(eid, v, self._dim)
+            self._own("_memory")
             self._memory.update(rows)
             return len(rows)
 
     # --- traces ---------------------------------------------------------------------------
     def save_trace(self, trace: dict) -> None:
-        with self._lock:
+        with self._trace_lock:  # not the graph's lock: a retrieve never waits for a write
             self._traces[trace["trace_id"]] = trace
             while len(self._traces) > self.max_traces:
                 self._traces.pop(next(iter(self._traces)))
@@ -422,7 +518,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
         return self._traces.get(trace_id)
 
     def recent_traces(self, limit: int) -> list[dict]:
-        with self._lock:
+        with self._trace_lock:
             return list(reversed(self._traces.values()))[: max(limit, 0)]
 
     def flush(self) -> None:

@@ -8,10 +8,19 @@ Its candidates are re-scored exactly against the stored vectors. A metadata filt
 ANN path by dropping those of its ``k × overfetch`` candidates that fail; when fewer than
 ``k`` pass, that query falls back to the exact scan of the kind. Kinds below the
 threshold are scanned exactly, from a float32 copy cached per kind set (small by definition).
+
+A snapshot (:meth:`NodeIndex.pin`) sees the members and vectors of its moment: writes after
+it copy what they change. The ANN indexes are shared by the store and its snapshots (one
+lock guards them and every write): a row freed while a snapshot lives stays in them until
+:meth:`NodeIndex.release`, and every reader drops the candidates it does not hold. A
+snapshot builds a missing index for the store only while nothing was written since it was
+taken; otherwise it scans that kind exactly.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -58,6 +67,22 @@ class NodeIndex:
         self._members: dict[NodeKind, dict[str, None]] = {k: {} for k in KINDS}
         self._exact: dict[str, tuple[list[str], np.ndarray]] = {}
         self._ann: dict[NodeKind, ann_mod.AnnIndex] = {}
+        self._ann_lock = threading.Lock()  # the ANN indexes are shared by every snapshot
+        self._shared = False  # a snapshot shares ``_members``: copy before writing
+        self._ann_held: list[tuple[int, NodeKind, int]] = []  # (version, kind, row)
+        self._live: NodeIndex | None = None  # a snapshot's store-side index
+
+    def pin(self) -> NodeIndex:
+        """A read-only copy of the index as it is now (the caller holds the store's lock)."""
+        view = copy.copy(self)
+        view.table, view._live = self.table.pin(), self
+        self._shared = True
+        return view
+
+    def _own(self) -> None:
+        if self._shared:
+            self._members = {k: dict(v) for k, v in self._members.items()}
+            self._shared = False
 
     # --- contents -------------------------------------------------------------------------
     def put(self, nodes: Sequence[Node], vecs: np.ndarray) -> None:
@@ -65,23 +90,41 @@ class NodeIndex:
         new = [i for i, n in enumerate(nodes) if n.id not in self.table]
         if not new:
             return
-        rows = self.table.put([nodes[i].id for i in new], vecs[new])
-        for kind in KINDS:
-            pos = [j for j, i in enumerate(new) if nodes[i].kind == kind]
-            self._members[kind].update((nodes[new[j]].id, None) for j in pos)
-            if pos and kind in self._ann:
-                self._ann[kind].add(rows[pos], vecs[[new[j] for j in pos]])
-        self._exact.clear()
+        with self._ann_lock:  # a snapshot building an index waits, then sees the change
+            self._own()
+            rows = self.table.put([nodes[i].id for i in new], vecs[new])
+            for kind in KINDS:
+                pos = [j for j, i in enumerate(new) if nodes[i].kind == kind]
+                self._members[kind].update((nodes[new[j]].id, None) for j in pos)
+                if pos and kind in self._ann:
+                    self._ann[kind].add(rows[pos], vecs[[new[j] for j in pos]])
+            self._exact = {}  # a new dict: snapshots keep theirs
 
-    def drop(self, nodes: Sequence[Node]) -> None:
-        for kind in KINDS:
-            ids = [n.id for n in nodes if n.kind == kind and n.id in self._members[kind]]
-            for i in ids:
-                del self._members[kind][i]
-            freed = self.table.drop(ids)
-            if kind in self._ann:
-                self._ann[kind].remove(freed)
-        self._exact.clear()
+    def drop(self, nodes: Sequence[Node], version: int | None = None) -> None:
+        """Forget the nodes; ``version``: see :meth:`.EmbeddingTable.drop`."""
+        with self._ann_lock:
+            self._own()
+            for kind in KINDS:
+                ids = [n.id for n in nodes if n.kind == kind and n.id in self._members[kind]]
+                for i in ids:
+                    del self._members[kind][i]
+                freed = self.table.drop(ids, version)
+                if kind in self._ann and version is not None:  # snapshots may search them
+                    self._ann_held += [(version, kind, r) for r in freed]
+                elif kind in self._ann:
+                    self._ann[kind].remove(freed)
+            self._exact = {}
+
+    def release(self, oldest: int | None) -> None:
+        """Free the rows held for snapshots older than ``oldest`` (see
+        :meth:`.EmbeddingTable.release`), removing them from the ANN indexes first."""
+        ready = [(k, r) for v, k, r in self._ann_held if oldest is None or v <= oldest]
+        if ready:
+            self._ann_held = [h for h in self._ann_held if oldest is not None and h[0] > oldest]
+            with self._ann_lock:
+                for kind in {k for k, _ in ready}:
+                    self._ann[kind].remove([r for k, r in ready if k == kind])
+        self.table.release(oldest)
 
     def get(self, node_ids: Sequence[str]) -> np.ndarray:
         return self.table.get(node_ids)
@@ -154,12 +197,21 @@ class NodeIndex:
         self, queries: np.ndarray, k: int, kind: NodeKind, passing: Passing | None
     ) -> list[Hits]:
         index = self._index(kind)
+        if index is None:  # a snapshot of an older version, and no index built yet
+            return self._exact_search(queries, k, (kind,), passing, cache=False)
         # k x overfetch candidates: a filter drops some, and the exact re-scoring corrects
         # the index's int8 ranking (free: the HNSW beam of ``ef`` already holds them)
         fetch = k * self.overfetch
+        members = self._members[kind]
+        with self._ann_lock:
+            found = index.search(queries, fetch)
         out: list[Hits] = []
-        for q, rows in zip(queries, index.search(queries, fetch)):
-            ids = [self.table.id_at(int(r)) for r in rows]
+        for q, rows in zip(queries, found):
+            got = self.table.ids_at(rows)  # a snapshot drops rows added or freed after it
+            mine = [j for j, i in enumerate(got) if i is not None and i in members]
+            if len(mine) < len(got):
+                rows = rows[mine]
+            ids = [str(got[j]) for j in mine]
             sims = self.table.at(rows) @ q
             if passing is not None and len(ids):
                 keep = passing(ids)
@@ -174,7 +226,10 @@ class NodeIndex:
     def saved_indexes(self) -> dict[NodeKind, tuple[list[str], list[int], bytes]]:
         """Each built ANN index as (its node ids, their keys = table rows, its bytes)."""
         out = {}
+        held = {k for _, k, _ in self._ann_held}
         for kind, index in self._ann.items():
+            if kind in held:  # it still holds rows of deleted nodes: rebuilt after a load
+                continue
             ids = list(self._members[kind])
             out[kind] = (ids, self.table.rows_of(ids).tolist(), index.to_bytes())
         return out
@@ -194,16 +249,25 @@ class NodeIndex:
         self._ann[kind] = index
         return True
 
-    def _index(self, kind: NodeKind) -> ann_mod.AnnIndex:
-        """The kind's ANN index, built from the stored vectors on first use."""
-        if kind not in self._ann:
-            rows = self.table.rows_of(list(self._members[kind]))
-            index = ann_mod.AnnIndex(self.table.matrix().shape[1], self.ef)
-            for start in range(0, len(rows), _BLOCK):
-                block = rows[start : start + _BLOCK]
-                index.add(block, self.table.at(block))
-            self._ann[kind] = index
-        return self._ann[kind]
+    def _index(self, kind: NodeKind) -> ann_mod.AnnIndex | None:
+        """The kind's ANN index, built from the stored vectors on first use; None for a
+        snapshot when the store has changed since it was taken and has no index yet (an
+        index built from the snapshot would miss the store's later writes)."""
+        found = self._ann.get(kind)
+        if found is not None:
+            return found
+        live = self._live or self
+        with self._ann_lock:  # writes hold it: none is half done while this looks
+            if kind not in self._ann:
+                if live._members is not self._members:
+                    return None
+                rows = self.table.rows_of(list(self._members[kind]))
+                index = ann_mod.AnnIndex(self.table.matrix().shape[1], self.ef)
+                for start in range(0, len(rows), _BLOCK):
+                    block = rows[start : start + _BLOCK]
+                    index.add(block, self.table.at(block))
+                self._ann[kind] = index
+            return self._ann[kind]
 
 
 def _best(hits: Hits, k: int) -> Hits:

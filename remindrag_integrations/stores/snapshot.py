@@ -28,31 +28,41 @@ FILES = (
 
 
 def dump(store: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """``(files, metadata)`` of a consistent snapshot of ``store`` (taken under its lock)."""
-    with store._lock:
-        node_ids = list(store._nodes)
-        mem_ids = list(store._memory)
-        raw: dict[str, bytes] = {}
-        payload: dict[str, Any] = {
-            "documents.json": {k: [v[0], v[1]] for k, v in store._docs.items()},
-            "chunks.json": [c.to_dict() for c in store._chunks.values()],
-            "nodes.json": [store._nodes[n].to_dict() for n in node_ids],
-            "edges.json": [e.to_dict() for e in store._edges.values()],
-            "memory_ids.json": mem_ids,
-            "traces.json": list(store._traces.values()),
-        }
-        dim = store._dim or 0
-        table = store._vectors.table
-        emb = table.matrix()[table.rows_of(node_ids)] if node_ids else np.zeros((0, dim))
-        memory = _rows([store._memory[e] for e in mem_ids], dim)
-        for kind, (ids, keys, data) in store._vectors.saved_indexes().items():
-            payload[f"ann-{kind}.json"] = {"ids": ids, "keys": keys}  # built ANN indexes
-            raw[f"ann-{kind}.usearch"] = data
-        files = {name: json.dumps(obj).encode() for name, obj in payload.items()}
-        files.update(raw)
+    """``(files, metadata)`` of one version of ``store``: read from a snapshot, so readers and
+    writers go on while it is serialised (a save saves the version of its start)."""
+    view = store.pin()
+    node_ids = list(view._nodes)
+    mem_ids = list(view._memory)
+    with store._trace_lock:
+        traces = list(store._traces.values())
+    raw: dict[str, bytes] = {}
+    payload: dict[str, Any] = {
+        "documents.json": {k: [v[0], v[1]] for k, v in view._docs.items()},
+        "chunks.json": [c.to_dict() for c in view._chunks.values()],
+        "nodes.json": [view._nodes[n].to_dict() for n in node_ids],
+        "edges.json": [e.to_dict() for e in view._edges.values()],
+        "memory_ids.json": mem_ids,
+        "traces.json": traces,
+    }
+    dim = view._dim or 0
+    table = view._vectors.table
+    emb = table.matrix()[table.rows_of(node_ids)] if node_ids else np.zeros((0, dim))
+    memory = _rows([view._memory[e] for e in mem_ids], dim)
+    indexes: dict = {}  # the ANN indexes follow the store: saved while they are this version's
+    if store._lock.acquire(blocking=False):  # (else a write is applied: rebuilt after a load)
+        try:
+            if store._version == view._version:
+                indexes = store._vectors.saved_indexes()
+        finally:
+            store._lock.release()
+    for kind, (ids, keys, data) in indexes.items():
+        payload[f"ann-{kind}.json"] = {"ids": ids, "keys": keys}  # built ANN indexes
+        raw[f"ann-{kind}.usearch"] = data
+    files = {name: json.dumps(obj).encode() for name, obj in payload.items()}
+    files.update(raw)
     files["embeddings.npy"] = _npy(emb, table.dtype)  # float16 when the store keeps float16
     files["memory.npy"] = _npy(memory, np.dtype(np.float32))
-    return files, {"namespace": store.namespace, "dim": store._dim}
+    return files, {"namespace": view.namespace, "dim": view._dim}
 
 
 def load(

@@ -98,8 +98,13 @@ def memory_vector(edge_id: str, vector: object, dim: int | None) -> np.ndarray:
         arr = np.asarray(vector, dtype=np.float32)
     except (TypeError, ValueError, RecursionError) as exc:
         raise EmbeddingError(f"memory vector of {edge_id} is not a list of numbers") from exc
-    if arr.shape != (dim,) or not np.all(np.isfinite(arr)):
+    if arr.shape != (dim,):
         raise EmbeddingError(f"memory vector of {edge_id} has shape {arr.shape}, want ({dim},)")
+    if not np.all(np.isfinite(arr)):
+        raise EmbeddingError(
+            f"memory vector of {edge_id} holds NaN or infinity: the file is damaged; export "
+            "the memory again, or leave this edge out"
+        )
     if float(np.linalg.norm(arr.astype(np.float64))) > 1.0 + 1e-3:
         raise EmbeddingError(f"memory vector of {edge_id} has norm > 1")
     return arr

@@ -3,10 +3,15 @@
 One row per node, no Python object per vector: a million-edge graph's ~250 K node vectors take
 188 MB in float16 instead of ~400 MB as float32 arrays. Rows of deleted nodes are reused. Reads
 come back as float32, so callers never see the storage type.
+
+Snapshots (:meth:`EmbeddingTable.pin`) share the matrix: a write after a pin copies the id
+maps first, writes only rows no snapshot maps, and holds the rows it frees until no snapshot
+older than the write is alive (:meth:`EmbeddingTable.release`).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Literal
 
@@ -35,6 +40,17 @@ class EmbeddingTable:
         self._ids: list[str | None] = []  # node id of each row (None: free)
         self._free: list[int] = []
         self._used = 0  # rows ever handed out (the high-water mark)
+        self._held: list[tuple[int, int]] = []  # (version, row) freed while snapshots live
+        self._shared = False  # a snapshot shares ``_row`` / ``_ids``: copy before writing
+
+    def pin(self) -> EmbeddingTable:
+        """A read-only copy of the table as it is now, sharing its matrix (see module)."""
+        self._shared = True
+        return copy.copy(self)
+
+    def _own(self) -> None:
+        if self._shared:
+            self._row, self._ids, self._shared = dict(self._row), list(self._ids), False
 
     def __len__(self) -> int:
         return len(self._row)
@@ -53,6 +69,8 @@ class EmbeddingTable:
             self._mat = np.zeros((0, vecs.shape[1]), dtype=self.dtype)
         rows = np.empty(len(node_ids), dtype=np.int64)
         fresh = [i for i, n in enumerate(node_ids) if n not in self._row]
+        if fresh:
+            self._own()
         self._reserve(len(fresh) - len(self._free))
         for i in fresh:
             r = self._free.pop() if self._free else self._next()
@@ -77,19 +95,38 @@ class EmbeddingTable:
         grown[: self._used] = self._mat[: self._used]
         self._mat = grown
 
-    def drop(self, node_ids: Sequence[str]) -> list[int]:
-        """Forget the ids (unknown ones are ignored); returns the rows freed."""
+    def drop(self, node_ids: Sequence[str], version: int | None = None) -> list[int]:
+        """Forget the ids (unknown ones are ignored); returns the rows freed. With a
+        ``version`` (the write's, while snapshots are alive) the rows are held until
+        :meth:`release` says no snapshot older than it is left; else reusable at once."""
+        self._own()
         freed = [self._row.pop(n) for n in node_ids if n in self._row]
         for r in freed:
             self._ids[r] = None
-        self._free.extend(freed)
+        if version is None:
+            self._free.extend(freed)
+        else:
+            self._held.extend((version, r) for r in freed)
         return freed
 
+    def release(self, oldest: int | None) -> None:
+        """Free the held rows no snapshot can read: those freed by a write of a version
+        ``<= oldest`` (the oldest live snapshot's version; None: no snapshot alive)."""
+        ready = [r for v, r in self._held if oldest is None or v <= oldest]
+        if ready:
+            self._held = [(v, r) for v, r in self._held if oldest is not None and v > oldest]
+            self._free.extend(ready)
+
     def id_at(self, row: int) -> str:
-        node_id = self._ids[row]
+        node_id = self._ids[row] if 0 <= row < len(self._ids) else None
         if node_id is None:
             raise UnknownNodeError(f"row {row} holds no node")
         return node_id
+
+    def ids_at(self, rows: np.ndarray) -> list[str | None]:
+        """The node id of each row (None: a row this table does not hold)."""
+        n = len(self._ids)
+        return [self._ids[r] if 0 <= r < n else None for r in rows.tolist()]
 
     def rows_of(self, node_ids: Sequence[str]) -> np.ndarray:
         try:

@@ -130,17 +130,17 @@ class MemoryAdmin:
 
     def decay_memory(self, factor: float) -> int:
         """Scale every memory vector by ``factor`` in [0, 1]; returns the edges touched."""
-        return self.store.decay_memory(factor)
+        return self.store.decay_memory(arguments.fraction(factor, "factor"))
 
     def export_memory(self, path: str | os.PathLike[str]) -> int:
         """Write the memory vectors to a JSON file; returns how many were written."""
-        return export_file(self.store, path)
+        return export_file(self.store, arguments.path(path, "path"))
 
     def import_memory(self, path: str | os.PathLike[str], *, skip_unknown: bool = False) -> int:
         """Load memory vectors written by :meth:`export_memory` (they replace the current
         vectors of those edges). Edges the graph lacks raise :class:`UnknownNodeError`, or are
         left out with ``skip_unknown=True``."""
-        return import_file(self.store, path, skip_unknown)
+        return import_file(self.store, arguments.path(path, "path"), skip_unknown)
 
     def to_networkx(self) -> Any:
         """The whole graph as a ``networkx.MultiGraph``: nodes with ``kind``, ``name`` and

@@ -13,6 +13,8 @@
 - A large ``add_graph`` batch (``BulkOptions.rows``) is bulk-loaded: COPY with the HNSW index
   dropped and rebuilt once, in the batch's transaction (:mod:`.bulk`).
 - Foreign keys cascade node → edges → memory, so a deleted node leaves no orphan behind.
+- A retrieve reads through :meth:`~.base.PgBase.snapshot`: one ``REPEATABLE READ READ ONLY``
+  transaction, so it sees the database of one moment while other connections commit.
 
 ``journal=True`` also records every applied memory update (edge, operation, query vector) in
 ``rr_memory_journal`` in the order it was applied: an audit trail that can be replayed.

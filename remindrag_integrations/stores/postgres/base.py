@@ -3,6 +3,7 @@ and :class:`PgBase`, the part every other part of the store builds on."""
 
 from __future__ import annotations
 
+import copy
 import random
 import threading
 import time
@@ -58,6 +59,20 @@ class _Pool:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+class _Pinned:
+    """The one connection of a snapshot, inside its open transaction (see ``snapshot``)."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        yield self.conn
+
+    def close(self) -> None:
+        return None
 
 
 class PgBase:
@@ -156,6 +171,28 @@ class PgBase:
             except psycopg.OperationalError as exc:
                 raise StoreError(f"PostgreSQL store {_redact(self.dsn)}: {exc}") from exc
         raise AssertionError("unreachable")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Self]:
+        """A read-only view of the namespace as of now: every read through it runs in one
+        ``REPEATABLE READ READ ONLY`` transaction, so it sees one snapshot of the database
+        whatever other connections commit meanwhile (writers do not wait for it). The
+        transaction ends with the block; keep the block short (it holds a connection, and
+        an old snapshot holds back vacuum)."""
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                # the snapshot is taken by the first statement, not by BEGIN: take it now
+                conn.execute("SELECT 1 FROM rr_namespaces WHERE namespace = %s", (self.namespace,))
+                try:
+                    view = copy.copy(self)
+                    view._pool = _Pinned(conn)  # type: ignore[assignment]
+                    yield view
+                finally:
+                    if not conn.closed:
+                        conn.execute("ROLLBACK")
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"PostgreSQL store {_redact(self.dsn)}: {exc}") from exc
 
     def close(self) -> None:
         """Close the pooled connections (the store reopens them on next use)."""

@@ -8,6 +8,7 @@ import numpy as np
 import psycopg
 from psycopg import errors
 
+from ...core.arguments import fraction
 from ...core.memory import math as mem
 from ...core.protocols import MemoryFn
 from ...core.types import Edge, UnknownNodeError
@@ -174,8 +175,7 @@ class Memory(PgBase):
             return [r[0] for r in cur]
 
     def decay_memory(self, factor: float) -> int:
-        if not 0.0 <= factor <= 1.0:
-            raise ValueError("decay factor must be in [0, 1]")
+        factor = fraction(factor, "the decay factor")
         with self._cursor() as cur:  # one UPDATE: row locks serialise it with update_memory
             cur.execute(
                 "UPDATE rr_edge_memory SET vec = vec * array_fill(%s::real, "
