@@ -445,6 +445,7 @@ class ReMindRAG(MemoryAdmin):
         folder holding another store raises :class:`StoreExistsError` unless ``overwrite``
         (which replaces it, learned memory included), and a folder of other files is never
         written into."""
+        arguments.path(directory, "directory")
         used = embedder_record.record(self.embedder, self.store.dim, self._fingerprint())
         return persist.save(
             self.store,
