@@ -198,10 +198,10 @@ def test_errors_are_one_line_with_exit_status_2(tmp_path):
 
 @pytest.mark.slow
 def test_readme_cli_example_runs_as_written(tmp_path):
+    from doc_pages import blocks, section
+
     root = Path(__file__).parent.parent
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    section = readme.split("<!-- section: offline -->")[1].split("<!-- /section: offline -->")[0]
-    (script,) = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    (script,) = [b.code for b in blocks(section("offline"), "bash")]
     env = {
         **os.environ,
         "TMPDIR": str(tmp_path),

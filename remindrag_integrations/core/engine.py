@@ -383,7 +383,7 @@ class ReMindRAG(MemoryAdmin):
         cited: Sequence[str] | None = None,
         llm: Any = None,
     ) -> MemoryWrite:
-        """Write the experience of one retrieval into edge memory (SPEC §3), once per trace.
+        """Write the experience of one retrieval into edge memory (docs/method.md §3), once per trace.
 
         The support — what helped — is, in this order: ``supporting`` (chunk or edge ids a
         person or a known answer names; each named chunk comes back in the top ``k`` for the

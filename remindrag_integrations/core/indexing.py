@@ -1,4 +1,4 @@
-"""documents -> chunks -> extraction -> graph (SPEC §1).
+"""documents -> chunks -> extraction -> graph (docs/method.md §1).
 
 The engine runs the extraction steps (one ``Ask`` per chunk) through an LLM or the rule-based
 extractor, then :func:`build_graph` turns the extractions into nodes and edges.
@@ -182,7 +182,7 @@ def build_graph(
     embedder: Embedder,
     cfg: IndexConfig,
 ) -> GraphBatch:
-    """Nodes and edges for new chunks, merging entities into the store's (SPEC §1). Chunk
+    """Nodes and edges for new chunks, merging entities into the store's (docs/method.md §1). Chunk
     texts and new entity names are embedded together, once per distinct string."""
     batch = GraphBatch(chunks=list(chunks))
     resolve, pending = _known_entities(extractions, store)
