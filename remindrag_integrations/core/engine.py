@@ -33,7 +33,7 @@ from .memory.filter import Support, citations, llm_filter, similarity_filter
 from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
-from .progress import ProgressFn, as_progress
+from .progress import ProgressFn, as_progress, tqdm_bar
 from .prompts import Prompts
 from .protocols import ChatLLM, GraphStore, TraceClaims
 from .steps import (
@@ -64,6 +64,11 @@ from .types import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def _embedding_bar(progress: Any) -> ProgressFn | None:
+    """With ``progress=True``, a bar for one batch's embedding (after its extraction bar)."""
+    return tqdm_bar("embedding", "text") if progress is True else None
 
 
 class ReMindRAG(MemoryAdmin):
@@ -159,14 +164,16 @@ class ReMindRAG(MemoryAdmin):
         batches of ``index_config.insert_batch_documents`` (``on_batch(report)`` after each):
         a document is written only if every chunk of it was extracted, and an interrupted
         insert keeps the batches it finished (run it again to continue). ``progress=True``
-        draws a progress bar over the chunks (tqdm, on stderr); a function ``(done, total)``
-        is called instead."""
+        draws two progress bars (tqdm, on stderr): the chunks extracted, then the texts of
+        each batch embedded; a function ``(done, total)`` is called with the chunks
+        extracted."""
         run, rt, how = self._batches(documents, progress, on_batch)
         cfg = self.index_config
         for part, prog in run:
             steps = part.extraction_steps(cfg, *how)
             found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
-            run.done(inserting.commit(self.store, self.embedder, cfg, part, found, run.ledger))
+            args = (self.store, self.embedder, cfg, part, found, run.ledger)
+            run.done(inserting.commit(*args, _embedding_bar(progress)))
         return self._carry_counts(run.report())
 
     async def ainsert(
@@ -186,7 +193,7 @@ class ReMindRAG(MemoryAdmin):
             found = await adrive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
             commit = inserting.commit
             args = (self.store, self.embedder, cfg, part, found, run.ledger)
-            run.done(await asyncio.to_thread(commit, *args))
+            run.done(await asyncio.to_thread(commit, *args, _embedding_bar(progress)))
         return self._carry_counts(run.report())
 
     def _carry_counts(self, report: IndexReport) -> IndexReport:
