@@ -8,7 +8,7 @@ of 10 chunks; per chunk a chunk node, an anchor (contains edge, context edge to 
 anchor), 3 entity mentions and 2 relations (~6.9 edges per chunk). Memory is warmed the way
 memorization does it: for every benchmark query, the edges of a short DFS from its seeds are
 enhanced twice with the query. Then, per query, we time ``find_seeds`` (top-2 entity/anchor
-nodes) and ``replay`` (SPEC §2.3, bounded at 64 nodes) on both stores. Prints a table and
+nodes) and ``replay`` (docs/method.md §2.3, bounded at 64 nodes) on both stores. Prints a table and
 writes ``benchmarks/results/store_latency.json``.
 """
 

@@ -11,9 +11,9 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -32,6 +32,7 @@ from .core.engine import ReMindRAG
 from .core.memory.teach import TeachReport
 from .core.types import (
     ConfigError,
+    DeleteReport,
     Document,
     IndexReport,
     InvalidArgumentError,
@@ -47,6 +48,7 @@ from .langchain.convert import from_langchain_document, to_langchain_document
 from .last_trace import LastTrace
 from .llama_index.convert import from_llamaindex_node, to_llamaindex_node
 from .llama_index.events import ReMindMemoryEventHandler
+from .options import RetrieverOptions
 from .results import path_names
 from .search_args import call_overrides, construction_args
 from .stores import open_store
@@ -155,6 +157,17 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             self, callback_manager=self.callback_manager, object_map=self.object_map
         )
 
+    def __repr__(self) -> str:
+        parts = [repr(self.engine)]
+        if self.k is not None:
+            parts.append(f"k={self.k}")
+        if self.filter:
+            parts.append(f"filter={self.filter!r}")
+        return f"ReMindRetriever({', '.join(parts)})"
+
+    def __str__(self) -> str:
+        return repr(self)
+
     def get_prompts(self, config: Any = None) -> dict[str, Any]:  # type: ignore[override]
         """The one name both bases define. LlamaIndex calls it on its prompt sub-modules
         and expects a dict; LangChain finds a chain's prompts from its graph instead. This
@@ -169,7 +182,8 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         *,
         llm: Any = None,
         embeddings: Any = None,
-        **config: Any,
+        progress: bool | Callable[[int, int], None] = False,
+        **options: Unpack[RetrieverOptions],
     ) -> ReMindRetriever:
         """Index LangChain ``Document`` s, LlamaIndex ``Document`` / ``TextNode`` s (or the
         engine's own inputs) into a new graph. ``llm`` navigates and extracts (``None``:
@@ -180,8 +194,12 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         also be a ``--llm`` spec of the command line (``"local:smollm2"``,
         ``"openai:gpt-4o-mini"``). Loader documents without an id are named by their
         ``source`` (see :func:`.inputs.number_sources`); empty ones are skipped and identical
-        ones indexed once (counted in the :class:`IndexReport`)."""
+        ones indexed once (counted in the :class:`IndexReport`). ``progress=True`` draws a
+        progress bar (tqdm, on stderr) while it indexes; a function ``(done, total)`` is
+        called instead. The keyword arguments are typed (:class:`.options.RetrieverOptions`),
+        so an editor completes them."""
         docs = as_engine_documents(documents, "from_documents")
+        config: dict[str, Any] = dict(options)
         # the frameworks' names for k folded into one (two different values: ConfigError)
         mine = construction_args({k: config.pop(k) for k in _RETRIEVER_ARGS if k in config}, set())
         if "k" in mine:
@@ -198,7 +216,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         )
         retriever = cls(engine=engine, **mine)
         if docs:
-            retriever.engine.insert(docs)
+            retriever.engine.insert(docs, progress=progress)
         return retriever
 
     @classmethod
@@ -208,7 +226,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         metadatas: Sequence[dict] | None = None,
         *,
         ids: Sequence[str] | None = None,
-        **kwargs: Any,
+        llm: Any = None,
+        embeddings: Any = None,
+        progress: bool | Callable[[int, int], None] = False,
+        **options: Unpack[RetrieverOptions],
     ) -> ReMindRetriever:
         """Like :meth:`from_documents`, from plain texts (ids default to a content hash)."""
         if isinstance(texts, (str, bytes)):
@@ -228,18 +249,43 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             )
             for i, t in enumerate(texts)
         ]
-        return cls.from_documents(docs, **kwargs)
+        return cls.from_documents(
+            docs, llm=llm, embeddings=embeddings, progress=progress, **options
+        )
 
-    def add_documents(self, documents: Iterable[Any], **kwargs: Any) -> IndexReport:
+    def add_documents(
+        self,
+        documents: Iterable[Any],
+        *,
+        progress: bool | Callable[[int, int], None] = False,
+        on_batch: Callable[[IndexReport], None] | None = None,
+    ) -> IndexReport:
         """Insert more documents; unchanged ones are skipped, changed ones (the same id, e.g.
         a re-loaded file's ``source``) replaced, empty ones skipped and identical ones indexed
-        once (the report counts both)."""
-        return self.engine.insert(as_engine_documents(documents), **kwargs)
+        once (the report counts both). ``progress=True`` draws a progress bar (tqdm, on
+        stderr); a function ``(done, total)`` is called instead. ``on_batch(report)`` runs
+        after each committed batch (see :meth:`ReMindRAG.insert`)."""
+        docs = as_engine_documents(documents)
+        return self.engine.insert(docs, progress=progress, on_batch=on_batch)
 
-    async def aadd_documents(self, documents: Iterable[Any], **kwargs: Any) -> IndexReport:
-        return await self.engine.ainsert(as_engine_documents(documents), **kwargs)
+    async def aadd_documents(
+        self,
+        documents: Iterable[Any],
+        *,
+        progress: bool | Callable[[int, int], None] = False,
+        on_batch: Callable[[IndexReport], None] | None = None,
+    ) -> IndexReport:
+        docs = as_engine_documents(documents)
+        return await self.engine.ainsert(docs, progress=progress, on_batch=on_batch)
 
-    def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
+    def delete(self, doc_ids: Iterable[str]) -> DeleteReport:
+        """Remove documents by the ids they were added with (a loader document's
+        ``metadata["source"]``, a LlamaIndex ``id_``, ``from_texts(ids=)``; a document's id
+        is also in each result's ``metadata["remindrag"]["doc_id"]``): their chunks, the
+        entities only they mentioned, and those nodes' edges with their learned memory.
+        Returns the counts removed and ``not_found``, the ids this store does not hold
+        (skipped with a logged warning, as LlamaIndex's ``delete_ref_doc`` and LangChain's
+        vector stores skip them; check ``not_found`` to catch a typo)."""
         return self.engine.delete(doc_ids)
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:

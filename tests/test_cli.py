@@ -54,7 +54,7 @@ def corpus(tmp_path_factory) -> Path:
         f.writelines(json.dumps(rows[pid]) + "\n" for pid in pids[:8])
     (docs / "alu.txt").write_text(f"{rows[pids[9]]['title']}\n{rows[pids[9]]['text']}")
     (docs / "lilu.md").write_text(f"# {rows[pids[5]]['title']}\n\n{rows[pids[5]]['text']}")
-    (docs / "ignored.csv").write_text("not,indexed\n")
+    (docs / "ignored.bin").write_bytes(b"\x00\x01")  # a type no reader handles: reported
     return root
 
 
@@ -66,6 +66,7 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
     store = tmp_path / "store"
     out = run("index", str(corpus / "docs"), "--store", str(store), cwd=tmp_path).stdout
     assert "to index: 10 documents (0 unchanged), 10 chunks" in out
+    assert "docs/ignored.bin: cannot read .bin" in out  # named, not dropped in silence
     assert "estimated cost: 0 LLM calls" in out and "actual cost: 0 LLM calls" in out
 
     # a question that is mostly names seeds at an entity node, so the path it memorizes has an
@@ -109,7 +110,7 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
     out = run("memory", "view", "--store", str(store), "--html", str(view), cwd=tmp_path).stdout
     assert f"{touched:,} remembered edges, 1 queries" in out
     page = view.read_text(encoding="utf-8")
-    assert set(re.findall(r'data-edge="([^"]+)" data-memory-norm', page)) >= set(
+    assert set(re.findall(r'data-edge="([^"]+)" data-kind="\w+" data-memory-norm', page)) >= set(
         first["memory"]["enhanced"]
     )
     assert question in page  # the past query that shaped it
@@ -197,10 +198,10 @@ def test_errors_are_one_line_with_exit_status_2(tmp_path):
 
 @pytest.mark.slow
 def test_readme_cli_example_runs_as_written(tmp_path):
+    from doc_pages import blocks, section
+
     root = Path(__file__).parent.parent
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    section = readme.split("<!-- section: offline -->")[1].split("<!-- /section: offline -->")[0]
-    (script,) = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    (script,) = [b.code for b in blocks(section("offline"), "bash")]
     env = {
         **os.environ,
         "TMPDIR": str(tmp_path),

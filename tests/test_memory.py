@@ -1,4 +1,4 @@
-"""SPEC §2.3 / §3 memory math, with property tests."""
+"""docs/method.md §2.3 / §3 memory math, with property tests."""
 
 from __future__ import annotations
 

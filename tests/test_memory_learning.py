@@ -220,7 +220,7 @@ def test_only_a_thumbs_down_penalises_unless_configured(rag: ReMindRAG) -> None:
     rag.retrieval_config = rag.retrieval_config.with_overrides(named_support_penalises=True)
     r = rag.retrieve("Which river runs by City2?", k=5)
     judged = rag.memorize(r.trace_id, supporting=[r.chunks[0].chunk.id])
-    assert judged.penalised  # SPEC §3: the rest of the subgraph
+    assert judged.penalised  # docs/method.md §3: the rest of the subgraph
 
 
 # --- bounded however saturated ---------------------------------------------------------------

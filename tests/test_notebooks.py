@@ -1,12 +1,13 @@
-"""The notebooks and the README's retriever examples run as written: offline, no API key."""
+"""The notebooks and the retriever page's examples (docs/retriever.md) run as written:
+offline, no API key."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from doc_pages import python_blocks, section
 from nbclient import NotebookClient
 
 from remindrag_integrations import ReMindMemoryEventHandler
@@ -44,12 +45,9 @@ def test_notebook_runs(path: Path) -> None:
     assert not errors
 
 
-def readme_blocks(section: str) -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    body = text.split(f"<!-- section: {section} -->", 1)[1].split(
-        f"<!-- /section: {section} -->", 1
-    )[0]
-    return re.findall(r"```python\n(.*?)```", body, re.DOTALL)
+def readme_blocks(name: str) -> list[str]:
+    """The python blocks of a docs section (the retriever page: docs/retriever.md)."""
+    return python_blocks(section(name))
 
 
 def test_readme_retriever_examples_run_as_written(capsys: pytest.CaptureFixture[str]) -> None:
@@ -59,7 +57,7 @@ def test_readme_retriever_examples_run_as_written(capsys: pytest.CaptureFixture[
     scope: dict = {"__name__": "__readme__"}
     try:
         for code in blocks:
-            exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - our own README
+            exec(compile(code, "docs/retriever.md", "exec"), scope)  # noqa: S102 - our docs
     finally:
         for value in scope.values():  # leave no LlamaIndex handler attached
             if isinstance(value, ReMindMemoryEventHandler):

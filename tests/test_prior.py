@@ -97,12 +97,12 @@ def test_the_zero_token_walk_follows_the_prior(engine: ReMindRAG) -> None:
 
 
 def test_the_readme_prior_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    import re
-    from pathlib import Path
 
-    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "prior=" in b]
-    exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - our own README
+    from doc_pages import PAGES, python_blocks
+
+    found = [(p, b) for p in PAGES for b in python_blocks(p.read_text("utf-8")) if "prior=" in b]
+    ((page, block),) = found
+    exec(compile(block, page.name, "exec"), {})  # noqa: S102 - our own docs
     out = capsys.readouterr().out
     assert "'lexical'" in out and "'graph'" in out
 

@@ -1,19 +1,14 @@
-"""The README's engine example runs as written."""
+"""The engine page's examples (docs/engine.md) run as written."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-README = Path(__file__).parent.parent / "README.md"
+from doc_pages import python_blocks, section
 
 
 def test_engine_example_runs(capsys) -> None:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("<!-- section: engine -->")[1].split("<!-- /section: engine -->")[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    blocks = python_blocks(section("engine"))
     assert blocks
     for code in blocks:
-        exec(compile(code, "README.md", "exec"), {})
+        exec(compile(code, "docs/engine.md", "exec"), {})
     out = capsys.readouterr().out
     assert "derrickson" in out and "True" in out

@@ -90,8 +90,10 @@ class SentenceTransformerEmbedder:
 
 
 def check_model_name(name: str) -> None:
-    """Fail at once on a sentence-transformers name that cannot load: not a directory, not
-    a hub id, or (offline) not in the local Hugging Face cache."""
+    """Fail at once, with an :class:`EmbeddingError` that says what to do, on a
+    sentence-transformers name that cannot load: not a directory, not a hub id, not in the
+    local Hugging Face cache and (offline, or the Hub unreachable, or no such model there)
+    not to be downloaded. The cache is read first, so a cached model costs no request."""
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").exists() and not (path / "modules.json").exists():
@@ -99,18 +101,51 @@ def check_model_name(name: str) -> None:
         return
     if not _HUB_ID.match(name) or name.startswith((".", "/", "~")):
         raise EmbeddingError(f"embedder {name!r}: no such directory, and not a model name")
+    repos = [name] if "/" in name else [name, f"sentence-transformers/{name}"]
+    if any(_in_local_cache(r) for r in repos):
+        return
     offline = any(
         os.environ.get(v, "") not in ("", "0") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     )
     if offline:
-        from huggingface_hub import try_to_load_from_cache
+        raise EmbeddingError(
+            f"embedder {name!r} is not in the local Hugging Face cache and the hub is "
+            "offline (HF_HUB_OFFLINE); pass a model directory or the default (None)"
+        )
+    _check_on_hub(name, repos)
 
-        repo = name if "/" in name else f"sentence-transformers/{name}"
-        if not isinstance(try_to_load_from_cache(repo, "config.json"), str):
+
+def _in_local_cache(repo: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo, "config.json"), str)
+
+
+def _check_on_hub(name: str, repos: list[str], timeout: float = 10.0) -> None:
+    """One metadata request per candidate repository (no download, no retries): a model
+    that is not there, or a Hub that cannot be reached, is an error now rather than after
+    sentence-transformers' retries."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    for repo in repos:
+        try:
+            HfApi().model_info(repo, timeout=timeout)
+            return
+        except RepositoryNotFoundError:
+            continue
+        except Exception as exc:  # no network, a proxy, a timeout: name it and the way out
             raise EmbeddingError(
-                f"embedder {name!r} is not in the local Hugging Face cache and the hub is "
-                "offline (HF_HUB_OFFLINE); pass a model directory or the default (None)"
-            )
+                f"embedder {name!r} is not in the local Hugging Face cache and the Hub could "
+                f"not be reached ({type(exc).__name__}: {exc}); download it once where there "
+                f"is a network (`hf download {repos[-1]}`), pass a local model directory, or "
+                "use the packaged default (embeddings=None)"
+            ) from None
+    raise EmbeddingError(
+        f"no embedding model {name!r} on the Hugging Face Hub nor in the local cache: check "
+        "the spelling (e.g. 'sentence-transformers/all-MiniLM-L6-v2'), or pass a local model "
+        "directory"
+    )
 
 
 def default_embedder() -> Embedder:

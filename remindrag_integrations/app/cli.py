@@ -18,15 +18,20 @@ from typing import Any
 from ..core.types import ReMindError
 from . import parser
 from .display import describe_path, progress_bar
-from .documents import read_documents
+from .documents import read_files
 from .session import open_engine, save_engine
 from .specs import CLIError
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    docs = list(read_documents(args.paths))
+    found = read_files(args.paths)
+    docs = found.documents
+    if found.skipped:
+        print(f"cannot read {len(found.skipped)} file(s), skipped:")
+        for name, why in found.skipped.items():
+            print(f"  {name}: {why}")
     if not docs:
-        raise CLIError("no .txt, .md or .jsonl documents found")
+        raise CLIError("no readable documents found (.txt, .md, .jsonl; .pdf, .docx, .csv, .html)")
     engine = open_engine(args, create=True)
     est = engine.estimate_insert(docs)
     print(

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
+
+from ..core.progress import tqdm_bar
 
 
 def progress_bar(desc: str, unit: str = "chunk") -> Any:
     """An ``insert(progress=...)`` / ``teach(progress=...)`` callback drawing a tqdm bar (on
     stderr)."""
-    from tqdm import tqdm
-
-    bar = tqdm(desc=desc, unit=unit, file=sys.stderr, disable=None)
-
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done - bar.n)
-        if done >= total:
-            bar.close()
-
-    return update
+    return tqdm_bar(desc, unit, always=False)
 
 
 def describe_path(engine: Any, trace: Any) -> list[str]:

@@ -1,40 +1,124 @@
-"""Documents from files: .txt / .md (one each) and .jsonl (one per line).
+"""Documents from files: .txt / .md (one each), .jsonl (one per line), and with the ``files``
+extra (``pip install 'remindrag-integrations[files]'``: LlamaIndex's file readers) .pdf,
+.docx, .csv and .html / .htm (one document per file, its pages or parts joined).
 
 Document ids are stable wherever the command runs: a file's id is its path relative to the
 folder given, prefixed with that folder's name (``remindrag index docs`` and
 ``cd / && remindrag index /abs/path/docs`` both name ``docs/a.txt``); a file given directly is
 named by its file name. A .jsonl line's id is its ``id`` / ``pid`` field, else
 ``<file id>:<line number>``. ``metadata["source"]`` holds the same relative name.
+
+A file of a folder that cannot be read (a type no reader handles, a reader whose extra is not
+installed, a reader's error) is named in :attr:`FolderRead.skipped` with the reason, never
+dropped in silence; hidden files and folders (``.git``, ``.DS_Store``) are left out, as
+LlamaIndex's ``SimpleDirectoryReader`` does.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..core.types import Document
 from .specs import CLIError
 
 TEXT_SUFFIXES = (".txt", ".md")
+READER_SUFFIXES = (".pdf", ".docx", ".csv", ".html", ".htm")
+FILES_EXTRA = "pip install 'remindrag-integrations[files]'"
 
 
-def read_documents(paths: Sequence[str]) -> Iterator[Document]:
-    """Documents from .txt / .md files (one each) and .jsonl files (one per line, with
-    ``text`` and optionally ``id`` / ``pid`` and ``title``); folders are walked."""
+@dataclass
+class FolderRead:
+    """What :func:`read_files` found: the documents, and each file it could not read with
+    the reason (file name → reason)."""
+
+    documents: list[Document] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def read_files(paths: Sequence[str]) -> FolderRead:
+    """Documents from the files and folders ``paths`` (folders are walked). A file given
+    directly that cannot be read is a :class:`CLIError`; one found in a folder is skipped and
+    named in the result."""
+    out = FolderRead()
     for raw in paths:
         root = Path(raw)
         if not root.exists():
             raise CLIError(f"no such file or folder: {root}")
-        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        files = _folder_files(root) if root.is_dir() else [root]
         for f in files:
             name = stable_name(root, f)
-            if f.suffix in TEXT_SUFFIXES:
-                yield Document(name, f.read_text(encoding="utf-8"), {"source": name})
-            elif f.suffix == ".jsonl":
-                yield from _jsonl_documents(f, name)
-            elif not root.is_dir():
-                raise CLIError(f"{f}: only .txt, .md and .jsonl files can be indexed")
+            try:
+                out.documents.extend(_file_documents(f, name))
+            except _Unreadable as exc:
+                if not root.is_dir():
+                    raise CLIError(f"{f}: {exc}") from None
+                out.skipped[name] = str(exc)
+    return out
+
+
+def read_documents(paths: Sequence[str]) -> Iterator[Document]:
+    """The documents of :func:`read_files` (what it skipped is in its result)."""
+    yield from read_files(paths).documents
+
+
+def _folder_files(root: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+
+
+class _Unreadable(Exception):
+    """A file no reader here can read; the message says why."""
+
+
+def _file_documents(f: Path, name: str) -> list[Document]:
+    suffix = f.suffix.lower()
+    if suffix in TEXT_SUFFIXES:
+        return [Document(name, f.read_text(encoding="utf-8"), {"source": name})]
+    if suffix == ".jsonl":
+        return list(_jsonl_documents(f, name))
+    if suffix in READER_SUFFIXES:
+        return [Document(name, _read_with_llamaindex(f, suffix), {"source": name})]
+    raise _Unreadable(
+        f"cannot read {suffix or 'files without a suffix'} (readable: "
+        f"{', '.join(TEXT_SUFFIXES + ('.jsonl',) + READER_SUFFIXES)})"
+    )
+
+
+def _reader(suffix: str) -> Any:
+    """LlamaIndex's reader for ``suffix`` (the ``files`` extra)."""
+    try:
+        from llama_index.readers.file import CSVReader, DocxReader, HTMLTagReader, PDFReader
+    except ImportError:
+        raise _Unreadable(
+            f"reading {suffix} files needs the 'files' extra: {FILES_EXTRA}"
+        ) from None
+    readers: dict[str, Callable[[], Any]] = {
+        ".pdf": lambda: PDFReader(return_full_document=True),
+        ".docx": DocxReader,
+        ".csv": lambda: CSVReader(concat_rows=True),
+        ".html": lambda: HTMLTagReader(tag="body"),
+        ".htm": lambda: HTMLTagReader(tag="body"),
+    }
+    return readers[suffix]()
+
+
+def _read_with_llamaindex(f: Path, suffix: str) -> str:
+    """The file's text, its reader's documents (pages, parts) joined by blank lines."""
+    reader = _reader(suffix)
+    try:
+        parts = reader.load_data(f)
+    except ImportError as exc:  # a reader's own optional library (e.g. docx2txt)
+        raise _Unreadable(f"{exc} ({FILES_EXTRA})") from None
+    except Exception as exc:  # a damaged file: name it, go on with the others
+        raise _Unreadable(f"{type(exc).__name__}: {exc}") from None
+    return "\n\n".join(p.text for p in parts if p.text.strip())
 
 
 def stable_name(root: Path, file: Path) -> str:

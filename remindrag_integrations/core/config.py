@@ -1,4 +1,4 @@
-"""Validated configuration. Defaults are SPEC.md's; every number there is a field here."""
+"""Validated configuration. The defaults are docs/method.md's; every number there is a field here."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ class RetrievalConfig(_Config):
     rank_memory_weight: float = Field(1.0, ge=0.0, le=10.0)
     # memorize() with no judge (zero-token, no supporting ids): "enhance" remembers the paths
     # to the similarity filter's chunks, "cache" those to every chunk read, both without
-    # penalising; "full" also penalises the rest (SPEC §3 with the similarity filter); "off"
+    # penalising; "full" also penalises the rest (docs/method.md §3 with the similarity filter); "off"
     # writes nothing
     self_memorize: Literal["enhance", "cache", "full", "off"] = "enhance"
     # memorize(answer=...): "citations" takes the chunks the answer cites ([c-...]; and
@@ -94,7 +94,7 @@ class RetrievalConfig(_Config):
     # retrieval read; "filter" always asks the judge (the LLM filter, or self_memorize)
     memorize_judge: Literal["citations", "filter"] = "citations"
     # a thumbs-up on named chunks (feedback chunk_ids) or memorize(supporting=...) says what
-    # helped; True also penalises every other subgraph edge (SPEC §3, as the LLM filter does)
+    # helped; True also penalises every other subgraph edge (docs/method.md §3, as the LLM filter does)
     named_support_penalises: bool = False
     # zero-token navigator
     nav_enough_chunks: int = Field(4, ge=1)

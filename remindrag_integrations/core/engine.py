@@ -6,6 +6,7 @@ the ``a``-prefixed twins with ``adrive``. Where each stage lives: ``ARCHITECTURE
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..adapters import embedder_record
-from ..adapters.embeddings import as_embedder
+from ..adapters.embeddings import as_embedder, identity_of
 from ..adapters.llm import as_chat_llm
 from ..stores import InMemoryGraphStore, open_store
 from . import answer as answering
@@ -32,6 +33,7 @@ from .memory.filter import Support, citations, llm_filter, similarity_filter
 from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
+from .progress import ProgressFn, as_progress, tqdm_bar
 from .prompts import Prompts
 from .protocols import ChatLLM, GraphStore, TraceClaims, reading
 from .steps import (
@@ -47,19 +49,26 @@ from .steps import (
 from .types import (
     Answer,
     CostLedger,
+    DeleteReport,
     Document,
     EmbeddingError,
     IndexReport,
     InvalidArgumentError,
     MemoryStats,
     MemoryWrite,
+    NotCopyableError,
     Retrieval,
     StoreNotFoundError,
     Trace,
     UnknownTraceError,
 )
 
-ProgressFn = Callable[[int, int], None]
+log = logging.getLogger(__name__)
+
+
+def _embedding_bar(progress: Any) -> ProgressFn | None:
+    """With ``progress=True``, a bar for one batch's embedding (after its extraction bar)."""
+    return tqdm_bar("embedding", "text") if progress is True else None
 
 
 class ReMindRAG(MemoryAdmin):
@@ -95,6 +104,27 @@ class ReMindRAG(MemoryAdmin):
         self._carried = {"kept": 0, "moved": 0, "dropped": 0}  # by document updates
         self._probe: tuple[Any, list[float] | None] = (None, None)  # embedder, fingerprint
 
+    def __repr__(self) -> str:
+        llm = "None (zero-token)" if self.llm is None else type(self.llm).__name__
+        emb = identity_of(self.embedder) or type(self.embedder).__name__
+        store = type(self.store).__name__
+        namespace = getattr(self.store, "namespace", None)
+        if namespace not in (None, "default"):
+            store += f"[{namespace}]"
+        try:
+            docs = f", documents={len(self.store.document_ids())}"
+        except Exception:  # a closed or unreachable store: the repr still works
+            docs = ""
+        k = self.retrieval_config.k
+        return f"ReMindRAG(llm={llm}, embeddings={emb!r}, store={store}{docs}, k={k})"
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise NotCopyableError(
+            "a ReMindRAG engine (and a ReMindRetriever holding one) cannot be pickled or "
+            "copied: it holds loaded models, a store and locks. Share the one object between "
+            "threads (it is thread-safe), or save(path) it and load(path) it where needed"
+        )
+
     # --- plumbing ------------------------------------------------------------------------
     def _setup(self, llm: Any, overrides: dict[str, Any]) -> tuple[RetrievalConfig, Runtime]:
         """Per-call setup: the config with overrides and the runtime of the LLM in charge
@@ -122,28 +152,41 @@ class ReMindRAG(MemoryAdmin):
         documents = self._documents(documents)
         p = inserting.plan(self.store, documents, self.index_config)
         _, rt = self._setup(None, {})
-        steps = inserting.Batches(p, self.index_config, progress, on_batch)
+        bar = as_progress(progress, "indexing") if p.chunks else None
+        steps = inserting.Batches(p, self.index_config, bar, on_batch)
         return steps, rt, (self.prompts.extraction, self._uses_llm(rt))
 
     def insert(
-        self, documents: Iterable[Any], *, progress: ProgressFn | None = None, on_batch: Any = None
+        self,
+        documents: Iterable[Any],
+        *,
+        progress: bool | ProgressFn | None = None,
+        on_batch: Any = None,
     ) -> IndexReport:
         """Index documents (``Document``, str, or ``(id, text[, metadata])``). Unchanged
         documents are skipped; changed ones replace their old version. Extraction runs up to
         ``index_config.max_concurrency`` calls at once. Documents are built and written in
         batches of ``index_config.insert_batch_documents`` (``on_batch(report)`` after each):
         a document is written only if every chunk of it was extracted, and an interrupted
-        insert keeps the batches it finished (run it again to continue)."""
+        insert keeps the batches it finished (run it again to continue). ``progress=True``
+        draws two progress bars (tqdm, on stderr): the chunks extracted, then the texts of
+        each batch embedded; a function ``(done, total)`` is called with the chunks
+        extracted."""
         run, rt, how = self._batches(documents, progress, on_batch)
         cfg = self.index_config
         for part, prog in run:
             steps = part.extraction_steps(cfg, *how)
             found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
-            run.done(inserting.commit(self.store, self.embedder, cfg, part, found, run.ledger))
+            args = (self.store, self.embedder, cfg, part, found, run.ledger)
+            run.done(inserting.commit(*args, _embedding_bar(progress)))
         return self._carry_counts(run.report())
 
     async def ainsert(
-        self, documents: Iterable[Any], *, progress: ProgressFn | None = None, on_batch: Any = None
+        self,
+        documents: Iterable[Any],
+        *,
+        progress: bool | ProgressFn | None = None,
+        on_batch: Any = None,
     ) -> IndexReport:
         """:meth:`insert` on the event loop (building and writing run in a worker thread)."""
         import asyncio
@@ -155,13 +198,21 @@ class ReMindRAG(MemoryAdmin):
             found = await adrive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
             commit = inserting.commit
             args = (self.store, self.embedder, cfg, part, found, run.ledger)
-            run.done(await asyncio.to_thread(commit, *args))
+            run.done(await asyncio.to_thread(commit, *args, _embedding_bar(progress)))
         return self._carry_counts(run.report())
 
     def _carry_counts(self, report: IndexReport) -> IndexReport:
         with self._lock:
             for k, v in report.memory.items():
                 self._carried[k] = self._carried.get(k, 0) + v
+        log.info(
+            "indexed %d documents (%d unchanged), %d chunks, %d entities, %d relations",
+            report.documents,
+            report.skipped_documents,
+            report.chunks,
+            report.entities_added,
+            report.relations,
+        )
         return report
 
     def estimate_insert(self, documents: Iterable[Any]) -> dict[str, int]:
@@ -170,13 +221,28 @@ class ReMindRAG(MemoryAdmin):
         p = inserting.plan(self.store, self._documents(documents), self.index_config)
         return inserting.estimate(p, self.prompts.extraction, self.llm is not None)
 
-    def delete(self, doc_ids: Iterable[str]) -> dict[str, int]:
-        """Remove documents with their chunks, anchors, orphaned entities and edge memory."""
+    def delete(self, doc_ids: Iterable[str]) -> DeleteReport:
+        """Remove documents (by the ids they were inserted with) with their chunks, anchors,
+        the entities only they mentioned, and those nodes' edges and edge memory. An id the
+        store does not hold is no error: it is listed in ``not_found`` (and logged as a
+        warning), the others are deleted. A list is required (one string is an
+        :class:`InvalidArgumentError`)."""
+        ids = list(dict.fromkeys(arguments.id_list(doc_ids, "doc_ids") or []))
+        missing = [d for d in ids if self.store.document_hash(d) is None]
         before = self.store.touched_edges()
-        removed = self.store.delete_documents(arguments.id_list(doc_ids, "doc_ids") or [])
+        removed = self.store.delete_documents(ids)
         with self._lock:
             self._carried["dropped"] += max(0, before - self.store.touched_edges())
-        return removed
+        if missing:
+            log.warning("delete: %d unknown document id(s): %s", len(missing), ", ".join(missing))
+        log.info("deleted %d documents, %d chunks", removed["documents"], removed["chunks"])
+        return DeleteReport(
+            documents=removed["documents"],
+            chunks=removed["chunks"],
+            nodes=removed["nodes"],
+            edges=removed["edges"],
+            not_found=missing,
+        )
 
     # --- retrieve and answer ---------------------------------------------------------------
     def _retrieve_step(
@@ -226,6 +292,14 @@ class ReMindRAG(MemoryAdmin):
             while len(self._traces) > self._max_cached_traces:
                 self._traces.popitem(last=False)
         self.store.save_trace(trace.to_dict())
+        log.debug(
+            "retrieved %d chunks for %r (trace %s, stop: %s, %d decisions)",
+            len(trace.chunk_ids),
+            trace.query,
+            trace.trace_id,
+            trace.stop_reason,
+            trace.decisions,
+        )
 
     def trace(self, trace_id: str) -> Trace:
         if not isinstance(trace_id, str) or not arguments.storable(trace_id):
@@ -322,7 +396,7 @@ class ReMindRAG(MemoryAdmin):
         cited: Sequence[str] | None = None,
         llm: Any = None,
     ) -> MemoryWrite:
-        """Write the experience of one retrieval into edge memory (SPEC §3), once per trace.
+        """Write the experience of one retrieval into edge memory (docs/method.md §3), once per trace.
 
         The support — what helped — is, in this order: ``supporting`` (chunk or edge ids a
         person or a known answer names; each named chunk comes back in the top ``k`` for the
@@ -406,15 +480,18 @@ class ReMindRAG(MemoryAdmin):
         each question's seeds to its passages are enhanced, never penalised. Bad pairs raise
         :class:`InvalidTeachPairError` before any write; the report lists what was not
         found or not reachable. ``progress(done, total)`` is called per pair."""
-        return self._taught(drive(*self._teaching(pairs, progress, overrides)))
+        bar = as_progress(progress, "teaching", "pair")
+        return self._taught(drive(*self._teaching(pairs, bar, overrides)))
 
     async def ateach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
-        return self._taught(await adrive(*self._teaching(pairs, progress, overrides)))
+        bar = as_progress(progress, "teaching", "pair")
+        return self._taught(await adrive(*self._teaching(pairs, bar, overrides)))
 
     def _taught(self, report: TeachReport) -> TeachReport:
         with self._lock:
             self._writes["applied"] += report.taught
             self._writes["skipped"] += report.pairs - report.taught
+        log.info("taught %d of %d pairs", report.taught, report.pairs)
         return report
 
     def _record(self, trace: Trace, result: MemoryWrite) -> MemoryWrite:
@@ -427,6 +504,7 @@ class ReMindRAG(MemoryAdmin):
     def _count(self, result: MemoryWrite) -> MemoryWrite:
         with self._lock:
             self._writes["applied" if result.applied else "skipped"] += 1
+        log.debug("memory write %s: %s", result.trace_id, result.to_dict())
         return result
 
     def memory_stats(self) -> MemoryStats:
@@ -447,7 +525,7 @@ class ReMindRAG(MemoryAdmin):
         written into."""
         arguments.path(directory, "directory")
         used = embedder_record.record(self.embedder, self.store.dim, self._fingerprint())
-        return persist.save(
+        root = persist.save(
             self.store,
             self.index_config,
             self.retrieval_config,
@@ -455,6 +533,8 @@ class ReMindRAG(MemoryAdmin):
             used,
             overwrite=overwrite,
         )
+        log.info("saved the store to %s", root)
+        return root
 
     def _fingerprint(self) -> list[float] | None:
         """The embedder's probe vector for the saved record: one call per embedder (kept),

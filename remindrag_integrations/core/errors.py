@@ -96,3 +96,9 @@ class EmbeddingError(ReMindError):
 class EmbedderMismatchError(EmbeddingError, ConfigError):
     """A saved store is loaded with another embedder than it was built with (another class,
     model, dimension, or vectors that differ on a fixed probe text)."""
+
+
+class NotCopyableError(ReMindError, TypeError):
+    """An engine (or a retriever holding one) was pickled or copied: it holds loaded models,
+    a store and locks. Share the one object (it is thread-safe), or ``save`` it and ``load``
+    it where it is needed."""

@@ -8,7 +8,7 @@ combine; several keys in one dict are AND-ed. Operators: ``$eq $ne $gt $gte $lt 
 $nin``. A document without the key matches only ``$ne`` / ``$nin``; a comparison between
 values of different types (``"a" > 3``) is false, never an error.
 
-How a walk honours it (SPEC §2 with a filter): entity nodes are shared by every document and
+How a walk honours it (docs/method.md §2 with a filter): entity nodes are shared by every document and
 always allowed; an anchor or a chunk belongs to one document and is never seeded, replayed
 into, offered as a move, read or dense-filled when that document fails the filter.
 """

@@ -1,4 +1,4 @@
-"""documents -> chunks -> extraction -> graph (SPEC §1).
+"""documents -> chunks -> extraction -> graph (docs/method.md §1).
 
 The engine runs the extraction steps (one ``Ask`` per chunk) through an LLM or the rule-based
 extractor, then :func:`build_graph` turns the extractions into nodes and edges.
@@ -7,7 +7,7 @@ extractor, then :func:`build_graph` turns the extractions into nodes and edges.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,13 +181,14 @@ def build_graph(
     store: GraphStore,
     embedder: Embedder,
     cfg: IndexConfig,
+    progress: Callable[[int, int], None] | None = None,
 ) -> GraphBatch:
-    """Nodes and edges for new chunks, merging entities into the store's (SPEC §1). Chunk
+    """Nodes and edges for new chunks, merging entities into the store's (docs/method.md §1). Chunk
     texts and new entity names are embedded together, once per distinct string."""
     batch = GraphBatch(chunks=list(chunks))
     resolve, pending = _known_entities(extractions, store)
     texts = [c.text for c in chunks] + [name for _, name in pending]
-    vecs = embed_unique(embedder, texts, cfg.embed_batch_size, store.dim)
+    vecs = embed_unique(embedder, texts, cfg.embed_batch_size, store.dim, progress)
     chunk_vecs, name_vecs = vecs[: len(chunks)], vecs[len(chunks) :]
     ent_nodes, ent_vecs = _merge_entities(pending, name_vecs, store, cfg, batch, resolve)
     rows: list[np.ndarray] = []
@@ -241,14 +242,18 @@ def _context_edges(chunks: Sequence[Chunk]) -> list[Edge]:
 
 
 def embed_unique(
-    embedder: Embedder, texts: Sequence[str], batch_size: int, dim: int | None
+    embedder: Embedder,
+    texts: Sequence[str],
+    batch_size: int,
+    dim: int | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """:func:`embed_checked` of each distinct text once, shortest first (batches of similar
     length pad little), rows returned in the order of ``texts``."""
     index: dict[str, int] = {}
     where = [index.setdefault(t, len(index)) for t in texts]
     unique = sorted(index, key=len)
-    vecs = embed_checked(embedder, unique, batch_size, dim)
+    vecs = embed_checked(embedder, unique, batch_size, dim, progress)
     pos = {t: i for i, t in enumerate(unique)}
     order = np.array([pos[t] for t in index], dtype=np.int64)  # first-seen -> sorted row
     if not len(vecs):

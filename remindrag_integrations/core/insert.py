@@ -118,13 +118,15 @@ def commit(
     p: Plan,
     extractions: list[tuple[Extraction, bool]],
     ledger: CostLedger,
+    embed_progress: Callable[[int, int], None] | None = None,
 ) -> IndexReport:
     """Build the graph of the plan, then write it in one atomic store step that also removes
     the old version of a changed document and carries its memory over
     (:mod:`.memory.carry`): a failure (embedding, store) leaves the old version and its
-    memory as they were."""
+    memory as they were. ``embed_progress(done, total)`` follows the embedding."""
     changed = [d.id for d in p.fresh if store.document_hash(d.id) is not None]
-    batch = indexing.build_graph(p.chunks, [x for x, _ in extractions], store, embedder, cfg)
+    found = [x for x, _ in extractions]
+    batch = indexing.build_graph(p.chunks, found, store, embedder, cfg, embed_progress)
     moves, links = carry.moves(store, changed, batch.chunks, batch.edges) if changed else ({}, [])
     memory = store.add_graph(
         replace=changed,

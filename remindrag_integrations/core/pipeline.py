@@ -1,4 +1,4 @@
-"""One query as named stages (SPEC §2): pre-query → seeds → replay → navigate → rank → trace.
+"""One query as named stages (docs/method.md §2): pre-query → seeds → replay → navigate → rank → trace.
 
 Each stage is a function the engine, the bench harness and the scale benchmark all call;
 :func:`retrieve` chains them into one step.

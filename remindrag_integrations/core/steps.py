@@ -204,10 +204,15 @@ def record(ledger: CostLedger, stage: str, c: Completion) -> None:
 
 
 def embed_checked(
-    embedder: Embedder, texts: Sequence[str], batch_size: int = 64, dim: int | None = None
+    embedder: Embedder,
+    texts: Sequence[str],
+    batch_size: int = 64,
+    dim: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """Embed in batches and unit-normalise; raises :class:`EmbeddingError` on a bad shape,
-    a non-finite value or a dimension that differs from ``dim``."""
+    a non-finite value or a dimension that differs from ``dim``. ``progress(done, total)``
+    is called after each batch."""
     rows = []
     for i in range(0, len(texts), batch_size):
         batch = list(texts[i : i + batch_size])
@@ -223,6 +228,8 @@ def embed_checked(
         if out.ndim != 2 or out.shape[0] != len(batch):
             raise EmbeddingError(f"embedder returned shape {out.shape} for {len(batch)} texts")
         rows.append(out)
+        if progress is not None:
+            progress(i + len(batch), len(texts))
     if not rows:
         return np.zeros((0, dim or 0), dtype=np.float32)
     mat = np.concatenate(rows)

@@ -6,7 +6,7 @@ Everything here is framework-free and JSON-serialisable through ``to_dict`` / ``
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from .errors import (  # noqa: F401 - the errors are importable from here too
     ConfigError,
@@ -19,6 +19,7 @@ from .errors import (  # noqa: F401 - the errors are importable from here too
     LLMError,
     LLMOutputError,
     LLMTimeoutError,
+    NotCopyableError,
     NoTraceError,
     ReMindError,
     StoreConflictError,
@@ -224,7 +225,7 @@ class Trace:
 
     trace_id: str
     query: str
-    query_embedding: list[float]
+    query_embedding: list[float] = field(repr=False)  # hundreds of floats: not in repr()
     seeds: list[str] = field(default_factory=list)
     replayed_edges: list[str] = field(default_factory=list)
     moves: list[Move] = field(default_factory=list)
@@ -384,6 +385,18 @@ class IndexReport:
     # memory at the chunks and anchors of replaced documents: edges whose memory was
     # "kept" (unchanged chunks), "moved" (to an edited chunk's edges) or "dropped"
     memory: dict[str, int] = field(default_factory=dict)
+
+
+class DeleteReport(TypedDict):
+    """What ``delete(doc_ids)`` removed, and the ids it did not know (``not_found``: no
+    error, as LlamaIndex's ``delete_ref_doc`` and LangChain's vector stores skip unknown ids;
+    the library also logs a warning naming them)."""
+
+    documents: int
+    chunks: int
+    nodes: int
+    edges: int
+    not_found: list[str]
 
 
 @dataclass(frozen=True)

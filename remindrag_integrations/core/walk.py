@@ -1,4 +1,4 @@
-"""The growing subgraph of one query (SPEC §2): seeds, then nodes added by replay or by the
+"""The growing subgraph of one query (docs/method.md §2): seeds, then nodes added by replay or by the
 navigator, each through one edge. Store reads go through per-walk caches, so a remote store
 pays each lookup once per query."""
 

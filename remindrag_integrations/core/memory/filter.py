@@ -1,4 +1,4 @@
-"""Which parts of a retrieval supported the answer (SPEC §3): the answer's own citations (no
+"""Which parts of a retrieval supported the answer (docs/method.md §3): the answer's own citations (no
 LLM call), the LLM filter (paper Table 13), or in zero-token mode the chunks most similar to
 the query."""
 

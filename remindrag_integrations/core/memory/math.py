@@ -1,4 +1,4 @@
-"""The memory math of SPEC §2.3 and §3, as pure numpy functions.
+"""The memory math of docs/method.md §2.3 and §3, as pure numpy functions.
 
 All vectors are float arrays of the embedding dimension; ``q_hat`` is the unit query embedding.
 """
@@ -150,6 +150,6 @@ class MemoryUpdate:
 def memory_update(
     enhance_ids: Sequence[str], penalise_ids: Sequence[str], query: np.ndarray
 ) -> MemoryUpdate:
-    """The function of one SPEC §3 write: enhance ``enhance_ids`` and penalise the others
+    """The function of one docs/method.md §3 write: enhance ``enhance_ids`` and penalise the others
     along the unit ``query``. Pass it with its ``edge_ids`` to ``store.update_memory``."""
     return MemoryUpdate(enhance_ids, penalise_ids, query)

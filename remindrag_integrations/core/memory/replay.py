@@ -1,4 +1,4 @@
-"""Memory replay, the read side of memory (SPEC §2.3): from every seed, depth-first, follow an
+"""Memory replay, the read side of memory (docs/method.md §2.3): from every seed, depth-first, follow an
 edge to a new node when its replay score exceeds λ."""
 
 from __future__ import annotations

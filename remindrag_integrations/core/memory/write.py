@@ -1,4 +1,4 @@
-"""The one write path of memory (SPEC §3), used by memorize, feedback and teach.
+"""The one write path of memory (docs/method.md §3), used by memorize, feedback and teach.
 
 support (a filter's verdict, citations, a user's thumbs, known answers) → bridge: a supporting
 chunk the walk never reached is connected by the shortest graph path from the subgraph; one
@@ -158,7 +158,7 @@ def update(
     query: np.ndarray,
     links: Sequence[Edge] = (),
 ) -> np.ndarray:
-    """One atomic SPEC §3 write: the store adds ``links`` and applies
+    """One atomic docs/method.md §3 write: the store adds ``links`` and applies
     :func:`.math.memory_update` under its lock."""
     fn = memory_update(enhance, penalise, query)
     return store.update_memory(fn.edge_ids, fn, links)

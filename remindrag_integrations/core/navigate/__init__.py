@@ -1,4 +1,4 @@
-"""The guided walk (SPEC §2.4): while the navigator says the subgraph is not enough, it picks
+"""The guided walk (docs/method.md §2.4): while the navigator says the subgraph is not enough, it picks
 a forward move (an unexplored neighbour of the current node) or a backward move (any subgraph
 node). The loop, its bounds and the validation of every move live here; *what* to pick is a
 :class:`Navigator`: the LLM (:mod:`.llm`) or the zero-token policy (:mod:`.zero_token`).

@@ -5,7 +5,7 @@
   dimension (cosine), so seed search is an index scan and tenants may use different embedders.
 - Edge memory is sparse: a row in ``rr_edge_memory`` exists only once an edge was written.
 - Memory writes lock the edge rows (``SELECT ... FOR UPDATE`` in id order, one transaction),
-  compute SPEC §3 with :func:`remindrag_integrations.memory.apply_updates` and write back, so
+  compute docs/method.md §3 with :func:`remindrag_integrations.memory.apply_updates` and write back, so
   writers in any number of processes serialise per edge and no update is lost.
 - Neighbour, memory and embedding lookups are indexed point queries; the graph is never loaded.
   :meth:`~.reads.Reads.neighborhoods` reads a whole frontier (and what memory leads to from

@@ -93,7 +93,7 @@ class Memory(PgBase):
             "writes = rr_edge_memory.writes + 1, updated_at = now()",
             rows,
         )
-        if self.journal:  # SPEC writes: the operation and q; other functions: the result
+        if self.journal:  # memory-math writes (docs/method.md §3): the operation and q; other functions: the result
             if isinstance(fn, mem.MemoryUpdate):
                 entries = [(ns, ids[i], fn.ops[ids[i]], fn.q_hat) for i in order]
             else:
