@@ -422,9 +422,7 @@ def test_memory_view_shows_remembered_edges_and_the_queries_behind_them(corpus: 
         w = r.memorize(answer="x")
         traces.append(r.trace(w.trace_id))
     page = render_memory_view(r.engine.store, traces)
-    drawn = dict(
-        re.findall(r'data-edge="([^"]+)" data-kind="\w+" data-memory-norm="([\d.]+)"', page)
-    )
+    drawn = dict(re.findall(r'data-edge="([^"]+)" data-memory-norm="([\d.]+)"', page))
     enhanced = {e for t in traces for e in t.memory_result["enhanced"]}
     assert enhanced and enhanced <= set(drawn)
     assert all(float(v) > 0 for v in drawn.values())
