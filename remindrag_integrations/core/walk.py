@@ -12,7 +12,7 @@ import numpy as np
 
 from . import filters
 from .config import RetrievalConfig
-from .frontier import Follow, neighborhoods
+from .frontier import Follow, adjacency, neighborhoods
 from .ids import is_chunk
 from .protocols import GraphStore
 from .types import Chunk, Edge, Move, Node, NodeKind, Triple
@@ -92,6 +92,17 @@ class Walk:
             for other, (node, emb) in hood.remembered.items():
                 self._nodes.setdefault(other, node)
                 self._embs.setdefault(other, emb)
+
+    def prefetch_edges(self, node_ids: Sequence[str]) -> None:
+        """Read the edges of the nodes whose edges are not read yet, in one store call (one
+        round trip on PostgreSQL; no embeddings or memory: see :meth:`prefetch`)."""
+        missing = [n for n in dict.fromkeys(node_ids) if n not in self._nbrs]
+        if not missing:
+            return
+        for node_id, edges in adjacency(self.store, missing).items():
+            if node_id not in self._nbrs:
+                self._nbrs[node_id] = edges
+                self._edges.update((e.id, e) for e in edges)
 
     def embeddings(self, node_ids: Sequence[str]) -> np.ndarray:
         """The nodes' embeddings (one store call for those not read yet)."""

@@ -58,12 +58,14 @@ def best_backward(walk: Walk, current: str) -> tuple[str | None, float]:
     """The subgraph node (other than ``current``) whose best unexplored neighbour is worth
     most, with that value."""
     best: tuple[str | None, float] = (None, -2.0)
+    walk.prefetch_edges(walk.graph_nodes())  # one read for the whole subgraph
     around = {
         n: [w for e in walk.frontier(n) if not is_chunk(w := e.other(n))]
         for n in walk.graph_nodes()
         if n != current
     }
     walk.sims([w for others in around.values() for w in others])  # one embedding read
+    walk.prefetch_edges([w for others in around.values() for w in others if is_entity(w)])
     for n, others in around.items():
         if others:
             v = max(value(walk, w) for w in others)
@@ -79,6 +81,7 @@ def choose(walk: Walk, current: str, opts: list[Option]) -> MoveChoice:
     if len(walk.chunk_ids) >= cfg.nav_enough_chunks:
         return MoveChoice(enough=True)
     walk.sims([o.node for o in opts])  # one embedding read
+    walk.prefetch_edges([o.node for o in opts if is_entity(o.node)])  # and one edge read
     fwd: tuple[str | None, float] = max(
         ((o.node, value(walk, o.node)) for o in opts), key=lambda t: t[1], default=(None, -2.0)
     )
