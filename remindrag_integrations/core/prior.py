@@ -119,17 +119,16 @@ def neighbourhood(walk: Walk, start: Sequence[str]) -> list[str]:
     for _ in range(cfg.prior_hops):
         walk.prefetch_edges(frontier)
         nxt: list[str] = []
+        room = cfg.prior_max_nodes - len(nodes)
         for u in frontier:
+            if len(nxt) >= room:
+                break
             edges = walk.neighbors(u)
             if is_entity(u) and len(edges) > cfg.prior_max_degree:
                 continue
             for e in edges:
-                w = e.other(u)
-                if (
-                    w not in seen
-                    and not is_chunk(w)
-                    and len(nodes) + len(nxt) < cfg.prior_max_nodes
-                ):
+                w = e.v if u == e.u else e.u  # e.other(u), inlined: the hot loop
+                if w not in seen and not is_chunk(w) and len(nxt) < room:
                     seen.add(w)
                     nxt.append(w)
         if walk.filter is not None:  # never through a filtered-out document's anchors
@@ -169,11 +168,12 @@ def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
         edges = walk.cached_neighbors(u) or []
         if is_entity(u) and len(edges) > walk.cfg.prior_max_degree:
             continue  # a hub spreads nothing: what reaches it is lost, as it says little
+        at = pos[u]
         for e in edges:
-            w = e.other(u)
-            if w in pos:
-                src.append(pos[u])
-                dst.append(pos[w])
+            j = pos.get(e.v if u == e.u else e.u)
+            if j is not None:
+                src.append(at)
+                dst.append(j)
     p = np.zeros(len(nodes))
     for n, mass in restart.items():
         p[pos[n]] = mass
