@@ -24,7 +24,7 @@ make_pg_store = pg_fixture.make_pg_store
 DIM = 32
 # a whole zero-token query (prior, seeds, replay, walk, rank, the trace saved) on the HotpotQA
 # sample (120 passages), measured 2026-11 (issue 25): embedded 78-136 store calls (the
-# in-process store reads node by node), PostgreSQL 32-41 statements (43-58 before the fixes);
+# in-process store reads node by node), PostgreSQL 32-41 statements (34-53 before);
 # the bounds leave ~1.5x room
 MAX_STORE_CALLS = 200
 MAX_STATEMENTS = 60
