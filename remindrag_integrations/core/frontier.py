@@ -1,7 +1,8 @@
 """Neighbourhoods: what replay and the walk read about a node, for a whole frontier at once.
 
 A remote store answers :meth:`FrontierStore.neighborhoods` in one round trip (PostgreSQL: one
-statement); :func:`neighborhoods` falls back to the plain :class:`~.protocols.GraphStore`
+statement), and :meth:`AdjacencyStore.adjacency` (the edges alone, for the prior's PageRank)
+too; :func:`neighborhoods` and :func:`adjacency` fall back to the plain :class:`~.protocols.GraphStore`
 reads for stores without it (the embedded store, where a read costs no round trip).
 """
 
@@ -53,6 +54,25 @@ class FrontierStore(Protocol):
         reaches through remembered edges); an unknown node raises
         :class:`~.types.UnknownNodeError`."""
         ...
+
+
+@runtime_checkable
+class AdjacencyStore(Protocol):
+    """A store that reads the edges of many nodes in one call (no embeddings, no memory:
+    what the prior's PageRank and the zero-token navigator's look-ahead need)."""
+
+    def adjacency(self, node_ids: Sequence[str]) -> dict[str, list[Edge]]:
+        """Each distinct node's edges, ordered by id (as ``neighbors``); an unknown node
+        raises :class:`~.types.UnknownNodeError`."""
+        ...
+
+
+def adjacency(store: GraphStore, node_ids: Sequence[str]) -> dict[str, list[Edge]]:
+    """The edges of each distinct node of ``node_ids``: the store's own batched read when it
+    has one, else ``neighbors`` node by node (the embedded store: no round trip)."""
+    if isinstance(store, AdjacencyStore):
+        return store.adjacency(node_ids)
+    return {n: store.neighbors(n) for n in dict.fromkeys(node_ids)}
 
 
 def neighborhoods(

@@ -66,6 +66,7 @@ def seed(walk: Walk, query_vecs: np.ndarray) -> None:
         more = find_seeds(walk, list(query_vecs[1:]), n)
     else:
         start, more = [], find_seeds(walk, list(query_vecs), n)
+    walk.nodes([*start, *more])  # one read
     for s in dict.fromkeys([*start, *more]):
         walk.add(s, None, None, "seed")
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .config import RetrievalConfig
-from .frontier import FrontierStore
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
 from .protocols import LexicalStore
 from .walk import Walk
@@ -114,25 +113,22 @@ def hybrid(walk: Walk, query: str) -> tuple[dict[str, float], dict[str, float]]:
 def neighbourhood(walk: Walk, start: Sequence[str]) -> list[str]:
     """Entities and anchors within ``prior_hops`` of ``start``, breadth first, at most
     ``prior_max_nodes``; hub entities (more than ``prior_max_degree`` edges) are reached but
-    not expanded. A store that reads many neighbourhoods at once gets one call per hop."""
+    not expanded. The edges of a hop are one store call (one round trip on PostgreSQL)."""
     cfg = walk.cfg
     nodes, seen, frontier = list(start), set(start), list(start)
-    batched = isinstance(walk.store, FrontierStore)
     for _ in range(cfg.prior_hops):
-        if batched:  # one round trip per hop on PostgreSQL
-            walk.prefetch(frontier)
+        walk.prefetch_edges(frontier)
         nxt: list[str] = []
+        room = cfg.prior_max_nodes - len(nodes)
         for u in frontier:
+            if len(nxt) >= room:
+                break
             edges = walk.neighbors(u)
             if is_entity(u) and len(edges) > cfg.prior_max_degree:
                 continue
             for e in edges:
-                w = e.other(u)
-                if (
-                    w not in seen
-                    and not is_chunk(w)
-                    and len(nodes) + len(nxt) < cfg.prior_max_nodes
-                ):
+                w = e.v if u == e.u else e.u  # e.other(u), inlined: the hot loop
+                if w not in seen and not is_chunk(w) and len(nxt) < room:
                     seen.add(w)
                     nxt.append(w)
         if walk.filter is not None:  # never through a filtered-out document's anchors
@@ -172,11 +168,12 @@ def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
         edges = walk.cached_neighbors(u) or []
         if is_entity(u) and len(edges) > walk.cfg.prior_max_degree:
             continue  # a hub spreads nothing: what reaches it is lost, as it says little
+        at = pos[u]
         for e in edges:
-            w = e.other(u)
-            if w in pos:
-                src.append(pos[u])
-                dst.append(pos[w])
+            j = pos.get(e.v if u == e.u else e.u)
+            if j is not None:
+                src.append(at)
+                dst.append(j)
     p = np.zeros(len(nodes))
     for n, mass in restart.items():
         p[pos[n]] = mass
@@ -229,15 +226,13 @@ def feedback_restart(
         return {}
     found: dict[str, float] = {}
     anchors = [anchor_of(c) for c in top]
-    if isinstance(walk.store, FrontierStore):
-        walk.prefetch(anchors)
+    walk.prefetch_edges(anchors)
     for c, a in zip(top, anchors):
         for e in walk.neighbors(a):
             ent = e.other(a)
             if e.kind == "mention" and ent not in ents:
                 found[ent] = found.get(ent, 0.0) + scores[c] / total
-    if isinstance(walk.store, FrontierStore):
-        walk.prefetch(list(found))
+    walk.prefetch_edges(list(found))
     out = {}
     for ent, share in found.items():
         mentions = _mentions(walk, ent)

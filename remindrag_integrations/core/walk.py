@@ -12,7 +12,7 @@ import numpy as np
 
 from . import filters
 from .config import RetrievalConfig
-from .frontier import Follow, neighborhoods
+from .frontier import Follow, adjacency, neighborhoods
 from .ids import is_chunk
 from .protocols import GraphStore
 from .types import Chunk, Edge, Move, Node, NodeKind, Triple
@@ -42,6 +42,7 @@ class Walk:
     evidence: dict[str, dict[str, float]] = field(default_factory=dict)
     prior: Prior | None = None  # the first pass's fused scores (core/prior.py)
     _nbrs: dict[str, list[Edge]] = field(default_factory=dict)
+    _plain: dict[str, list[Edge]] = field(default_factory=dict)  # _nbrs without learned edges
     _edges: dict[str, Edge] = field(default_factory=dict)
     _nodes: dict[str, Node] = field(default_factory=dict)
     _chunks: dict[str, Chunk] = field(default_factory=dict)
@@ -63,16 +64,19 @@ class Walk:
         """The node's edges; ``learned`` edges (links memory made) only when asked for:
         replay follows them, the prior and the navigators see the corpus's graph alone."""
         if node_id not in self._nbrs:
-            self._nbrs[node_id] = self.store.neighbors(node_id)
-            self._edges.update((e.id, e) for e in self._nbrs[node_id])
-        edges = self._nbrs[node_id]
-        return edges if learned else [e for e in edges if e.kind != "learned"]
+            self._keep_edges(node_id, self.store.neighbors(node_id))
+        return self._nbrs[node_id] if learned else self._plain[node_id]
 
     def cached_neighbors(self, node_id: str) -> list[Edge] | None:
         """The neighbours already read for ``node_id`` (None when not read yet; no learned
         edges)."""
-        edges = self._nbrs.get(node_id)
-        return None if edges is None else [e for e in edges if e.kind != "learned"]
+        return self._plain.get(node_id)
+
+    def _keep_edges(self, node_id: str, edges: list[Edge]) -> None:
+        """Cache a node's edges (the lists are shared: callers never change them)."""
+        self._nbrs[node_id] = edges
+        self._plain[node_id] = [e for e in edges if e.kind != "learned"]
+        self._edges.update((e.id, e) for e in edges)
 
     def prefetch(self, node_ids: Sequence[str], follow: Follow | None = None) -> None:
         """Read the neighbourhoods (node, embedding, edges, their memory, remembered
@@ -85,13 +89,22 @@ class Walk:
             if node_id in self._read:
                 continue
             self._read.add(node_id)
-            self._nbrs[node_id] = list(hood.edges)
+            self._keep_edges(node_id, list(hood.edges))
             self._nodes[node_id], self._embs[node_id] = hood.node, hood.embedding
-            self._edges.update((e.id, e) for e in hood.edges)
             self._memory.update((e.id, m) for e, m in zip(hood.edges, hood.memory))
             for other, (node, emb) in hood.remembered.items():
                 self._nodes.setdefault(other, node)
                 self._embs.setdefault(other, emb)
+
+    def prefetch_edges(self, node_ids: Sequence[str]) -> None:
+        """Read the edges of the nodes whose edges are not read yet, in one store call (one
+        round trip on PostgreSQL; no embeddings or memory: see :meth:`prefetch`)."""
+        missing = [n for n in dict.fromkeys(node_ids) if n not in self._nbrs]
+        if not missing:
+            return
+        for node_id, edges in adjacency(self.store, missing).items():
+            if node_id not in self._nbrs:
+                self._keep_edges(node_id, edges)
 
     def embeddings(self, node_ids: Sequence[str]) -> np.ndarray:
         """The nodes' embeddings (one store call for those not read yet)."""

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.ids import is_chunk
 from ..core.types import Edge, Node
 
 
@@ -30,13 +29,13 @@ class GraphMatrix:
 
         ids = [n.id for n in nodes if n.kind != "chunk"]
         pos = {n: i for i, n in enumerate(ids)}
-        pairs = [  # the corpus's links: no chunk ends, no learned edges (memory, not knowledge)
-            (pos[e.u], pos[e.v])
-            for e in edges
-            if not (is_chunk(e.u) or is_chunk(e.v)) and e.kind != "learned"
-        ]
-        u = np.fromiter((a for a, _ in pairs), np.int64, len(pairs))
-        v = np.fromiter((b for _, b in pairs), np.int64, len(pairs))
+        # the corpus's links: no chunk ends (not in ``pos``: -1), no learned edges (memory,
+        # not knowledge); one pass, no per-edge Python call
+        get = pos.get
+        flat = [x for e in edges if e.kind != "learned" for x in (get(e.u, -1), get(e.v, -1))]
+        ends = np.asarray(flat, np.int64).reshape(-1, 2)
+        ends = ends[(ends >= 0).all(axis=1)]
+        u, v = ends[:, 0], ends[:, 1]
         rows, cols = np.concatenate([u, v]), np.concatenate([v, u])
         adj = sp.csr_matrix(
             (np.ones(len(rows), np.float32), (rows, cols)), shape=(len(ids), len(ids))

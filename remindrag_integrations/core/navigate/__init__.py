@@ -42,11 +42,11 @@ def options(walk: Walk, current: str) -> list[Option]:
     if not edges:
         return []
     others = [e.other(current) for e in edges]
-    scores = replay_scores(
+    scores = replay_scores(  # through the walk's caches: each read once per query
         walk.q_hat,
-        walk.store.node_embeddings([current])[0],
-        walk.store.node_embeddings(others),
-        walk.store.memory([e.id for e in edges]),
+        walk.embeddings([current])[0],
+        walk.embeddings(others),
+        walk.memory([e.id for e in edges]),
         walk.cfg.alpha,
     )
     best: dict[str, Option] = {}

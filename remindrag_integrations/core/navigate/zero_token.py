@@ -54,16 +54,40 @@ def value(walk: Walk, node: str) -> float:
     return best[0]
 
 
-def best_backward(walk: Walk, current: str) -> tuple[str | None, float]:
-    """The subgraph node (other than ``current``) whose best unexplored neighbour is worth
-    most, with that value."""
-    best: tuple[str | None, float] = (None, -2.0)
-    around = {
+def read_ahead(walk: Walk, nodes: list[str]) -> None:
+    """Read what :func:`value` looks at for ``nodes`` in two store calls (one round trip
+    each on PostgreSQL, not one per node): the edges of the entities among them, then the
+    embeddings of the nodes and of the unread anchors those entities lead to."""
+    entities = [n for n in nodes if is_entity(n)]
+    walk.prefetch_edges(entities)
+    anchors = [
+        w
+        for n in entities
+        for e in walk.neighbors(n)[:_LOOKAHEAD]
+        if is_anchor(w := e.other(n)) and w not in walk.parents
+    ]
+    walk.sims([*nodes, *anchors])
+
+
+def _around(walk: Walk, current: str) -> dict[str, list[str]]:
+    """Each subgraph node but ``current`` with its unexplored non-chunk neighbours."""
+    walk.prefetch_edges(walk.graph_nodes())  # one read for the whole subgraph
+    return {
         n: [w for e in walk.frontier(n) if not is_chunk(w := e.other(n))]
         for n in walk.graph_nodes()
         if n != current
     }
-    walk.sims([w for others in around.values() for w in others])  # one embedding read
+
+
+def best_backward(
+    walk: Walk, current: str, around: dict[str, list[str]] | None = None
+) -> tuple[str | None, float]:
+    """The subgraph node (other than ``current``) whose best unexplored neighbour is worth
+    most, with that value (``around``: :func:`_around`, when read already)."""
+    best: tuple[str | None, float] = (None, -2.0)
+    if around is None:
+        around = _around(walk, current)
+        read_ahead(walk, [w for others in around.values() for w in others])
     for n, others in around.items():
         if others:
             v = max(value(walk, w) for w in others)
@@ -78,11 +102,12 @@ def choose(walk: Walk, current: str, opts: list[Option]) -> MoveChoice:
     cfg: RetrievalConfig = walk.cfg
     if len(walk.chunk_ids) >= cfg.nav_enough_chunks:
         return MoveChoice(enough=True)
-    walk.sims([o.node for o in opts])  # one embedding read
+    around = _around(walk, current)
+    read_ahead(walk, [o.node for o in opts] + [w for ws in around.values() for w in ws])
     fwd: tuple[str | None, float] = max(
         ((o.node, value(walk, o.node)) for o in opts), key=lambda t: t[1], default=(None, -2.0)
     )
-    back = best_backward(walk, current)
+    back = best_backward(walk, current, around)
     if max(fwd[1], back[1]) < cfg.nav_min_similarity:
         return MoveChoice(enough=True)
     if fwd[0] is not None and fwd[1] >= back[1]:

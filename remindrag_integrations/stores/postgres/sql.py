@@ -92,6 +92,20 @@ UNION SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %(ns)s AND v =
 ORDER BY id
 """
 
+# The edges of many nodes (core/frontier.py: adjacency), one statement: a row per edge and
+# end in the list, and a row of NULLs for a node without edges (``known`` tells an unknown one)
+_ADJACENCY = """
+WITH f(n) AS (SELECT DISTINCT unnest(%(ids)s::text[]))
+SELECT f.n, y.id, y.u, y.v, y.kind, y.text,
+  CASE WHEN y.id IS NULL THEN EXISTS (
+    SELECT 1 FROM rr_nodes x WHERE x.namespace = %(ns)s AND x.id = f.n) END
+FROM f LEFT JOIN LATERAL (
+  SELECT e.id, e.u, e.v, e.kind, e.text FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = f.n
+  UNION ALL
+  SELECT e.id, e.u, e.v, e.kind, e.text FROM rr_edges e
+  WHERE e.namespace = %(ns)s AND e.v = f.n AND e.u <> f.n) y ON true
+"""
+
 # One round trip for a frontier (core/frontier.py): a row per node (edge columns NULL), a row
 # per edge with its memory and, for remembered edges, the node at the other end. The LATERAL
 # ... LIMIT 1 subqueries keep every lookup an index probe whatever the planner estimates.

@@ -1,0 +1,258 @@
+"""A whole zero-token query at scale, embedded store and PostgreSQL side by side (issue 25).
+
+    python benchmarks/whole_query.py --edges 100000 1000000 [--queries 30] [--first-query]
+
+Per size, the corpus-shaped synthetic graph of ``store_latency.py`` (dim 128) is loaded into
+the embedded store and (one bulk ``add_graph``) into PostgreSQL; memory is warmed as
+``pg_scale.py`` does it. Then the same queries (near random anchors; the text "q", so the
+lexical half finds nothing and the question names no entity) run through the whole pipeline
+(prior, seeds, replay, zero-token walk, rank), alternating the stores query by query:
+p50 / p95 ms of the whole ``retrieve`` and of each stage (``trace.timings_ms``), SQL
+statements and rows per query on PostgreSQL, and PostgreSQL queries per second from one
+client (``--qps-seconds``). ``--first-query``: the embedded store is saved, then a fresh
+process loads it and times its first and second query. Load average (``uptime``) before and
+after. Writes ``benchmarks/results/whole_query_<edges>.json`` (summary only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+from pg_scale import load_avg, make_queries, one_batch, qps, warm  # noqa: E402
+from store_latency import pg_dsn  # noqa: E402
+
+from remindrag_integrations.core.config import RetrievalConfig  # noqa: E402
+from remindrag_integrations.core.navigate.zero_token import ZeroTokenNavigator  # noqa: E402
+from remindrag_integrations.core.pipeline import retrieve  # noqa: E402
+from remindrag_integrations.core.types import CostLedger, Retrieval  # noqa: E402
+from remindrag_integrations.stores import InMemoryGraphStore  # noqa: E402
+from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphStore  # noqa: E402
+
+OUT = ROOT / "results"
+STAGES = ("prior", "seed_search", "replay", "navigate", "bookkeeping")
+
+
+class _Counted:
+    """A cursor that counts the statements it executes and the rows it returns."""
+
+    def __init__(self, cur: Any, tally: list[int]) -> None:
+        self._cur, self._tally = cur, tally
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self._tally[0] += 1
+        self._cur.execute(*args, **kwargs)
+        return self
+
+    def fetchall(self) -> list:
+        rows = self._cur.fetchall()
+        self._tally[1] += len(rows)
+        return rows
+
+    def fetchone(self) -> Any:
+        row = self._cur.fetchone()
+        self._tally[1] += row is not None
+        return row
+
+    def __iter__(self) -> Iterator[Any]:
+        for row in self._cur:
+            self._tally[1] += 1
+            yield row
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cur, name)
+
+
+class CountingPg(PostgresGraphStore):
+    """PostgreSQL, counting SQL statements and rows read (``tally``)."""
+
+    tally = [0, 0]
+
+    @contextlib.contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        with super()._cursor() as cur:
+            yield _Counted(cur, self.tally)
+
+    def _tx(self, fn: Any, retries: int = 8) -> Any:
+        return super()._tx(lambda cur: fn(_Counted(cur, self.tally)), retries)
+
+
+def query(store: Any, q: np.ndarray) -> Retrieval:
+    """One zero-token query through the whole pipeline (the vector given, not embedded)."""
+    step = retrieve(store, "q", RetrievalConfig(), ZeroTokenNavigator(), CostLedger())
+    next(step)
+    try:
+        step.send(q[None, :])
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    raise RuntimeError("a zero-token query asked the LLM")
+
+
+def pcts(xs: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(float(np.percentile(xs, 50)), 2),
+        "p95": round(float(np.percentile(xs, 95)), 2),
+    }
+
+
+def time_queries(stores: dict[str, Any], qs: list[np.ndarray], passes: int) -> dict:
+    """Whole-query and stage ms per store, the stores alternating query by query (pass 0 warms
+    caches and is not counted); statements and rows per query where counted."""
+    total: dict[str, list[float]] = {s: [] for s in stores}
+    stage: dict[str, dict[str, list[float]]] = {s: {k: [] for k in STAGES} for s in stores}
+    counted: dict[str, list[tuple[int, int]]] = {s: [] for s in stores}
+    chunks: dict[str, list[list[str]]] = {s: [] for s in stores}
+    for p in range(passes + 1):
+        for q in qs:
+            for name, store in stores.items():
+                before = list(getattr(store, "tally", (0, 0)))
+                t = time.perf_counter()
+                r = query(store, q)
+                ms = (time.perf_counter() - t) * 1e3
+                if not p:
+                    continue
+                total[name].append(ms)
+                for k in STAGES:
+                    stage[name][k].append(r.trace.timings_ms[k])
+                if hasattr(store, "tally"):
+                    counted[name].append((store.tally[0] - before[0], store.tally[1] - before[1]))
+                if p == 1:
+                    chunks[name].append([c.chunk.id for c in r.chunks])
+    out: dict = {}
+    for name in stores:
+        out[name] = {
+            "whole_ms": pcts(total[name]),
+            "stage_p50_ms": {k: pcts(v)["p50"] for k, v in stage[name].items()},
+            "prior_ms": pcts(stage[name]["prior"]),
+        }
+        if counted[name]:
+            out[name]["statements_per_query"] = round(
+                float(np.mean([c for c, _ in counted[name]])), 1
+            )
+            out[name]["rows_per_query"] = round(float(np.mean([r for _, r in counted[name]])), 1)
+    out["chunks"] = chunks
+    return out
+
+
+_FIRST = """
+import json, sys, time
+sys.path.insert(0, sys.argv[2])
+t = time.perf_counter()
+from remindrag_integrations.stores import InMemoryGraphStore
+from whole_query import query
+import numpy as np
+store = InMemoryGraphStore.load(sys.argv[1])
+load_s = time.perf_counter() - t
+qs = np.load(sys.argv[3])
+t = time.perf_counter(); r = query(store, qs[0]); first = time.perf_counter() - t
+t = time.perf_counter(); query(store, qs[1]); second = time.perf_counter() - t
+print(json.dumps({"load_s": load_s, "first_query_s": first, "second_query_s": second,
+                  "first_stages_ms": r.trace.timings_ms}))
+"""
+
+
+def first_query(store: InMemoryGraphStore, qs: list[np.ndarray]) -> dict:
+    """Save the store; a fresh process loads it and times its first two queries."""
+    tmp = Path(tempfile.mkdtemp(prefix="remindrag-wq-"))
+    try:
+        store.save(tmp / "store")
+        np.save(tmp / "qs.npy", np.asarray(qs[:2]))
+        cmd = [sys.executable, "-c", _FIRST, str(tmp / "store"), str(ROOT), str(tmp / "qs.npy")]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode:
+            return {"error": done.stderr.strip().splitlines()[-1][:200]}
+        return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
+    row: dict[str, Any] = {"edges_target": n, "dim": args.dim, "load_avg_before": load_avg()}
+    batch = one_batch(n, args.dim)
+    t = time.perf_counter()
+    emb = InMemoryGraphStore()
+    emb.add_graph(**batch)
+    row["embedded_load_s"] = round(time.perf_counter() - t, 1)
+    ns = f"wholeq-{n}"
+    pg = PostgresGraphStore(dsn, namespace=ns, bulk=BulkOptions(rows=1))
+    pg.drop_namespace()
+    t = time.perf_counter()
+    pg.add_graph(**batch)
+    row["pg_bulk_load_s"] = round(time.perf_counter() - t, 1)
+    row["counts"] = pg.counts()
+    pg.close()
+    qs, _ = make_queries(batch, args.queries, args.dim)
+    del batch
+    counting = CountingPg(dsn, namespace=ns)
+    for store in (emb, counting):
+        warm(store, qs)  # type: ignore[arg-type]
+    row["load_avg_before_queries"] = load_avg()
+    res = time_queries({"embedded": emb, "postgres": counting}, qs, args.passes)
+    a, b = res.pop("chunks").values()
+    row["same_chunks_share"] = round(float(np.mean([x == y for x, y in zip(a, b)])), 3)
+    row.update(res)
+    row["load_avg_after_queries"] = load_avg()
+    if args.qps_seconds > 0:
+        row["pg_qps_1_client"] = qps(dsn, ns, qs, 1, "threads", args.qps_seconds)
+        row["load_avg_after_qps"] = load_avg()
+    counting.close()
+    if args.first_query:
+        row["embedded_after_load"] = first_query(emb, qs)
+        row["load_avg_after_first_query"] = load_avg()
+    return row
+
+
+def print_row(r: dict) -> None:
+    e, p = r["embedded"], r["postgres"]
+    print(
+        f"| {r['counts']['edges']:,} | {e['whole_ms']['p50']} / {e['whole_ms']['p95']} | "
+        f"{e['prior_ms']['p50']} | {p['whole_ms']['p50']} / {p['whole_ms']['p95']} | "
+        f"{p['prior_ms']['p50']} | {p.get('statements_per_query')} | {p.get('rows_per_query')} | "
+        f"{r.get('pg_qps_1_client', '-')} | {r['load_avg_before_queries']} |",
+        flush=True,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--edges", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--passes", type=int, default=1)
+    ap.add_argument("--qps-seconds", type=float, default=10.0)
+    ap.add_argument("--first-query", action="store_true")
+    ap.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server)")
+    ap.add_argument("--tag", default="", help="suffix of the result files")
+    args = ap.parse_args()
+    dsn = pg_dsn(args.dsn)
+    OUT.mkdir(parents=True, exist_ok=True)
+    print(
+        "| edges | embedded p50 / p95 ms | embedded prior p50 | PostgreSQL p50 / p95 ms | "
+        "PostgreSQL prior p50 | statements / query | rows / query | PG q/s (1 client) | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n in sorted(args.edges):
+        r = run_size(n, args, dsn)
+        meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "args": vars(args)}
+        name = f"whole_query_{n}{args.tag}.json"
+        (OUT / name).write_text(json.dumps({**meta, "row": r}, indent=2))
+        print_row(r)
+
+
+if __name__ == "__main__":
+    main()

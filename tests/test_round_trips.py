@@ -1,0 +1,152 @@
+"""What one whole zero-token query costs in store round trips, on both stores: the embedded
+store's method calls, PostgreSQL's SQL statements. Upper bounds, counted, never timed, so a
+change that multiplies a query's reads (an N+1 loop, a batched read undone) fails here. And
+the same query on both stores returns the same chunks when both take the same path."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pg_fixture
+import psycopg
+import pytest
+
+from remindrag_integrations import Document, ReMindRAG
+from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores.postgres import PostgresGraphStore
+from remindrag_integrations.testing import HashEmbedder
+
+pg_dsn = pg_fixture.pg_dsn
+make_pg_store = pg_fixture.make_pg_store
+
+DIM = 32
+# a whole zero-token query (prior, seeds, replay, walk, rank, the trace saved) on the HotpotQA
+# sample (120 passages), measured 2026-11 (issue 25): embedded 78-136 store calls (the
+# in-process store reads node by node), PostgreSQL 32-41 statements (34-53 before);
+# the bounds leave ~1.5x room
+MAX_STORE_CALLS = 200
+MAX_STATEMENTS = 60
+# the store's read and write methods (bookkeeping like ``dim`` is not a round trip)
+_CALLS = frozenset(
+    """get_node get_nodes get_chunk get_edge node_embeddings neighbors neighborhoods adjacency
+    search search_many lexical_search find_entity_by_name memory whole_graph graph_matrix
+    save_trace load_trace update_memory""".split()
+)
+
+
+class CountingStore(InMemoryGraphStore):
+    """The embedded store, counting calls of its read and write methods from outside (not
+    the calls they make of each other)."""
+
+    calls = 0
+    _depth = 0
+
+    def __getattribute__(self, name: str) -> Any:
+        method = super().__getattribute__(name)
+        if name not in _CALLS or not callable(method):
+            return method
+        get = super().__getattribute__
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            depth = get("_depth")
+            object.__setattr__(self, "_depth", depth + 1)
+            object.__setattr__(self, "calls", get("calls") + (depth == 0))
+            try:
+                return method(*args, **kwargs)
+            finally:
+                object.__setattr__(self, "_depth", depth)
+
+        return counted
+
+
+class LocalPrior(InMemoryGraphStore):
+    """The embedded store without its whole-graph matrix: the prior's PageRank runs over the
+    question's neighbourhood, as on PostgreSQL."""
+
+    graph_matrix = None
+
+
+class _Cursor:
+    def __init__(self, cur: psycopg.Cursor, count: Callable[[], None]) -> None:
+        self._cur, self._count = cur, count
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self._count()
+        self._cur.execute(*args, **kwargs)
+        return self
+
+    def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        self._count()
+        return self._cur.executemany(*args, **kwargs)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cur)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cur, name)
+
+
+class CountingPg(PostgresGraphStore):
+    """The PostgreSQL store, counting the SQL statements it executes."""
+
+    statements = 0
+
+    def _count(self) -> None:
+        self.statements += 1
+
+    @contextlib.contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        with super()._cursor() as cur:
+            yield _Cursor(cur, self._count)
+
+    def _tx(self, fn: Callable[[Any], Any], retries: int = 8) -> Any:
+        return super()._tx(lambda cur: fn(_Cursor(cur, self._count)), retries)
+
+
+def _engine(store: Any, hotpot: tuple[list[dict], dict[str, dict]]) -> ReMindRAG:
+    _, rows = hotpot
+    eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=store)
+    eng.insert([Document(pid, f"{r['title']}. {r['text']}") for pid, r in sorted(rows.items())])
+    return eng
+
+
+def _questions(hotpot: tuple[list[dict], dict[str, dict]]) -> list[str]:
+    return [q["question"] for q in hotpot[0]]
+
+
+def test_a_whole_query_on_the_embedded_store_makes_few_store_calls(
+    hotpot: tuple[list[dict], dict[str, dict]],
+) -> None:
+    store = CountingStore()
+    eng = _engine(store, hotpot)
+    eng.retrieve("warm up")  # the first query builds the lexical index and graph matrix
+    for q in _questions(hotpot):
+        before = store.calls
+        r = eng.retrieve(q)
+        assert r.chunks and r.trace.costs.total_tokens == 0
+        assert store.calls - before <= MAX_STORE_CALLS, (q, store.calls - before)
+
+
+@pytest.mark.postgres
+def test_a_whole_query_on_postgres_executes_few_statements(
+    pg_dsn: str,
+    make_pg_store: Callable[..., PostgresGraphStore],
+    hotpot: tuple[list[dict], dict[str, dict]],
+) -> None:
+    make_pg_store("round-trips")  # an empty namespace
+    store = CountingPg(pg_dsn, namespace="round-trips")
+    eng = _engine(store, hotpot)
+    ref = _engine(LocalPrior(), hotpot)
+    try:
+        for q in _questions(hotpot):
+            before = store.statements
+            r = eng.retrieve(q, prior_lexical_weight=0.0)
+            assert store.statements - before <= MAX_STATEMENTS, (q, store.statements - before)
+            # the same path on both stores (no lexical half: BM25 and full-text rank differ;
+            # the local PageRank on both): the same chunks
+            same = ref.retrieve(q, prior_lexical_weight=0.0)
+            assert [c.chunk.id for c in r.chunks] == [c.chunk.id for c in same.chunks], q
+    finally:
+        store.close()
