@@ -13,7 +13,7 @@ from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.learning import holds_answer, judge_stats
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.bench.runner import run_learning_curve
-from remindrag_integrations.testing import RecordingLLM, ScriptedLLM
+from remindrag_integrations.testing import RecordedLLM, RecordingLLM, ScriptedLLM
 
 DATA = Path(__file__).parent / "data"
 
@@ -121,3 +121,49 @@ def test_llm_reader_citations_are_the_support_and_the_filter_is_only_probed() ->
     j = res["judges"]
     assert j["cite_rate"] == 1.0 and j["answer_tokens_per_memorize"] > 100
     assert j["llm_filter"]["events"] == 2
+
+
+def test_recorded_qwen_replies_replay_through_the_reader() -> None:
+    """Qwen2.5-Coder-1.5B-Instruct (``local:qwen2.5-1.5b``) answering the first 3 HotpotQA
+    sample questions over the zero-token retrieval, recorded once by
+
+        python -m remindrag_integrations.bench curve --data tests/data \\
+            --set hotpotqa_train100_sample --limit 3 --embedder hash --embed-cache '' \\
+            --turns 1 --feedback llm-cite --alternating 0 \\
+            --record tests/data/qwen2.5-1.5b_cite_replies.json
+
+    It cited no chunk in any of the three answers (as in most of its answers in RESULTS
+    §11), so memorize fell back to the zero-token judge: the similarity filter's two chunks."""
+    llm = RecordedLLM(DATA / "qwen2.5-1.5b_cite_replies.json")
+    ds = load_dataset("hotpotqa_train100_sample", DATA).head(3)
+    res = run_learning_curve(
+        ds,
+        "pooled",
+        "none",
+        make_embedder("hash"),
+        turns=1,
+        feedback="llm-cite",
+        alternating_rounds=0,
+        reader_llm=llm,
+    )
+    assert llm.missing == []  # the answer prompts are byte for byte the recorded ones
+    memos = [r["memo"] for p in res["phases"] for r in p["records"] if "memo" in r]
+    assert [m["answer"] for m in memos][0] == "I do not know."
+    assert all(m["judge"] == "fallback" and len(m["support"]) == 2 for m in memos)
+    assert res["judges"]["cite_rate"] == 0.0
+    assert res["judges"]["answer_tokens_per_memorize"] > 1500  # what the reader's answer cost
+
+
+def test_a_recorded_qwen_citation_is_the_support(musique: tuple[list[dict], dict]) -> None:
+    """A reply Qwen2.5-Coder-1.5B gave on the first MuSiQue question in the RESULTS §11 run
+    (pooled over the whole set; a later turn): its one citation is the support."""
+    from remindrag_integrations import ReMindRAG
+    from remindrag_integrations.bench.data import row_document
+
+    qs, rows = musique
+    rag = ReMindRAG(embeddings=make_embedder("hash"))
+    rag.insert([row_document(rows[p]) for p in qs[0]["context_pids"]])
+    r = rag.retrieve(qs[0]["question"], k=10)
+    assert "c-71f08ea16f" in r.trace.chunk_ids
+    write = rag.memorize(r.trace_id, answer="Jennifer Callahan [c-71f08ea16f]")
+    assert write.supporting_chunks == ["c-71f08ea16f"] and write.ignored_citations == []

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..core import answer as answering
 from ..core.memory.filter import llm_filter
+from ..core.prompts import cited_ids
 from ..core.protocols import Completion
 from ..core.steps import LLMDecider, Runtime, drive
 from ..core.types import CostLedger, Retrieval
@@ -209,13 +210,17 @@ def cited_rank_moves(result: dict) -> dict[str, int]:
 def judge_summary(result: dict) -> dict[str, Any]:
     """Each judge's precision / recall over the result's Same memorize events: ``written``
     (every event: the support memorize wrote), ``citations`` (events where the reader cited a
-    read chunk: the cited chunks), ``fallback`` (the zero-token judge, where it cited none), ``llm_filter``
+    read chunk: the cited chunks), ``citations_as_given`` (every citation the reader wrote, those
+    memorize ignored included), ``fallback`` (the zero-token judge, where it cited none), ``llm_filter``
     (the probed LLM filter picks); plus readers' citation rate, answer tokens and EM."""
     events = memorize_events(result)
     cited = [e for e in events if e.get("judge") == "citations"]
     out: dict[str, Any] = {"written": judge_stats(events)}
     if any("judge" in e for e in events):
         out["citations"] = judge_stats(cited, "cited")
+        given = [{**e, "given": cited_ids(e.get("answer") or "")} for e in events]
+        out["citations_as_given"] = judge_stats([e for e in given if e["given"]], "given")
+        out["all_citations_ignored"] = sum(1 for e in given if e["given"] and not e["cited"])
         out["fallback"] = judge_stats([e for e in events if e.get("judge") == "fallback"])
         out["cite_rate"] = len(cited) / len(events) if events else 0.0
         out["answer_tokens_per_memorize"] = M.mean([float(e["answer_tokens"]) for e in events])
@@ -241,7 +246,14 @@ def judge_markdown(judges: dict[str, Any]) -> str:
         "no pick | gold not read | a non-gold pick |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for name in ("written", "citations", "fallback", "llm_filter", "citations_on_probed"):
+    for name in (
+        "written",
+        "citations_as_given",
+        "citations",
+        "fallback",
+        "llm_filter",
+        "citations_on_probed",
+    ):
         s = judges.get(name)
         if not s or not s["events"]:
             continue
