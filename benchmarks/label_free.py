@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from remindrag_integrations.bench.learning import judge_summary
+from remindrag_integrations.bench.learning import judge_summary, used_citations
 from remindrag_integrations.bench.metrics import mean
 from remindrag_integrations.core.prompts import cited_ids
 
@@ -176,7 +176,7 @@ def judge_rows(runs: list[dict]) -> str:
     names = {
         "written": "what memorize wrote",
         "citations_as_given": "citations as the reader wrote them",
-        "citations": "citations memorize used (cited a chunk the walk read)",
+        "citations": "citations memorize used (not ignored)",
         "fallback": "similarity (fallback: cited none)",
         "llm_filter": "LLM filter (probed, not written)",
         "citations_on_probed": "citations on the probed questions",
@@ -208,7 +208,11 @@ def main() -> int:
     runs = []
     for f in args.files:
         res = json.loads(Path(f).read_text(encoding="utf-8"))
-        if any(r.get("memo") for p in res["phases"] for r in p.get("records", [])):
+        memos = [r["memo"] for p in res["phases"] for r in p.get("records", []) if r.get("memo")]
+        for m in memos:
+            if "judge" in m:  # what memorize used, from its own ignored_citations
+                used_citations(m, m.get("answer"))
+        if memos:
             res["judges"] = judge_summary(res)  # this code's judge table on older files too
         run = summarize_run(res)
         first = next(p for p in res["phases"] if p["phase"] == "same, turn 0")["records"]

@@ -134,6 +134,15 @@ def plan(feedback: str, reader_llm: Any = None, probe_filter: int = 0) -> tuple[
     return feedback, {}, None
 
 
+def used_citations(memo: dict[str, Any], answer: str | None) -> None:
+    """Set ``memo["cited"]`` (the answer's citations memorize used: those it did not list in
+    ``ignored_citations``) and ``memo["judge"]`` (``citations``, or ``fallback`` when it used
+    none)."""
+    ignored = set(memo.get("ignored_citations", ()))
+    memo["cited"] = [c for c in cited_ids(answer or "") if c not in ignored]
+    memo["judge"] = "citations" if memo["cited"] else "fallback"
+
+
 # --- the judge table ------------------------------------------------------------------------
 def _pr(pick: Sequence[str], gold: set[str]) -> tuple[float | None, float | None]:
     hit = len(set(pick) & gold)

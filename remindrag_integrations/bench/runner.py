@@ -19,12 +19,12 @@ from typing import Any
 from .. import ReMindRAG
 from ..core.config import IndexConfig
 from ..core.indexing import make_chunks
-from ..core.prompts import cited_ids
 from ..core.types import STAGES, Chunk, Retrieval
 from . import learning
 from . import metrics as M
 from .baselines import BM25Baseline, DenseBaseline, PPRBaseline, graph_edges
 from .data import Dataset
+from .learning import used_citations
 from .resources import CachedEmbedder, make_llm
 from .summary import paired_differences, summarize
 
@@ -243,9 +243,8 @@ def read_and_memorize(bench: Bench, item: dict, r: Retrieval, reader: Any) -> di
     reading = reader.read(engine, item, r)
     write = engine.memorize(r.trace_id, answer=reading.text)
     memo = memo_record(bench, item, r, write)
-    memo["cited"] = [c for c in cited_ids(reading.text or "") if c in set(memo["read"])]
-    memo["judge"] = "citations" if memo["cited"] else "fallback"
     memo["ignored_citations"] = list(write.ignored_citations)
+    used_citations(memo, reading.text)
     memo["answer"], memo["answer_tokens"] = reading.text, reading.tokens
     if reading.filter_pick is not None:
         memo["filter_pick"] = reading.filter_pick
