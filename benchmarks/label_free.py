@@ -110,7 +110,7 @@ def summarize_run(res: dict) -> dict[str, Any]:
     }
     out: dict[str, Any] = {
         "dataset": res["dataset"],
-        "feedback": res["feedback"],
+        "feedback": res["feedback"] + (f" ({res['variant']})" if res.get("variant") else ""),
         "questions": res["questions"],
         "complete": not res.get("partial", False),
         "overrides": res.get("overrides", {}),
@@ -199,6 +199,31 @@ def judge_rows(runs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def failure_rows(runs: list[dict]) -> str:
+    """First pass of each citing run: where the gold sits and what the citations did."""
+    head = (
+        "| set | feedback | n | gold chunks: top 5 / 6–10 / not in top 10 | cited nothing "
+        "(yes / no answer) | every citation ignored | a non-gold chunk cited | a top-10 gold "
+        "chunk not cited | gold at 6–10 cited / of those ignored | gold at 6–10 picked → in "
+        "the top 5 after 3 turns |"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in runs:
+        c, g = r.get("first_pass_citing"), r.get("gold_positions_first_pass")
+        if not c or not g:
+            continue
+        m = (r.get("judges") or {}).get("rank_moves") or {}
+        lines.append(
+            f"| {r['dataset']} | {r['feedback']} | {c['events']} | {g['top5']} / "
+            f"{g['rank_6_10']} / {g['not_retrieved']} | {c['cited_none']} "
+            f"({c['yes_no_answer']}) | {c['all_citations_ignored']} | {c['non_gold_cited']} | "
+            f"{c['top10_gold_not_cited']} | {c['gold_rank_6_10_cited']} / "
+            f"{c['gold_rank_6_10_cited_ignored']} | {m.get('picked_gold_rank_6_10', 0)} → "
+            f"{m.get('now_top5', 0)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("files", nargs="+", help="full result files of bench curve (with records)")
@@ -227,6 +252,7 @@ def main() -> int:
         runs.append(run)
     print(curve_rows(runs))
     print(judge_rows(runs))
+    print(failure_rows(runs))
     for r in runs:
         extra = {k: r[k] for k in ("gold_positions_first_pass", "first_pass_citing") if r.get(k)}
         moves = (r.get("judges") or {}).get("rank_moves")
