@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import report
+from .learning import FEEDBACKS
 
 DEFAULT_OUT = Path("benchmarks/results")
 
@@ -74,9 +75,30 @@ def _add_run_curve(sub: Any) -> None:
     curve.add_argument("--turns", type=int, default=3)
     curve.add_argument(
         "--feedback",
-        choices=("filter", "gold"),
+        choices=FEEDBACKS,
         default="filter",
-        help="memorize with the LLM filter, or the gold passages (thumbs-up)",
+        help="memorize with the LLM filter, the gold passages (thumbs-up), or label-free: "
+        "none-<self_memorize policy>, cite (a scripted reader citing the chunks holding the "
+        "answer), llm-cite (--reader-llm answers and cites)",
+    )
+    curve.add_argument(
+        "--reader-llm", default="local:qwen2.5-1.5b", help="the answering LLM of llm-cite"
+    )
+    curve.add_argument(
+        "--probe-filter",
+        type=int,
+        default=0,
+        help="llm-cite: also ask the LLM filter (not written) on the first N questions",
+    )
+    curve.add_argument("--record", default=None, help="llm-cite: save every reply (replay)")
+    curve.add_argument(
+        "--untaught",
+        action="store_true",
+        help="with --limit N (pooled): the set's other questions are asked read-only before "
+        "and after the turns",
+    )
+    curve.add_argument(
+        "--summary-only", action="store_true", help="drop per-question records from the JSON"
     )
     curve.add_argument(
         "--alternating",
@@ -189,7 +211,7 @@ def _prepare(args: argparse.Namespace) -> int:
 def _write(result: dict[str, Any], out: str | None, stem: str, plot: bool) -> Path:
     path = Path(out) if out else DEFAULT_OUT / f"{stem}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    result["command"] = "python -m remindrag_integrations.bench " + " ".join(sys.argv[1:])
+    result["command"] = _command()
     path.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
     print(report.to_markdown(result))
     print(f"result: {path}", file=sys.stderr)
@@ -267,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     res["machine"] = machine()
     res["embedder"] = args.embedder
     res["embedder_class"] = type(getattr(embedder, "inner", embedder)).__name__
+    if getattr(args, "summary_only", False):
+        for p in [*res.get("phases", []), *res.get("alternating", [])]:
+            p.pop("records", None)
     _write(res, args.out, stem, args.plot)
     return 0
 
@@ -274,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
 def _experiment(args: argparse.Namespace, ds: Any, embedder: Any) -> tuple[dict[str, Any], str]:
     """Run the ``run`` / ``curve`` / ``teach`` / ``sequence`` experiment; (result, file stem)."""
     from .data import load_dataset
-    from .runner import run_learning_curve, run_retrieval
+    from .runner import run_retrieval
 
     if args.command in ("teach", "sequence"):
         from . import memory_bench
@@ -295,22 +320,79 @@ def _experiment(args: argparse.Namespace, ds: Any, embedder: Any) -> tuple[dict[
         )
         stem = _stem(args, "run")
     else:
-        res = run_learning_curve(
-            ds,
-            args.setting,
-            args.llm,
-            embedder,
-            args.turns,
-            args.feedback,
-            args.k,
-            args.alternating,
-            _progress,
-            {"self_memorize": args.self_memorize} if args.self_memorize else None,
-        )
-        stem = _stem(args, "curve") + f"-{args.feedback}"
-        if args.self_memorize:
-            stem += f"-{args.self_memorize}"
+        res, stem = _curve(args, ds, embedder)
     return res, stem
+
+
+def _curve(args: argparse.Namespace, ds: Any, embedder: Any) -> tuple[dict[str, Any], str]:
+    """The learning curve; with ``llm-cite`` the reader's replies are recorded and the result
+    so far is written after every phase (a long local-model run leaves partial results)."""
+    from .runner import run_learning_curve
+
+    stem = _stem(args, "curve") + f"-{args.feedback}"
+    if args.self_memorize:
+        stem += f"-{args.self_memorize}"
+    reader, checkpoint = None, None
+    if args.feedback == "llm-cite":
+        from ..adapters.cache import CachedLLM
+        from ..adapters.llm import as_chat_llm
+        from ..app.specs import load_llm
+        from .real import PrefixLog  # a RecordingLLM that reports each call
+
+        llm = as_chat_llm(load_llm(args.reader_llm))
+        if llm is None:
+            raise SystemExit("--feedback llm-cite needs a reader LLM (--reader-llm)")
+        if args.embed_cache:  # replies on disk: a restarted run resumes where it stopped
+            llm = CachedLLM(llm, Path(args.embed_cache) / "replies", f"{args.reader_llm}@t0")
+        reader = PrefixLog(llm, args.reader_llm, _progress)
+        path = Path(args.out) if args.out else DEFAULT_OUT / f"{stem}.json"
+        checkpoint = _checkpointer(args, path, reader)
+    res = run_learning_curve(
+        ds,
+        args.setting,
+        args.llm,
+        embedder,
+        args.turns,
+        args.feedback,
+        args.k,
+        args.alternating,
+        _progress,
+        {"self_memorize": args.self_memorize} if args.self_memorize else None,
+        reader_llm=reader,
+        probe_filter=args.probe_filter,
+        checkpoint=checkpoint,
+        untaught=_untaught(args, ds),
+    )
+    if checkpoint:
+        checkpoint(res)
+    return res, stem
+
+
+def _untaught(args: argparse.Namespace, ds: Any) -> list[dict[str, Any]]:
+    """The questions of the set that ``--limit`` left out (``--untaught``)."""
+    if not args.untaught or args.limit is None:
+        return []
+    from .data import load_dataset
+
+    return load_dataset(args.set_name, args.data).questions[args.limit :]
+
+
+def _checkpointer(args: argparse.Namespace, path: Path, log: Any) -> Any:
+    def save(res: dict[str, Any]) -> None:
+        partial = {**res, "partial": True, "reader_llm": args.reader_llm}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_suffix(".partial.json").write_text(
+            json.dumps(partial, indent=1, default=float), encoding="utf-8"
+        )
+        if args.record:
+            fixture = log.fixture(set=args.set_name, questions=args.limit, command=_command())
+            Path(args.record).write_text(json.dumps(fixture, indent=0), encoding="utf-8")
+
+    return save
+
+
+def _command() -> str:
+    return "python -m remindrag_integrations.bench " + " ".join(sys.argv[1:])
 
 
 def _real(args: argparse.Namespace, ds: Any, embedder: Any) -> int:

@@ -138,6 +138,11 @@ def curve_table(result: dict) -> str:
         out += "\n".join(alt) + "\n"
     if result["llm"] == "oracle":
         out += f"\n{ORACLE_NOTE}\n"
+    if result.get("judges"):
+        from .learning import judge_markdown
+
+        out += "\nThe support each memorize picked, against the gold chunks:\n\n"
+        out += judge_markdown(result["judges"])
     return out
 
 

@@ -110,4 +110,5 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "processor": platform.processor(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }

@@ -20,9 +20,11 @@ from .. import ReMindRAG
 from ..core.config import IndexConfig
 from ..core.indexing import make_chunks
 from ..core.types import STAGES, Chunk, Retrieval
+from . import learning
 from . import metrics as M
 from .baselines import BM25Baseline, DenseBaseline, PPRBaseline, graph_edges
 from .data import Dataset
+from .learning import used_citations
 from .resources import CachedEmbedder, make_llm
 from .summary import paired_differences, summarize
 
@@ -173,10 +175,16 @@ def cost_fields(costs: Any) -> dict[str, Any]:
 
 
 def remindrag_query(
-    bench: Bench, item: dict, k: int, memorize: str | None = None, answer: bool = False
+    bench: Bench,
+    item: dict,
+    k: int,
+    memorize: str | None = None,
+    answer: bool = False,
+    reader: Any = None,
 ) -> dict[str, Any]:
     """Retrieve (or answer, scoring EM / F1 / option accuracy) with the engine, optionally
-    memorize (``filter`` or ``gold``); one record."""
+    memorize (``filter``, ``gold``, or ``read``: what ``reader`` answers, its citations the
+    support; :mod:`.learning`); one record."""
     engine = bench.kbs[item["qid"]].engine
     t0 = time.perf_counter()
     reply = engine.answer(item["question"], k=k) if answer else None
@@ -201,13 +209,48 @@ def remindrag_query(
         rec["f1"] = M.f1_score(reply.text, item["answers"])
         if item.get("gold_option"):
             rec["option_acc"] = float(M.option_letter(reply.text) == item["gold_option"])
+    rec["retrieved"] = [c.id for c in chunks]
     if memorize == "gold":  # a user's thumbs-up on the gold passages
         write = engine.feedback(r.trace_id, helpful=True, chunk_ids=bench.gold_chunk_ids(item))
+    elif memorize == "read":
+        rec["memo"] = read_and_memorize(bench, item, r, reader)
+        rec["memorized"], rec["memo_skip"] = rec["memo"]["applied"], rec["memo"]["skip"]
     elif memorize:
         write = engine.memorize(r.trace_id, answer=reply.text if reply else None)
         rec["memorized"], rec["memo_skip"] = write.applied, write.skipped_reason
+        rec["memo"] = memo_record(bench, item, r, write)
     rec.update(cost_fields(engine.trace(r.trace_id).costs))
     return rec
+
+
+def memo_record(bench: Bench, item: dict, r: Retrieval, write: Any) -> dict[str, Any]:
+    """One memorize for the judge table: the support it picked, the chunks the walk read and
+    the gold chunks."""
+    trace = bench.kbs[item["qid"]].engine.trace(r.trace_id)
+    return {
+        "support": list(write.supporting_chunks),
+        "read": list(trace.chunk_ids),
+        "gold": bench.gold_chunk_ids(item),
+        "applied": write.applied,
+        "skip": write.skipped_reason,
+    }
+
+
+def read_and_memorize(bench: Bench, item: dict, r: Retrieval, reader: Any) -> dict[str, Any]:
+    """A reader answers from the retrieval; memorize reads the answer's citations (the
+    zero-token judge when it cites none)."""
+    engine = bench.kbs[item["qid"]].engine
+    reading = reader.read(engine, item, r)
+    write = engine.memorize(r.trace_id, answer=reading.text)
+    memo = memo_record(bench, item, r, write)
+    memo["ignored_citations"] = list(write.ignored_citations)
+    used_citations(memo, reading.text)
+    memo["answer"], memo["answer_tokens"] = reading.text, reading.tokens
+    if reading.filter_pick is not None:
+        memo["filter_pick"] = reading.filter_pick
+    if item.get("answers"):
+        memo["em"] = M.exact_match(reading.text or "", item["answers"])
+    return memo
 
 
 def baseline_query(bench: Bench, item: dict, method: str, k: int) -> dict[str, Any]:
@@ -301,9 +344,10 @@ def _phase(
     memorize: str | None,
     label: str,
     progress: Callable[[str], None],
+    reader: Any = None,
 ) -> dict[str, Any]:
     progress(f"{label}: {len(items)} queries")
-    recs = [remindrag_query(bench, it, k, memorize) for it in items]
+    recs = [remindrag_query(bench, it, k, memorize, reader=reader) for it in items]
     for r in recs:
         r["phase"] = label
     touched = sum(kb.engine.store.touched_edges() for kb in bench.unique_kbs())
@@ -321,37 +365,28 @@ def run_learning_curve(
     alternating_rounds: int = 6,
     progress: Callable[[str], None] = lambda s: None,
     overrides: dict[str, Any] | None = None,
+    reader_llm: Any = None,
+    probe_filter: int = 0,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    untaught: Sequence[dict] = (),
 ) -> dict[str, Any]:
     """Same × ``turns`` memorization turns, then the variants (read-only) on that memory; then,
     on a fresh graph, the alternating Origin / Different protocol. ``overrides``: retrieval
-    config fields for every engine (e.g. ``self_memorize``)."""
-    if feedback not in ("filter", "gold"):
-        raise ValueError("feedback must be 'filter' or 'gold'")
+    config fields for every engine (e.g. ``self_memorize``). ``feedback``: ``filter`` /
+    ``gold``, or a label-free one of :mod:`.learning` (``none-<policy>``, ``cite``,
+    ``llm-cite`` with ``reader_llm``). ``checkpoint`` gets the partial result after each
+    phase. ``untaught``: questions on the same pooled graph that are never memorized, asked
+    read-only before and after the turns (are they hurt?)."""
+    memorize, extra, reader = learning.plan(feedback, reader_llm, probe_filter)
+    overrides = {**extra, **(overrides or {})}
     kinds = [v for v in VARIANT_KINDS if any(x["variant"] == v for x in ds.variants)]
     bench = Bench(ds, setting, llm_spec, embedder, progress).configure(overrides)
-    phases = []
-    for kind in kinds:  # the variants on a fresh memory: the reference for "after"
-        items = [v for v in ds.variants if v["variant"] == kind]
-        phases.append(_phase(bench, items, k, None, f"{kind} (no memory)", progress))
-    for t in range(turns + 1):
-        phases.append(
-            _phase(
-                bench, ds.questions, k, feedback if t < turns else None, f"same, turn {t}", progress
-            )
-        )
-    for kind in kinds:
-        items = [v for v in ds.variants if v["variant"] == kind]
-        phases.append(_phase(bench, items, k, None, f"{kind} (after {turns} turns)", progress))
-    alternating = []
-    different = _different_variant(ds)
-    if different and alternating_rounds:
-        bench2 = Bench(ds, setting, llm_spec, embedder, progress).configure(overrides)
-        keep = {v["qid"] for v in different}
-        origin = [q for q in ds.questions if q["qid"] in keep]
-        for r in range(alternating_rounds):
-            items, name = (origin, "origin") if r % 2 == 0 else (different, "different")
-            alternating.append(_phase(bench2, items, k, feedback, f"round {r} {name}", progress))
-    return {
+    if untaught:
+        if setting != "pooled":
+            raise ValueError("untaught questions need the pooled setting")
+        kb = bench.unique_kbs()[0]
+        bench.kbs.update({q["qid"]: kb for q in untaught})
+    res: dict[str, Any] = {
         "kind": "learning_curve",
         "dataset": ds.name,
         "setting": setting,
@@ -360,8 +395,39 @@ def run_learning_curve(
         "turns": turns,
         "questions": len(ds.questions),
         "k": k,
-        "phases": phases,
-        "alternating": alternating,
+        "phases": [],
+        "alternating": [],
         "indexing": indexing_summary(bench),
-        "overrides": dict(overrides or {}),
+        "overrides": overrides,
     }
+
+    def phase(
+        b: Bench, items: Sequence[dict], mem: str | None, label: str, into: str = "phases"
+    ) -> None:
+        res[into].append(_phase(b, items, k, mem, label, progress, reader))
+        if checkpoint:
+            checkpoint(res)
+
+    for kind in kinds:  # the variants on a fresh memory: the reference for "after"
+        items = [v for v in ds.variants if v["variant"] == kind]
+        phase(bench, items, None, f"{kind} (no memory)")
+    if untaught:
+        phase(bench, untaught, None, "untaught (no memory)")
+    for t in range(turns + 1):
+        phase(bench, ds.questions, memorize if t < turns else None, f"same, turn {t}")
+    for kind in kinds:
+        items = [v for v in ds.variants if v["variant"] == kind]
+        phase(bench, items, None, f"{kind} (after {turns} turns)")
+    if untaught:
+        phase(bench, untaught, None, f"untaught (after {turns} turns)")
+    different = _different_variant(ds)
+    if different and alternating_rounds:
+        bench2 = Bench(ds, setting, llm_spec, embedder, progress).configure(overrides)
+        keep = {v["qid"] for v in different}
+        origin = [q for q in ds.questions if q["qid"] in keep]
+        for r in range(alternating_rounds):
+            items, name = (origin, "origin") if r % 2 == 0 else (different, "different")
+            phase(bench2, items, memorize, f"round {r} {name}", "alternating")
+    if any(r.get("memo") for p in res["phases"] for r in p["records"]):
+        res["judges"] = learning.judge_summary(res)
+    return res
