@@ -328,13 +328,7 @@ class ReMindRAG(MemoryAdmin):
             return (yield from self._named_write(trace, support, True))
         support, ignored = citations(trace, answer, cited)
         if cfg.memorize_judge == "citations" and support.chunks:  # the answer's word, no LLM
-            result = memory_write.write(
-                trace,
-                self.store,
-                support,
-                max_depth=cfg.feedback_max_depth,
-                penalise=cfg.named_support_penalises,
-            )
+            result = yield from self._named_write(trace, support, True, named=False)
             return replace(result, ignored_citations=ignored)
         if not trace.subgraph_edges:
             return memory_write.skipped(trace, "nothing was traversed")
@@ -420,13 +414,16 @@ class ReMindRAG(MemoryAdmin):
     ) -> MemoryWrite:
         return await adrive(*self._memorizing(trace_id, answer, supporting, cited, llm))
 
-    def _named_write(self, trace: Trace, support: Support, helpful: bool) -> Step:
-        """The write of support a person named (thumbs, ``supporting=``), then the check
-        that each named chunk comes back for the question (:mod:`.memory.assure`)."""
+    def _named_write(
+        self, trace: Trace, support: Support, helpful: bool, *, named: bool = True
+    ) -> Step:
+        """The write of support the caller's word gives (citations, thumbs, ``supporting=``);
+        with ``named`` (a person named the ids) every id is checked first and each named
+        chunk is made to come back for the question (:mod:`.memory.assure`)."""
         cfg = self.retrieval_config
-        for c in support.chunks:  # every named id known before anything is written
+        for c in support.chunks if named else ():  # every named id known before any write
             self.store.get_chunk(c)
-        for e in support.edges:
+        for e in support.edges if named else ():
             self.store.get_edge(e)
         result = memory_write.write(
             trace,
@@ -436,7 +433,7 @@ class ReMindRAG(MemoryAdmin):
             max_depth=cfg.feedback_max_depth,
             penalise=cfg.named_support_penalises,
         )
-        if not helpful or not support.chunks:
+        if not (named and helpful and support.chunks):
             return result
         q = np.asarray(trace.query_embedding, dtype=np.float32)
         return (yield from assure(self.store, trace.query, q, result, support.chunks, cfg))
@@ -454,21 +451,13 @@ class ReMindRAG(MemoryAdmin):
         arguments.flag(helpful, "helpful")
         chunk_ids = arguments.id_list(chunk_ids, "chunk_ids", optional=True)
         trace = self.trace(trace_id)
-        if chunk_ids is None:
+        if chunk_ids is None:  # the walk's own chunks: nothing named to check or bring back
             support = Support(list(trace.chunk_ids)) if helpful else Support()
-            result = memory_write.write(
-                trace,
-                self.store,
-                support,
-                helpful=helpful,
-                max_depth=self.retrieval_config.feedback_max_depth,
-                penalise=self.retrieval_config.named_support_penalises,
-            )
+            step = self._named_write(trace, support, helpful, named=False)
         else:
-            _, rt = self._setup(None, {})
             step = self._named_write(trace, Support.of(list(chunk_ids)), helpful)
-            result = drive(step, rt, CostLedger())
-        return self._record(trace, result)
+        _, rt = self._setup(None, {})
+        return self._record(trace, drive(step, rt, CostLedger()))
 
     def _teaching(self, pairs: Pairs, progress: Any, overrides: dict) -> tuple:
         cfg, rt = self._setup(None, overrides)

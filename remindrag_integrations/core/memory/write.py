@@ -143,7 +143,8 @@ def write(
     effective += [e.id for e in links if e.id not in effective]
     if not effective:
         return skipped(trace, "no supporting chunk or edge is reachable from the subgraph")
-    ineffective = [e for e in ineffective if e not in set(effective)] if penalise else []
+    chosen = set(effective)
+    ineffective = [e for e in ineffective if e not in chosen] if penalise else []
     update(store, effective, ineffective, q, links)
     reached = [c for c in support.chunks if c in parents]
     edges = [e for e in support.edges if e in set(trace.subgraph_edges)]
