@@ -11,11 +11,12 @@ Floors, from the ground up (a module may import its own floor and the floors bel
 Every ``import`` counts, at module level, inside a function (lazy) or under
 ``if TYPE_CHECKING:``. The rules: ``core`` imports nothing above it, no import runs up a floor,
 and no modules import each other in a circle (runtime imports; type-only ones cannot loop).
-Inside ``core`` the same holds room by room (:func:`core_room`), and ``memory`` never imports
-``navigate``.
+Inside ``core`` the same holds room by room (:func:`core_room`); neighbours listed in
+:data:`ONE_WAY` import each other one way only.
 
     python tools/import_floors.py            # the Mermaid picture, then the rules' verdict
     python tools/import_floors.py --check    # only the verdict (exit 1 on a broken rule)
+    python tools/import_floors.py --root ../other/remindrag_integrations   # another checkout
 
 Uses only the standard library (``ast``), so it runs on any checkout without installing it.
 """
@@ -62,7 +63,7 @@ def floor(module: str) -> int:
     return 2
 
 
-CORE_ROOMS = ("parts", "navigate and memory", "stages", "facade")
+CORE_ROOMS = ("parts", "halves", "stages", "facade")
 
 
 def core_room(module: str) -> int:
@@ -78,13 +79,17 @@ def core_room(module: str) -> int:
     return 3 if parts == ["engine"] else 0
 
 
-def group(module: str) -> str:
-    """The node a module is drawn in: its package (``core.memory``), a top-level module's
-    floor (``faces``) or ``testing``."""
+def group(module: str, root: Path = ROOT) -> str:
+    """The node a module is drawn in: its package (``core.memory``), its room for ``core``'s
+    own modules (``core stages``), a top-level module's floor (``faces``) or ``testing``."""
     parts = module.split(".")[1:]
-    if len(parts) >= 2 and (ROOT.joinpath(*parts[:-1]) / "__init__.py").exists():
+    if parts and root.joinpath(*parts).is_dir():  # a package's __init__
+        return "core parts" if parts == ["core"] else ".".join(parts)
+    if len(parts) == 2 and parts[0] == "core":  # core's own modules by room
+        return f"core {CORE_ROOMS[core_room(module)]}"
+    if len(parts) >= 2 and (root.joinpath(*parts[:-1]) / "__init__.py").exists():
         return ".".join(parts[:-1])
-    if parts and (ROOT / parts[0]).is_dir():
+    if parts and (root / parts[0]).is_dir():
         return parts[0]
     return "testing" if parts == ["testing"] else "faces"
 
@@ -224,13 +229,25 @@ def cycles(found: list[Edge]) -> list[frozenset[str]]:
     return out
 
 
-def _inner(source: str, target: str) -> str:
-    """The rule inside core an import breaks, or ''."""
-    if core_room(target) > core_room(source):
+# Neighbours on one floor (or in one room) that import each other one way only:
+# (importer, imported) -> why not.
+ONE_WAY = {
+    ("core.memory", "core.navigate"): "navigate reads memory's replay score, not back",
+    ("bench", "app"): "the command line's `remindrag bench` is the harness's door, not back",
+}
+
+
+def _within(module: str, package: str) -> bool:
+    return (module + ".").startswith(f"{PACKAGE}.{package}.")
+
+
+def _same_floor(source: str, target: str) -> str:
+    """The rule an import between neighbours breaks, or ''."""
+    if floor(source) == floor(target) == 0 and core_room(target) > core_room(source):
         return "core imports up a room"
-    memory, navigate = f"{PACKAGE}.core.memory", f"{PACKAGE}.core.navigate"
-    if source.startswith(memory) and target.startswith(navigate):
-        return "memory imports navigate"  # one way: navigate reads memory's replay score
+    for (a, b), why in ONE_WAY.items():
+        if _within(source, a) and _within(target, b):
+            return f"{a} imports {b} ({why})"
     return ""
 
 
@@ -242,37 +259,40 @@ def violations(found: list[Edge]) -> list[str]:
         if floor(e.target) > floor(e.source) and (e.source, e.target) not in ALLOWED:
             rule = "core imports a higher floor" if floor(e.source) == 0 else "import runs up"
             out.append(f"{rule}: {e.source[short:]}:{e.line} -> {e.target[short:]} ({e.kind})")
-        if floor(e.source) == floor(e.target) == 0:
-            inner = _inner(e.source, e.target)
-            if inner:
-                out.append(f"{inner}: {e.source[short:]}:{e.line} -> {e.target[short:]} ({e.kind})")
+        if floor(e.source) == floor(e.target):
+            rule = _same_floor(e.source, e.target)
+            if rule:
+                out.append(f"{rule}: {e.source[short:]}:{e.line} -> {e.target[short:]} ({e.kind})")
     for scc in cycles(found):
         out.append("import circle: " + " <-> ".join(sorted(m[short:] for m in scc)))
     return out
+
+
+def _node(group: str) -> str:
+    return group.replace(".", "_").replace(" ", "_")
 
 
 def mermaid(found: list[Edge], root: Path = ROOT) -> str:
     """The house: one box per floor (ground at the bottom), one node per package, one arrow
     per pair of packages labelled with how many imports it stands for (dotted: only lazy or
     type-checking imports; red: runs up a floor)."""
-    members = Counter(group(m) for m in modules(root))
+    members = Counter(group(m, root) for m in modules(root))
     lines = ["flowchart BT"]
     for level in range(len(FLOOR_NAMES) - 1, -1, -1):
         lines.append(f'  subgraph F{level}["{level}: {FLOOR_NAMES[level]}"]')
         for g in sorted(members):
-            if floor(f"{PACKAGE}.{g}") == level:
-                node = g.replace(".", "_")
-                lines.append(f'    {node}["{g} ({members[g]})"]')
+            if floor(f"{PACKAGE}.{g.split()[0]}") == level:
+                lines.append(f'    {_node(g)}["{g} ({members[g]})"]')
         lines.append("  end")
     pairs: dict[tuple[str, str], list[Edge]] = {}
     for e in found:
-        a, b = group(e.source), group(e.target)
+        a, b = group(e.source, root), group(e.target, root)
         if a != b:
             pairs.setdefault((a, b), []).append(e)
     up = []
     for i, ((a, b), es) in enumerate(sorted(pairs.items())):
         arrow = "-->" if any(e.kind == "top" for e in es) else "-.->"
-        lines.append(f"  {a.replace('.', '_')} {arrow}|{len(es)}| {b.replace('.', '_')}")
+        lines.append(f"  {_node(a)} {arrow}|{len(es)}| {_node(b)}")
         if floor(es[0].target) > floor(es[0].source):
             up.append(str(i))
     if up:
@@ -281,9 +301,10 @@ def mermaid(found: list[Edge], root: Path = ROOT) -> str:
 
 
 def main(argv: list[str]) -> int:
-    found = edges()
+    root = Path(argv[argv.index("--root") + 1]).resolve() if "--root" in argv else ROOT
+    found = edges(root)
     if "--check" not in argv:
-        print("```mermaid\n" + mermaid(found) + "\n```")
+        print("```mermaid\n" + mermaid(found, root) + "\n```")
     broken = violations(found)
     for line in broken:
         print(line, file=sys.stderr)
