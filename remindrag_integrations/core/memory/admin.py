@@ -106,7 +106,7 @@ def import_file(store: GraphStore, path: str | os.PathLike[str], skip_unknown: b
 
 
 class MemoryAdmin:
-    """The engine's memory administration methods (mixed into ``ReMindRAG``)."""
+    """The engine's memory administration methods (mixed into :class:`~..engine.Engine`)."""
 
     store: GraphStore
     embedder: Embedder
