@@ -52,6 +52,7 @@ class Edge:
 
 
 def floor(module: str) -> int:
+    """A module's floor (module doc): its first name under the package decides."""
     parts = module.split(".")[1:]
     head = parts[0] if parts else "__init__"
     if head == "core":
