@@ -26,6 +26,12 @@ def _floors() -> ModuleType:
 floors = _floors()
 
 
+@pytest.fixture(scope="module")
+def package_edges() -> list:
+    """The package's imports, read once for the tests that look at the package itself."""
+    return floors.edges()
+
+
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     """A toy package of the same name, with the same floors, to break the rules on."""
     root = tmp_path / "remindrag_integrations"
@@ -37,12 +43,12 @@ def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def test_the_package_keeps_every_rule() -> None:
-    assert floors.violations(floors.edges()) == []
+def test_the_package_keeps_every_rule(package_edges: list) -> None:
+    assert floors.violations(package_edges) == []
 
 
-def test_core_imports_nothing_above_it_not_even_lazily() -> None:
-    up = [e for e in floors.edges() if floors.floor(e.source) == 0 < floors.floor(e.target)]
+def test_core_imports_nothing_above_it_not_even_lazily(package_edges: list) -> None:
+    up = [e for e in package_edges if floors.floor(e.source) == 0 < floors.floor(e.target)]
     assert up == []
 
 
@@ -101,10 +107,10 @@ def test_the_harness_does_not_import_the_command_line(tmp_path: Path) -> None:
     assert broken and all(line.startswith("bench imports app") for line in broken)
 
 
-def test_every_allowed_exception_is_still_in_the_code() -> None:
+def test_every_allowed_exception_is_still_in_the_code(package_edges: list) -> None:
     """The exception (contract <-> testing) is for an import that exists: when the store
     door removes it, delete its entry from ``ALLOWED`` in tools/import_floors.py."""
-    found = {(e.source, e.target) for e in floors.edges()}
+    found = {(e.source, e.target) for e in package_edges}
     assert floors.ALLOWED <= found, "delete the stale entry from ALLOWED"
 
 
@@ -112,10 +118,10 @@ def _arrows(text: str) -> set[tuple[str, str, str]]:
     return set(re.findall(r"^\s*(\w+) (-->|-\.->)\|\d+\| (\w+)$", text, re.MULTILINE))
 
 
-def test_architecture_draws_the_house_the_code_builds() -> None:
+def test_architecture_draws_the_house_the_code_builds(package_edges: list) -> None:
     """The picture's arrows (which package imports which; counts may drift) are the code's:
     after a change, paste the output of ``python tools/import_floors.py``."""
     page = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     drawn = re.search(r"```mermaid\n(.*?)```", page, re.DOTALL)
     assert drawn is not None
-    assert _arrows(drawn.group(1)) == _arrows(floors.mermaid(floors.edges()))
+    assert _arrows(drawn.group(1)) == _arrows(floors.mermaid(package_edges))
