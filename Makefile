@@ -25,8 +25,9 @@ test: $(VENV)/.stamp-test lint
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.stamp-test
-	$(PY) -m ruff check remindrag_integrations tests benchmarks
-	$(PY) -m ruff format --check remindrag_integrations tests benchmarks
+	$(PY) -m ruff check remindrag_integrations tests benchmarks tools
+	$(PY) -m ruff format --check remindrag_integrations tests benchmarks tools
+	$(PY) tools/import_floors.py --check
 	$(PY) -m mypy remindrag_integrations
 
 $(VENV)/.stamp-venv:

@@ -11,7 +11,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .core.config import IndexConfig, RetrievalConfig
-from .core.engine import ReMindRAG
 from .core.memory.teach import InvalidTeachPairError, TeachPair, TeachReport, TeachResult
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM, Completion, Embedder, GraphStore
@@ -48,6 +47,7 @@ from .core.types import (
     UnknownNodeError,
     UnknownTraceError,
 )
+from .engine import ReMindRAG
 
 if TYPE_CHECKING:
     from .adapters.llm import as_chat_llm

@@ -1,6 +1,6 @@
 """``ReMindRetriever``: one object that is a native LangChain *and* LlamaIndex retriever.
 
-It composes the two faces over a :class:`~.core.engine.ReMindRAG` engine: conversions live in
+It composes the two faces over a :class:`~.engine.ReMindRAG` engine: conversions live in
 :mod:`.langchain.convert` and :mod:`.llama_index.convert`, the post-answer memory hooks in
 :mod:`.langchain.callbacks` and :mod:`.llama_index.events`; everything else is delegation.
 """
@@ -28,7 +28,6 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 from .adapters.llm import LangChainLLM
 from .core import filters
 from .core.config import IndexConfig, RetrievalConfig
-from .core.engine import ReMindRAG
 from .core.memory.teach import TeachReport
 from .core.types import (
     ConfigError,
@@ -42,6 +41,7 @@ from .core.types import (
     Retrieval,
     Trace,
 )
+from .engine import ReMindRAG
 from .inputs import content_id, jsonable, number_sources
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import from_langchain_document, to_langchain_document

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remindrag_integrations.core.ids import EDGE_ID_RE, NODE_ID_RE
+from remindrag_integrations.core.navigate.move import parse_move
 from remindrag_integrations.core.prompts import (
     extract_json,
     parse_citations,
     parse_extraction,
     parse_filter,
-    parse_move,
     parse_pre_query,
 )
 from remindrag_integrations.core.types import LLMOutputError

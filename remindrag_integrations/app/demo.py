@@ -171,7 +171,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.engine import ReMindRAG
+    from ..engine import ReMindRAG
     from .display import progress_bar
     from .specs import cached, load_llm
 

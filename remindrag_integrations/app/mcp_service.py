@@ -144,7 +144,7 @@ class StoreService:
     def _load(self, store: Any) -> Any:
         """The engine saved in the directory over ``store``, with this server's LLM and
         embedder (loaded once, at start)."""
-        from ..core.engine import ReMindRAG
+        from ..engine import ReMindRAG
 
         engine = ReMindRAG.load(
             self.root, llm=self.engine.llm, embeddings=self.engine.embedder, store=store

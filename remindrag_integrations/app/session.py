@@ -48,8 +48,8 @@ def _settings(args: argparse.Namespace, engine: Any = None) -> dict[str, Any]:
 
 
 def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
-    from ..core.engine import ReMindRAG
     from ..core.protocols import SettingsStore
+    from ..engine import ReMindRAG
     from ..stores import InMemoryGraphStore, open_store
 
     llm = cached(

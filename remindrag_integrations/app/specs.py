@@ -1,4 +1,5 @@
-"""Named LLMs for the command line and the bench harness: one parser of ``--llm`` specs."""
+"""Named LLMs for the command line: ``--llm`` read as the bench harness reads it
+(:func:`~..bench.resources.make_llm`), and the on-disk reply cache around it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..adapters import llm_specs
 from ..core.types import ReMindError
 
 
@@ -16,13 +16,12 @@ class CLIError(ReMindError):
 
 def load_llm(spec: str | None) -> Any:
     """``oracle`` (the scripted gold navigator of the bench harness), or any spec the
-    Python API takes too (:func:`~..adapters.llm_specs.load_llm`: ``none``,
-    ``local:smollm2``, ``provider:model``, ...)."""
-    if spec == "oracle":
-        from ..testing import OracleLLM
+    Python API takes too: :func:`~..bench.resources.make_llm` (the command line sits on
+    top of the harness: ``remindrag bench`` is its door, and the harness never imports the
+    command line)."""
+    from ..bench.resources import make_llm
 
-        return OracleLLM()
-    return llm_specs.load_llm(spec)
+    return make_llm(spec)
 
 
 def cached(llm: Any, spec: str, cache_dir: Path | None) -> Any:

@@ -338,8 +338,8 @@ def _curve(args: argparse.Namespace, ds: Any, embedder: Any) -> tuple[dict[str, 
     if args.feedback == "llm-cite":
         from ..adapters.cache import CachedLLM
         from ..adapters.llm import as_chat_llm
-        from ..app.specs import load_llm
         from .real import PrefixLog  # a RecordingLLM that reports each call
+        from .resources import make_llm as load_llm
 
         llm = as_chat_llm(load_llm(args.reader_llm))
         if llm is None:
@@ -398,9 +398,9 @@ def _command() -> str:
 
 def _real(args: argparse.Namespace, ds: Any, embedder: Any) -> int:
     from ..adapters.llm import as_chat_llm
-    from ..app.specs import load_llm
     from .real import run_real
     from .real_report import to_markdown
+    from .resources import make_llm as load_llm
 
     llm = as_chat_llm(load_llm(args.llm))
     if llm is None:

@@ -14,9 +14,16 @@ from typing import Any
 import numpy as np
 
 
-def make_llm(spec: str) -> Any:
-    """The ``--llm`` spec as an LLM (see :func:`~..app.specs.load_llm`)."""
-    from ..app.specs import load_llm
+def make_llm(spec: str | None) -> Any:
+    """The ``--llm`` spec as an LLM: ``oracle`` (the scripted gold navigator,
+    :class:`~..testing.OracleLLM`), or any spec the Python API takes too
+    (:func:`~..adapters.llm_specs.load_llm`: ``none``, ``local:smollm2``,
+    ``provider:model``, ...). The command line's ``--llm`` is read here as well."""
+    if spec == "oracle":
+        from ..testing import OracleLLM
+
+        return OracleLLM()
+    from ..adapters.llm_specs import load_llm
 
     return load_llm(spec)
 

@@ -1,41 +1,35 @@
-"""``ReMindRAG``: the framework-free engine, a facade over the pipeline's stages.
+"""``Engine``: the method's facade over the pipeline's stages and the memory writes.
 
-Each operation is one sans-IO step (:mod:`.steps`): the sync methods run it with ``drive``,
-the ``a``-prefixed twins with ``adrive``. Where each stage lives: ``ARCHITECTURE.md``.
+It takes what it works with as built objects (a :class:`~.protocols.ChatLLM` or None, an
+:class:`~.protocols.Embedder`, a :class:`~.protocols.GraphStore`); choosing and building them
+from what a user passes (a LangChain model, a model name, a saved folder) is the public
+``ReMindRAG``'s job (``remindrag_integrations/engine.py``). Each operation is one sans-IO step
+(:mod:`.steps`): the sync methods run it with ``drive``, the ``a``-prefixed twins with
+``adrive``. Where each stage lives: ``ARCHITECTURE.md``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ..adapters import embedder_record
-from ..adapters.embeddings import as_embedder, identity_of
-from ..adapters.llm import as_chat_llm
-from ..stores import InMemoryGraphStore, open_store
 from . import answer as answering
-from . import arguments, persist, pipeline
+from . import arguments, pipeline
 from . import insert as inserting
 from .config import IndexConfig, RetrievalConfig
+from .memory import memorize as memorizing
 from .memory import teach as teaching
-from .memory import write as memory_write
 from .memory.admin import MemoryAdmin
-from .memory.assure import assure
-from .memory.filter import Support, citations, llm_filter, similarity_filter
+from .memory.filter import Support
 from .memory.teach import Pairs, TeachReport
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .progress import ProgressFn, as_progress, tqdm_bar
 from .prompts import Prompts
-from .protocols import ChatLLM, GraphStore, TraceClaims, reading
+from .protocols import ChatLLM, Embedder, GraphStore, reading
 from .steps import (
     LLMDecider,
     NoLLM,
@@ -51,14 +45,12 @@ from .types import (
     CostLedger,
     DeleteReport,
     Document,
-    EmbeddingError,
     IndexReport,
     InvalidArgumentError,
     MemoryStats,
     MemoryWrite,
     NotCopyableError,
     Retrieval,
-    StoreNotFoundError,
     Trace,
     UnknownTraceError,
 )
@@ -71,42 +63,49 @@ def _embedding_bar(progress: Any) -> ProgressFn | None:
     return tqdm_bar("embedding", "text") if progress is True else None
 
 
-class ReMindRAG(MemoryAdmin):
-    """ReMindRAG over a graph store.
-
-    ``llm`` is any LangChain chat model, LlamaIndex LLM, ``str -> str`` callable or
-    :class:`~.protocols.ChatLLM`; ``None`` selects zero-token mode. ``embeddings`` is a
-    sentence-transformers name or path, a LangChain / LlamaIndex embedding object or an
-    :class:`~.protocols.Embedder`; ``None`` loads the packaged all-MiniLM-L6-v2.
-    """
+class Engine(MemoryAdmin):
+    """The method over built parts: ``llm`` a :class:`~.protocols.ChatLLM` (``None``:
+    zero-token mode), ``embedder`` an :class:`~.protocols.Embedder`, ``store`` a
+    :class:`~.protocols.GraphStore`. Users build the public ``ReMindRAG``, which picks and
+    builds these from what they pass."""
 
     def __init__(
         self,
-        llm: Any = None,
-        embeddings: Any = None,
-        store: GraphStore | str | None = None,
+        llm: ChatLLM | None,
+        embedder: Embedder,
+        store: GraphStore,
         index_config: IndexConfig | None = None,
         retrieval_config: RetrievalConfig | None = None,
         max_cached_traces: int = 1000,
         prompts: Prompts | None = None,
     ) -> None:
-        self.llm: ChatLLM | None = as_chat_llm(llm)
-        self.embedder = as_embedder(embeddings)
-        self.store: GraphStore = open_store(store)  # None, a saved dir or postgresql:// DSN
+        self.llm: ChatLLM | None = llm
+        self.embedder = embedder
+        self.store: GraphStore = store
         self.index_config = index_config or IndexConfig()
         self.retrieval_config = retrieval_config or RetrievalConfig()
         self.prompts = prompts or Prompts()
         self._traces: OrderedDict[str, Trace] = OrderedDict()
         self._max_cached_traces = max_cached_traces
         self._lock = threading.Lock()
-        self._writing: set[str] = set()  # traces whose memorize is under way
+        self._once = memorizing.Once()  # each trace memorized exactly once
         self._writes = {"applied": 0, "skipped": 0}
         self._carried = {"kept": 0, "moved": 0, "dropped": 0}  # by document updates
-        self._probe: tuple[Any, list[float] | None] = (None, None)  # embedder, fingerprint
+
+    def _chat_llm(self, llm: Any) -> ChatLLM | None:
+        """A call's ``llm=`` as a chat model (``None``: the engine's). Here only a built
+        :class:`~.protocols.ChatLLM`; the public ``ReMindRAG`` takes any model a user has."""
+        if llm is None or isinstance(llm, ChatLLM):
+            return llm
+        raise InvalidArgumentError(f"llm must be a ChatLLM or None, got {type(llm).__name__}")
+
+    def _embedder_name(self) -> str:
+        """How the repr names the embedder (the public engine: its model name)."""
+        return type(self.embedder).__name__
 
     def __repr__(self) -> str:
         llm = "None (zero-token)" if self.llm is None else type(self.llm).__name__
-        emb = identity_of(self.embedder) or type(self.embedder).__name__
+        emb = self._embedder_name()
         store = type(self.store).__name__
         namespace = getattr(self.store, "namespace", None)
         if namespace not in (None, "default"):
@@ -116,7 +115,7 @@ class ReMindRAG(MemoryAdmin):
         except Exception:  # a closed or unreachable store: the repr still works
             docs = ""
         k = self.retrieval_config.k
-        return f"ReMindRAG(llm={llm}, embeddings={emb!r}, store={store}{docs}, k={k})"
+        return f"{type(self).__name__}(llm={llm}, embeddings={emb!r}, store={store}{docs}, k={k})"
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise NotCopyableError(
@@ -130,7 +129,7 @@ class ReMindRAG(MemoryAdmin):
         """Per-call setup: the config with overrides and the runtime of the LLM in charge
         (the call's, else the engine's; none: zero-token)."""
         cfg = self.retrieval_config.with_overrides(**overrides)
-        chosen = as_chat_llm(llm) or self.llm
+        chosen = self._chat_llm(llm) or self.llm
         decider = LLMDecider(chosen, cfg.llm_timeout) if chosen is not None else NoLLM()
         return cfg, Runtime(decider, self.embedder, self.store.dim)
 
@@ -314,38 +313,16 @@ class ReMindRAG(MemoryAdmin):
         return Trace.from_dict(data)
 
     # --- memory writes -------------------------------------------------------------------
-    def _memorize_step(
-        self,
-        trace: Trace,
-        answer: str | None,
-        supporting: Sequence[str] | None,
-        cited: list[str] | None,
-        rt: Runtime,
-    ) -> Step:
-        cfg, judged = self.retrieval_config, True
-        if supporting is not None:  # the caller's word on what helped, not on what did not
-            support = Support.of(list(supporting))
-            return (yield from self._named_write(trace, support, True))
-        support, ignored = citations(trace, answer, cited)
-        if cfg.memorize_judge == "citations" and support.chunks:  # the answer's word, no LLM
-            result = yield from self._named_write(trace, support, True, named=False)
-            return replace(result, ignored_citations=ignored)
-        if not trace.subgraph_edges:
-            return memory_write.skipped(trace, "nothing was traversed")
-        elif self._uses_llm(rt):
-            support = yield from llm_filter(
-                trace, self.store, answer or "", cfg.chunk_chars_in_prompt, self.prompts.filter
-            )
-        elif cfg.self_memorize == "off":
-            return memory_write.skipped(trace, "no judge and self_memorize='off'")
-        else:  # no judge: remember without penalising, unless self_memorize="full"
-            top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.nav_filter_top
-            support = yield from similarity_filter(trace, self.store, top)
-            judged = cfg.self_memorize == "full"
-        result = memory_write.write(
-            trace, self.store, support, max_depth=cfg.feedback_max_depth, penalise=judged
-        )
-        return replace(result, ignored_citations=ignored)
+    def _memorizer(self, cfg: RetrievalConfig | None = None) -> memorizing.Memorizer:
+        """The memory writes over this engine's store with ``cfg`` (default: the engine's),
+        asking a question again through the query stages (:func:`.pipeline.requery`)."""
+        cfg = cfg or self.retrieval_config
+        store = self.store
+
+        def requery(question: str) -> Step:
+            return pipeline.requery(store, question, cfg)
+
+        return memorizing.Memorizer(store, cfg, requery, self.prompts.filter)
 
     def _memorizing(
         self, trace_id: str, answer: Any, supporting: Any, cited: Any, llm: Any
@@ -356,28 +333,17 @@ class ReMindRAG(MemoryAdmin):
             raise InvalidArgumentError(f"answer must be a string, got {type(answer).__name__}")
         trace, ledger = self.trace(trace_id), CostLedger()
         _, rt = self._setup(llm, {})
+        uses_llm = self._uses_llm(rt)
+
+        def write() -> Step:
+            result = yield from self._memorizer().memorize(
+                trace, answer, supporting, cited, uses_llm
+            )
+            trace.costs.merge(ledger)
+            return result
 
         def step() -> Step:
-            with self._lock:  # exactly once per trace, whatever runs concurrently
-                busy = trace.memorized or trace.trace_id in self._writing
-                self._writing.add(trace.trace_id)
-            claims = self.store if isinstance(self.store, TraceClaims) else None
-            if not busy and claims is not None and not claims.claim_trace(trace.trace_id):
-                busy = True  # another process holds or finished it (a shared store)
-                with self._lock:
-                    self._writing.discard(trace.trace_id)
-            if busy:
-                return self._count(memory_write.skipped(trace, "already memorized"))
-            result = None
-            try:
-                result = yield from self._memorize_step(trace, answer, supporting, cited, rt)
-                trace.costs.merge(ledger)
-                return self._record(trace, result)
-            finally:
-                if claims is not None and not (result is not None and result.applied):
-                    claims.release_trace(trace.trace_id)
-                with self._lock:
-                    self._writing.discard(trace.trace_id)
+            return self._count((yield from self._once.write(trace, self.store, write())))
 
         return step(), rt, ledger
 
@@ -414,30 +380,6 @@ class ReMindRAG(MemoryAdmin):
     ) -> MemoryWrite:
         return await adrive(*self._memorizing(trace_id, answer, supporting, cited, llm))
 
-    def _named_write(
-        self, trace: Trace, support: Support, helpful: bool, *, named: bool = True
-    ) -> Step:
-        """The write of support the caller's word gives (citations, thumbs, ``supporting=``);
-        with ``named`` (a person named the ids) every id is checked first and each named
-        chunk is made to come back for the question (:mod:`.memory.assure`)."""
-        cfg = self.retrieval_config
-        for c in support.chunks if named else ():  # every named id known before any write
-            self.store.get_chunk(c)
-        for e in support.edges if named else ():
-            self.store.get_edge(e)
-        result = memory_write.write(
-            trace,
-            self.store,
-            support,
-            helpful=helpful,
-            max_depth=cfg.feedback_max_depth,
-            penalise=cfg.named_support_penalises,
-        )
-        if not (named and helpful and support.chunks):
-            return result
-        q = np.asarray(trace.query_embedding, dtype=np.float32)
-        return (yield from assure(self.store, trace.query, q, result, support.chunks, cfg))
-
     def feedback(
         self, trace_id: str, helpful: bool, chunk_ids: Sequence[str] | None = None
     ) -> MemoryWrite:
@@ -451,18 +393,21 @@ class ReMindRAG(MemoryAdmin):
         arguments.flag(helpful, "helpful")
         chunk_ids = arguments.id_list(chunk_ids, "chunk_ids", optional=True)
         trace = self.trace(trace_id)
+        writes = self._memorizer()
         if chunk_ids is None:  # the walk's own chunks: nothing named to check or bring back
             support = Support(list(trace.chunk_ids)) if helpful else Support()
-            step = self._named_write(trace, support, helpful, named=False)
+            step = writes.named(trace, support, helpful, named=False)
         else:
-            step = self._named_write(trace, Support.of(list(chunk_ids)), helpful)
+            step = writes.named(trace, Support.of(list(chunk_ids)), helpful)
         _, rt = self._setup(None, {})
-        return self._record(trace, drive(step, rt, CostLedger()))
+        result = memorizing.mark(trace, self.store, drive(step, rt, CostLedger()))
+        return self._count(result)
 
     def _teaching(self, pairs: Pairs, progress: Any, overrides: dict) -> tuple:
         cfg, rt = self._setup(None, overrides)
         pairs = arguments.items(pairs, "pairs")
-        return teaching.teach(self.store, pairs, cfg, progress), rt, CostLedger()
+        requery = self._memorizer(cfg).requery
+        return teaching.teach(self.store, requery, pairs, cfg, progress), rt, CostLedger()
 
     def teach(self, pairs: Pairs, *, progress: Any = None, **overrides: Any) -> TeachReport:
         """Teach memory known answers with no LLM call (:mod:`.memory.teach`): the paths from
@@ -483,13 +428,6 @@ class ReMindRAG(MemoryAdmin):
         log.info("taught %d of %d pairs", report.taught, report.pairs)
         return report
 
-    def _record(self, trace: Trace, result: MemoryWrite) -> MemoryWrite:
-        """Mark and save the trace after an applied write; count the write either way."""
-        if result.applied:
-            trace.memorized, trace.memory_result = True, result.to_dict()
-            self.store.save_trace(trace.to_dict())
-        return self._count(result)
-
     def _count(self, result: MemoryWrite) -> MemoryWrite:
         with self._lock:
             self._writes["applied" if result.applied else "skipped"] += 1
@@ -503,68 +441,3 @@ class ReMindRAG(MemoryAdmin):
             self._writes["skipped"],
             **self._carried,
         )
-
-    # --- persistence ---------------------------------------------------------------------
-    def save(self, directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Persist the store (atomically: a new generation, then one rename), the
-        configuration and which embedder built it (:mod:`..adapters.embedder_record`).
-        Saving again where this engine's store was loaded from or saved to updates it; a
-        folder holding another store raises :class:`StoreExistsError` unless ``overwrite``
-        (which replaces it, learned memory included), and a folder of other files is never
-        written into."""
-        arguments.path(directory, "directory")
-        used = embedder_record.record(self.embedder, self.store.dim, self._fingerprint())
-        root = persist.save(
-            self.store,
-            self.index_config,
-            self.retrieval_config,
-            directory,
-            used,
-            overwrite=overwrite,
-        )
-        log.info("saved the store to %s", root)
-        return root
-
-    def _fingerprint(self) -> list[float] | None:
-        """The embedder's probe vector for the saved record: one call per embedder (kept),
-        none for an embedder its name rebuilds; a provider failing now leaves it out of this
-        save rather than failing the save (the next save tries again)."""
-        if self._probe[0] is self.embedder:
-            return self._probe[1]
-        if embedder_record.by_name(self.embedder):
-            return None
-        try:
-            probe = embedder_record.fingerprint(self.embedder)
-        except EmbeddingError:
-            return None
-        self._probe = (self.embedder, probe)
-        return probe
-
-    @classmethod
-    def load(
-        cls,
-        directory: str | os.PathLike[str],
-        *,
-        llm: Any = None,
-        embeddings: Any = None,
-        store: GraphStore | str | None = None,
-    ) -> ReMindRAG:
-        """Load what :meth:`save` wrote, with the embedder it recorded unless ``embeddings``
-        is given (checked against the record). Raises :class:`StoreNotFoundError` when there
-        is no such directory, :class:`StoreCorruptError` on damage."""
-        arguments.path(directory, "directory")
-        if store is None and not Path(directory).is_dir():
-            raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
-        index_cfg, retrieval_cfg = persist.load_config(directory)
-        recorded = persist.load_embedder(directory)
-        embedder, probe = embedder_record.embedder_for_record(recorded, embeddings)
-        engine = cls(
-            llm=llm,
-            embeddings=embedder,
-            store=store if store is not None else InMemoryGraphStore.load(directory),
-            index_config=index_cfg,
-            retrieval_config=retrieval_cfg,
-        )
-        if probe is not None:
-            engine._probe = (engine.embedder, probe)
-        return engine

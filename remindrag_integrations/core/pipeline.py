@@ -21,6 +21,7 @@ from .navigate import Navigator, navigate
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .protocols import GraphStore
+from .selection import seed
 from .steps import Embed, Step, ask, done, timed
 from .types import (
     CostLedger,
@@ -31,7 +32,7 @@ from .types import (
     RetrievedChunk,
     Trace,
 )
-from .walk import Walk, find_seeds, path_triples
+from .walk import Walk, path_triples
 
 
 def pre_query(query: str, cfg: RetrievalConfig, template: str = PRE_QUERY_PROMPT) -> Step:
@@ -53,22 +54,6 @@ def question_names(query: str, cfg: RetrievalConfig) -> list[str]:
     if not cfg.prior or cfg.prior_graph_weight == 0:
         return []
     return [n for n in rule_based_extraction(query).entities if prior.is_name(n)]
-
-
-def seed(walk: Walk, query_vecs: np.ndarray) -> None:
-    """Start the walk at the top ``cfg.seeds`` nodes of each (sub)query: by the prior's fused
-    score for the question (their anchors) when there is one, by cosine otherwise."""
-    n = walk.cfg.seeds
-    if not len(query_vecs):
-        return
-    if walk.prior is not None:
-        start = [anchor_of(c) for c in walk.prior.ranked()[:n]]
-        more = find_seeds(walk, list(query_vecs[1:]), n)
-    else:
-        start, more = [], find_seeds(walk, list(query_vecs), n)
-    walk.nodes([*start, *more])  # one read
-    for s in dict.fromkeys([*start, *more]):
-        walk.add(s, None, None, "seed")
 
 
 def score_span(walk: Walk) -> float:
@@ -149,6 +134,13 @@ def make_trace(
     )
 
 
+def requery(store: GraphStore, question: str, cfg: RetrievalConfig) -> Step:
+    """The question asked again as a user would, zero-token (no pre-query: no LLM is asked):
+    what memory writes that must bring named passages back check against."""
+    plain = cfg.with_overrides(pre_query=False, verify_replay=False)
+    return (yield from retrieve(store, question, plain, ZeroTokenNavigator(), CostLedger()))
+
+
 def retrieve(
     store: GraphStore,
     query: str,
@@ -158,7 +150,7 @@ def retrieve(
     pre_query_template: str = PRE_QUERY_PROMPT,
 ) -> Step:
     """The whole query as one step; ``ledger`` is the one the driver records into (the trace
-    keeps it)."""
+    keeps it). Seeds: :func:`.selection.seed`."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidQueryError(f"the query must be a non-empty string, got {query!r}")
     subqs = yield from pre_query(query, cfg, pre_query_template)

@@ -221,45 +221,6 @@ def parse_extraction(reply: str, max_entities: int = 40) -> Extraction:
     return Extraction(title=title, entities=entities[:max_entities], triples=triples)
 
 
-@dataclass(frozen=True)
-class MoveChoice:
-    """A decision: stop (``enough``) or go to ``node``. A navigator's reply may name the
-    target by choice label, id or exact name; the walk loop resolves it and sets ``action``
-    from where the target is (forward to a neighbour, backward to a subgraph node)."""
-
-    enough: bool
-    action: str | None = None
-    node: str | None = None
-
-
-_TARGET_KEYS = ("go", "node", "target", "choice", "go_to", "goto", "id")
-_MAX_TARGET_CHARS = 200
-
-
-def parse_move(reply: str) -> MoveChoice:
-    """``{"enough": true}`` or a target under ``go`` (also ``node``, ``target``, ``choice``).
-    The target is kept as written (a choice number, an id or a name, trimmed); any
-    ``action`` the reply states is advisory: the target decides the move."""
-    data = extract_json(reply)
-    enough = data.get("enough")
-    if isinstance(enough, str):
-        enough = enough.strip().lower() in ("true", "yes")
-    if enough is True:
-        return MoveChoice(enough=True)
-    target = next((data[k] for k in _TARGET_KEYS if data.get(k) not in (None, "")), None)
-    if isinstance(target, bool) or not isinstance(target, str | int | float):
-        raise LLMOutputError(
-            'the reply names no choice: expected {"enough": false, "go": N}', reply
-        )
-    text = " ".join(str(target).split())[:_MAX_TARGET_CHARS]
-    if not text:
-        raise LLMOutputError("the reply names an empty choice", reply)
-    action = data.get("action")
-    return MoveChoice(
-        enough=False, action=str(action).strip().lower() if action else None, node=text
-    )
-
-
 def parse_filter(reply: str) -> tuple[list[str], list[str]]:
     """(chunk ids, edge ids) named by the filter; ids of the wrong syntax are dropped."""
     data = extract_json(reply)

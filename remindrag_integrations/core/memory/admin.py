@@ -106,7 +106,7 @@ def import_file(store: GraphStore, path: str | os.PathLike[str], skip_unknown: b
 
 
 class MemoryAdmin:
-    """The engine's memory administration methods (mixed into ``ReMindRAG``)."""
+    """The engine's memory administration methods (mixed into :class:`~..engine.Engine`)."""
 
     store: GraphStore
     embedder: Embedder
@@ -141,10 +141,3 @@ class MemoryAdmin:
         vectors of those edges). Edges the graph lacks raise :class:`UnknownNodeError`, or are
         left out with ``skip_unknown=True``."""
         return import_file(self.store, arguments.path(path, "path"), skip_unknown)
-
-    def to_networkx(self) -> Any:
-        """The whole graph as a ``networkx.MultiGraph``: nodes with ``kind``, ``name`` and
-        ``document``; edges keyed by id with ``kind``, ``text`` and ``memory`` (norm)."""
-        from ...graph_export import to_networkx
-
-        return to_networkx(self.store)

@@ -4,32 +4,28 @@ again, zero-token, as a user would; a named passage that is not in the top ``k``
 learned edge from that retrieval's seeds to its anchor (:func:`.write.learned_links`),
 enhanced along the question, and the question is asked once more. What is still missing is
 reported, never called taught.
+
+Asking again is the query's job, not memory's: the caller passes it in as a
+:data:`Requery` (the engine's is :func:`..pipeline.requery` over its store and config), so
+memory never imports the query stages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from .. import pipeline
-from ..config import RetrievalConfig
-from ..navigate.zero_token import ZeroTokenNavigator
 from ..protocols import GraphStore
 from ..steps import Step
-from ..types import CostLedger, MemoryWrite, Retrieval
+from ..types import MemoryWrite, Retrieval
 from .write import learned_links, update
 
 LINK_ROUNDS = 3  # link, check; at most this many times
 
-
-def ask(store: GraphStore, question: str, cfg: RetrievalConfig) -> Step:
-    """The question's zero-token retrieval (no pre-query: no LLM is asked)."""
-    plain = cfg.with_overrides(pre_query=False, verify_replay=False)
-    return (
-        yield from pipeline.retrieve(store, question, plain, ZeroTokenNavigator(), CostLedger())
-    )
+Requery = Callable[[str], Step]
+"""A question → the step of its zero-token retrieval (returns a :class:`~..types.Retrieval`)."""
 
 
 def missing(r: Retrieval, chunk_ids: Sequence[str]) -> list[str]:
@@ -51,24 +47,24 @@ def link(
 
 def assure(
     store: GraphStore,
+    requery: Requery,
     question: str,
     q: np.ndarray,
     result: MemoryWrite,
     chunk_ids: Sequence[str],
-    cfg: RetrievalConfig,
 ) -> Step:
     """``result`` with ``linked`` and ``not_found`` filled in after checking (and, where
     needed, linking) that every one of ``chunk_ids`` comes back for ``question``."""
     if not chunk_ids:
         return result
-    r = yield from ask(store, question, cfg)
+    r = yield from requery(question)
     gone = missing(r, chunk_ids)
     made: list[str] = []
     for _ in range(LINK_ROUNDS):  # a second round saturates the link (replay needs no more)
         if not gone:
             break
         made += link(store, r.trace.seeds, gone, q)
-        r = yield from ask(store, question, cfg)
+        r = yield from requery(question)
         gone = missing(r, chunk_ids)
     linked = list(dict.fromkeys([*result.linked, *made]))
     return replace(result, applied=result.applied or bool(made), linked=linked, not_found=gone)

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ids import is_chunk
-from ..navigate.zero_token import select_support
 from ..prompts import FILTER_PROMPT, cited_ids, parse_filter
 from ..protocols import GraphStore
+from ..selection import top_support
 from ..steps import Ask, Step, done
 from ..types import LLMError, LLMOutputError, Trace
 
@@ -96,4 +96,4 @@ def similarity_filter(trace: Trace, store: GraphStore, top: int) -> Step:
     q = np.asarray(trace.query_embedding, dtype=np.float32)
     sims = store.node_embeddings(trace.chunk_ids) @ q if trace.chunk_ids else np.zeros(0)
     scores = dict(zip(trace.chunk_ids, (float(x) for x in sims)))
-    return done(Support(select_support(scores, top)))
+    return done(Support(top_support(scores, top)))

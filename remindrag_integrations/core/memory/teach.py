@@ -2,7 +2,7 @@
 
 Each :class:`TeachPair` is a question plus its supporting passages, named by chunk id, by
 document id, or by a piece of text found in the corpus. For each pair: ask the question
-(zero-token, as a user's query runs), write the paths from its subgraph to those passages
+(zero-token, as a user's query runs: the caller's :data:`.assure.Requery`), write the paths from its subgraph to those passages
 through the one write path (:func:`.write.write`), enhancing only: a known answer says what is
 right, never what is wrong; then check that every passage comes back in the top ``k``
 (:func:`.assure.assure`: a passage that does not gets a learned edge). No LLM is asked.
@@ -21,7 +21,7 @@ from ..ids import chunk_of, is_chunk
 from ..protocols import GraphStore
 from ..steps import Embed, Step
 from ..types import ReMindError, UnknownNodeError
-from .assure import ask, assure
+from .assure import Requery, assure
 from .filter import Support
 from .write import write
 
@@ -162,16 +162,18 @@ def resolve(
     return list(chunks), missing
 
 
-def teach_one(store: GraphStore, pair: TeachPair, chunks: list[str], cfg: RetrievalConfig) -> Step:
+def teach_one(
+    store: GraphStore, requery: Requery, pair: TeachPair, chunks: list[str], cfg: RetrievalConfig
+) -> Step:
     """Ask the question, write the paths from its subgraph to ``chunks``, check they come
     back: the pair's :class:`TeachResult` (without the names not found)."""
     if not chunks:
         return TeachResult(pair.question, [], [], [], [], 0)
-    r = yield from ask(store, pair.question, cfg)
+    r = yield from requery(pair.question)
     trace = r.trace
     done = write(trace, store, Support(chunks), penalise=False, max_depth=cfg.feedback_max_depth)
     q = np.asarray(trace.query_embedding, dtype=np.float32)
-    done = yield from assure(store, pair.question, q, done, chunks, cfg)
+    done = yield from assure(store, requery, pair.question, q, done, chunks)
     reached = [c for c in chunks if c not in done.not_found]
     return TeachResult(
         pair.question, chunks, reached, list(done.not_found), [], len(done.enhanced), done.linked
@@ -180,12 +182,14 @@ def teach_one(store: GraphStore, pair: TeachPair, chunks: list[str], cfg: Retrie
 
 def teach(
     store: GraphStore,
+    requery: Requery,
     items: Pairs,
     cfg: RetrievalConfig,
     progress: ProgressFn | None = None,
 ) -> Step:
     """The teach step: validates every pair first (a bad one raises before anything is
-    written), finds the passages named by text, then teaches pair by pair."""
+    written), finds the passages named by text, then teaches pair by pair; ``requery`` asks
+    a question as a user would (:data:`.assure.Requery`)."""
     pairs = [TeachPair.of(p, f"pair {i + 1}: ") for i, p in enumerate(items)]
     texts = list(dict.fromkeys(t for p in pairs for t in p.texts))
     tvecs = (yield Embed(tuple(texts))) if texts else []
@@ -193,7 +197,7 @@ def teach(
     results = []
     for i, pair in enumerate(pairs):
         chunks, missing = resolve(store, pair, located)
-        result = yield from teach_one(store, pair, chunks, cfg)
+        result = yield from teach_one(store, requery, pair, chunks, cfg)
         results.append(replace(result, not_found=missing))
         if progress:
             progress(i + 1, len(pairs))

@@ -1,103 +1,28 @@
 """The guided walk (docs/method.md §2.4): while the navigator says the subgraph is not enough, it picks
 a forward move (an unexplored neighbour of the current node) or a backward move (any subgraph
-node). The loop, its bounds and the validation of every move live here; *what* to pick is a
-:class:`Navigator`: the LLM (:mod:`.llm`) or the zero-token policy (:mod:`.zero_token`).
+node). The loop and its bounds live here; what a move is, and how a choice becomes a legal
+move or an :class:`LLMOutputError`, in :mod:`.move`; *what* to pick is a :class:`Navigator`:
+the LLM (:mod:`.llm`) or the zero-token policy (:mod:`.zero_token`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
-from ..ids import is_chunk
-from ..memory.math import replay_scores
-from ..prompts import MoveChoice
 from ..steps import Step
-from ..types import CostLedger, Edge, LLMError, LLMOutputError, Move
+from ..types import CostLedger, LLMError, LLMOutputError, Move
 from ..walk import Walk
-
-
-@dataclass(frozen=True)
-class Option:
-    """A forward move: the edge, the neighbour it leads to and its replay score."""
-
-    edge: Edge
-    node: str
-    score: float
+from .move import FALLBACK_NOTE, MoveChoice, Option, apply, options, resolve
+from .zero_token import choose
 
 
 class Navigator(Protocol):
     def decide(
         self, walk: Walk, query: str, current: str, options: list[Option], feedback: str
     ) -> Step:
-        """A step that returns the :class:`MoveChoice` for this position (it may ask an LLM;
-        ``feedback`` says why the previous choice was rejected)."""
+        """A step that returns the :class:`~.move.MoveChoice` for this position (it may ask
+        an LLM; ``feedback`` says why the previous choice was rejected)."""
         ...
-
-
-def options(walk: Walk, current: str) -> list[Option]:
-    """Forward options from ``current``, best replay score first, one edge per neighbour;
-    chunk nodes are never options (entering their anchor reads them)."""
-    edges = [e for e in walk.frontier(current) if not is_chunk(e.other(current))]
-    if not edges:
-        return []
-    others = [e.other(current) for e in edges]
-    scores = replay_scores(  # through the walk's caches: each read once per query
-        walk.q_hat,
-        walk.embeddings([current])[0],
-        walk.embeddings(others),
-        walk.memory([e.id for e in edges]),
-        walk.cfg.alpha,
-    )
-    best: dict[str, Option] = {}
-    for e, w, s in zip(edges, others, scores):
-        if w not in best or s > best[w].score:
-            best[w] = Option(e, w, float(s))
-    ranked = sorted(best.values(), key=lambda o: -o.score)
-    return ranked[: walk.cfg.max_neighbors_shown]
-
-
-def resolve(walk: Walk, choice: MoveChoice, current: str, opts: list[Option]) -> MoveChoice:
-    """The move a "go to ``choice.node``" means, whatever action the reply stated: forward
-    when the target is an unexplored neighbour, backward when it is a subgraph node (a model
-    naming an already visited node as "forward" means to go back there). Raises
-    :class:`LLMOutputError` for any other target."""
-    node = choice.node or ""
-    if node in {o.node for o in opts}:
-        return MoveChoice(enough=False, action="forward", node=node)
-    if node == current:
-        raise LLMOutputError(f"the walk is already at {node}; pick another choice")
-    if node in walk.parents and not is_chunk(node):
-        return MoveChoice(enough=False, action="backward", node=node)
-    raise LLMOutputError(
-        f"{node} is neither an unexplored neighbour of {current} nor a node of the subgraph"
-    )
-
-
-def apply(walk: Walk, choice: MoveChoice, current: str, opts: list[Option], note: str = "") -> str:
-    """Apply a resolved move; returns the new current node or raises :class:`LLMOutputError`."""
-    node = choice.node or ""
-    if choice.action == "forward":
-        legal = {o.node: o.edge for o in opts}
-        if node not in legal:
-            raise LLMOutputError(
-                f"{node} is not an unexplored neighbour of {current}; "
-                "pick a forward id from the neighbour list"
-            )
-        walk.add(node, current, legal[node], "traversal")
-        walk.hops += 1
-        walk.moves.append(Move(len(walk.moves), "forward", node, current, legal[node].id, note))
-        return node
-    if node not in walk.parents or is_chunk(node):
-        raise LLMOutputError(
-            f"{node} is not a node of the subgraph; a backward move must "
-            "name one of the listed subgraph nodes"
-        )
-    walk.moves.append(Move(len(walk.moves), "backward", node, current, None, note))
-    return node
-
-
-FALLBACK_NOTE = "fallback: the zero-token choice after an unusable reply and its re-ask"
 
 
 def _spent(ledger: CostLedger | None) -> int:
@@ -124,13 +49,11 @@ def _bound(walk: Walk, spent: int, next_cost: int, idle: int) -> str:
 
 def _fallback(walk: Walk, current: str, opts: list[Option]) -> str | None:
     """The zero-token navigator's move in place of an unusable reply; None when it stops."""
-    from .zero_token import choose  # zero_token builds on this module
-
     choice = choose(walk, current, opts)
     if choice.enough:
         walk.moves.append(Move(len(walk.moves), "stop", None, current, None, FALLBACK_NOTE))
         return None
-    return apply(walk, choice, current, opts, FALLBACK_NOTE)
+    return apply(walk, resolve(walk, choice, current, opts), current, FALLBACK_NOTE)
 
 
 def navigate(
@@ -162,7 +85,7 @@ def navigate(
             if choice.enough:
                 walk.stop_reason = "enough"
                 return
-            current = apply(walk, resolve(walk, choice, current, opts), current, opts)
+            current = apply(walk, resolve(walk, choice, current, opts), current)
             feedback = ""
         except LLMOutputError as exc:
             walk.moves.append(Move(len(walk.moves), "invalid", None, current, None, str(exc)))
@@ -183,3 +106,13 @@ def navigate(
             return
         prev_cost, last_cost = last_cost, _spent(ledger) - before
         idle = 0 if len(walk.chunk_ids) > read_before else idle + 1
+
+
+__all__ = [
+    "FALLBACK_NOTE",
+    "MoveChoice",
+    "Navigator",
+    "Option",
+    "navigate",
+    "options",
+]

@@ -1,4 +1,5 @@
-"""The LLM navigator: renders the traversal prompt, asks, reads the reply as a choice.
+"""The LLM navigator: renders the traversal prompt, asks, reads the reply as a choice
+(:func:`.move.read_reply`).
 
 The prompt is laid out for prefix caches (llama.cpp's evaluated prefix, providers' prompt
 caches): instructions and question first, then an append-only log of the walk (what was read,
@@ -9,16 +10,14 @@ accepted too. They are ordered by the zero-token navigator's value, its own pick
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from ..ids import is_chunk, norm_name
-from ..prompts import TRAVERSAL_PROMPT, MoveChoice, parse_move
+from ..ids import is_chunk
+from ..prompts import TRAVERSAL_PROMPT
 from ..steps import Ask, Step
-from ..types import LLMOutputError, Node
+from ..types import Node
 from ..walk import Walk
-from . import FALLBACK_NOTE, Option
+from .move import FALLBACK_NOTE, MoveChoice, Option, read_reply
 from .zero_token import choose, value
 
 
@@ -109,29 +108,6 @@ def render_choices(
     return "\n".join(lines)
 
 
-_NUMBER_RE = re.compile(r"^(?:choice|option|n|#)?\s*(\d{1,4})\s*[.):]?$", re.IGNORECASE)
-
-
-def read_target(target: str, choices: list[tuple[str, str]], walk: Walk) -> str:
-    """The node a reply's target means: a choice number (``3``, ``n3``, ``#3``), a node id
-    of the subgraph or the choices, or the exact name of one of those nodes."""
-    m = _NUMBER_RE.match(target.strip())
-    if m:
-        i = int(m.group(1))
-        if 1 <= i <= len(choices):
-            return choices[i - 1][0]
-        raise LLMOutputError(f"there is no choice {i}; pick a number from 1 to {len(choices)}")
-    listed = [n for n, _ in choices]
-    known = listed + [n for n in walk.graph_nodes() if n not in set(listed)]
-    if target in known:
-        return target
-    wanted = norm_name(re.sub(r'^(go back to |passage )|"', "", target.strip()))
-    for node in walk.nodes(known):
-        if wanted and norm_name(node.name) == wanted:
-            return node.id
-    raise LLMOutputError(f"{target!r} is not one of the choices")
-
-
 class LLMNavigator:
     """Asks the LLM for each move with the (replaceable) traversal prompt."""
 
@@ -164,7 +140,4 @@ class LLMNavigator:
             "chunks": walk.chunk_ids,
         }
         reply = yield Ask("traversal", prompt, context)
-        move = parse_move(reply or "")
-        if move.enough:
-            return move
-        return MoveChoice(enough=False, node=read_target(move.node or "", choices, walk))
+        return read_reply(reply or "", choices, walk)

@@ -1,9 +1,8 @@
-"""Zero-token mode's navigator and filter: decisions from the graph's features, no LLM.
-
-- navigation: greedy best-first over the first-pass score of unexplored neighbours (an
-  anchor: its chunk's fused prior score, :func:`..prior.first_pass`; an entity: the best
-  unread anchor it mentions, since names alone say little);
-- filter: the chunks most similar to the query support the answer.
+"""Zero-token mode's navigator: decisions from the graph's features, no LLM. Greedy
+best-first over the first-pass score of unexplored neighbours (an anchor: its chunk's fused
+prior score, :func:`..prior.first_pass`; an entity: the best unread anchor it mentions, since
+names alone say little). Zero-token mode's filter (the chunks most similar to the query) is
+:func:`..selection.top_support`.
 """
 
 from __future__ import annotations
@@ -11,10 +10,9 @@ from __future__ import annotations
 from ..config import RetrievalConfig
 from ..ids import chunk_of, is_anchor, is_chunk, is_entity
 from ..prior import first_pass
-from ..prompts import MoveChoice
 from ..steps import Step, done
 from ..walk import Walk
-from . import Option
+from .move import MoveChoice, Option
 
 _LOOKAHEAD = 64  # neighbours of an entity looked at when valuing it
 
@@ -122,8 +120,3 @@ class ZeroTokenNavigator:
         self, walk: Walk, query: str, current: str, opts: list[Option], feedback: str
     ) -> Step:
         return done(choose(walk, current, opts))
-
-
-def select_support(chunk_scores: dict[str, float], top: int) -> list[str]:
-    """Zero-token filter: the ``top`` chunks most similar to the query."""
-    return sorted(chunk_scores, key=lambda c: -chunk_scores[c])[:top]

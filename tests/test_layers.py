@@ -1,0 +1,127 @@
+"""The house stands: the import graph by floor (``tools/import_floors.py``) keeps its rules,
+and ARCHITECTURE.md draws the house the code builds."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _floors() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("import_floors", ROOT / "tools/import_floors.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["import_floors"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+floors = _floors()
+
+
+@pytest.fixture(scope="module")
+def package_edges() -> list:
+    """The package's imports, read once for the tests that look at the package itself."""
+    return floors.edges()
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A toy package of the same name, with the same floors, to break the rules on."""
+    root = tmp_path / "remindrag_integrations"
+    for name in ("", "core", "stores", "app", "bench", *files):
+        path = root / name if name.endswith(".py") else root / name / "__init__.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_text(files.get(name, ""), encoding="utf-8")
+    return root
+
+
+def test_the_package_keeps_every_rule(package_edges: list) -> None:
+    assert floors.violations(package_edges) == []
+
+
+def test_core_imports_nothing_above_it_not_even_lazily(package_edges: list) -> None:
+    up = [e for e in package_edges if floors.floor(e.source) == 0 < floors.floor(e.target)]
+    assert up == []
+
+
+@pytest.mark.parametrize(
+    "code, kind",
+    [
+        ("from ..stores import Store\n", "top"),
+        ("def f():\n    from ..stores import Store\n    return Store\n", "lazy"),
+        ("import remindrag_integrations.stores as s\n", "top"),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import stores\n",
+            "type",
+        ),
+    ],
+)
+def test_a_core_module_reaching_up_is_caught(tmp_path: Path, code: str, kind: str) -> None:
+    root = _package(tmp_path, {"core/walk.py": code})
+    broken = floors.violations(floors.edges(root))
+    assert broken and all(line.startswith("core imports a higher floor") for line in broken)
+    assert "core.walk:" in broken[0] and f"-> stores ({kind})" in broken[0]
+
+
+def test_an_import_circle_is_caught(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "stores/a.py": "def f():\n    from . import b\n",  # lazy imports close circles too
+            "stores/b.py": "from .a import f\n",
+        },
+    )
+    assert floors.violations(floors.edges(root)) == ["import circle: stores.a <-> stores.b"]
+
+
+def test_a_circle_of_type_only_imports_is_no_circle(tmp_path: Path) -> None:
+    guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n"
+    root = _package(tmp_path, {"stores/a.py": "from .b import g\n", "stores/b.py": guarded})
+    assert floors.violations(floors.edges(root)) == []
+
+
+def test_inside_core_memory_does_not_reach_up_to_the_stages(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "core/pipeline.py": "",
+            "core/memory/__init__.py": "",
+            "core/memory/teach.py": "from .. import pipeline\n",
+        },
+    )
+    broken = floors.violations(floors.edges(root))
+    assert broken == ["core imports up a room: core.memory.teach:1 -> core.pipeline (top)"]
+
+
+def test_the_harness_does_not_import_the_command_line(tmp_path: Path) -> None:
+    root = _package(tmp_path, {"bench/cli.py": "def f():\n    from ..app import specs\n"})
+    broken = floors.violations(floors.edges(root))
+    assert broken and all(line.startswith("bench imports app") for line in broken)
+
+
+def test_every_allowed_exception_is_still_in_the_code(package_edges: list) -> None:
+    """The exception (contract <-> testing) is for an import that exists: when the store
+    door removes it, delete its entry from ``ALLOWED`` in tools/import_floors.py."""
+    found = {(e.source, e.target) for e in package_edges}
+    assert floors.ALLOWED <= found, "delete the stale entry from ALLOWED"
+
+
+def _arrows(text: str) -> set[tuple[str, str, str]]:
+    return set(re.findall(r"^\s*(\w+) (-->|-\.->)\|\d+\| (\w+)$", text, re.MULTILINE))
+
+
+def test_architecture_draws_the_house_the_code_builds(package_edges: list) -> None:
+    """The picture's arrows (which package imports which; counts may drift) are the code's:
+    after a change, paste the output of ``python tools/import_floors.py``."""
+    page = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    drawn = re.search(r"```mermaid\n(.*?)```", page, re.DOTALL)
+    assert drawn is not None
+    assert _arrows(drawn.group(1)) == _arrows(floors.mermaid(package_edges))
