@@ -12,7 +12,7 @@ from ..core.types import ConfigError
 from .memory_store import InMemoryGraphStore
 
 if TYPE_CHECKING:
-    from ..core.protocols import GraphStore
+    from ..core.store import GraphStore
     from .postgres import PostgresGraphStore
 
 __all__ = ["InMemoryGraphStore", "PostgresGraphStore", "is_postgres_dsn", "open_store"]

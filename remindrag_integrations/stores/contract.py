@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..core.protocols import GraphStore
+from ..core.store import GraphStore
 from .contract_graph import contract_graph
 from .contract_learn import LearnContract
 from .contract_snapshot import SnapshotContract

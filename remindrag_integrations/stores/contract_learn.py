@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..core.protocols import GraphStore
+from ..core.store import GraphStore
 from ..core.types import Edge, InvalidArgumentError, UnknownNodeError
 from .contract_graph import contract_graph
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.protocols import GraphStore
+from ..core.store import GraphStore
 
 
 class ViewsContract:

@@ -34,7 +34,7 @@ import numpy as np
 from ..core import arguments, filters
 from ..core.ids import norm_name
 from ..core.memory import math as mem
-from ..core.protocols import MemoryFn
+from ..core.store import MemoryFn
 from ..core.types import (
     Chunk,
     Edge,
