@@ -8,9 +8,12 @@ from pathlib import Path
 import numpy as np
 import pg_fixture
 import pytest
+from doc_pages import section
 
 from remindrag_integrations.core.memory.write import update
-from remindrag_integrations.stores import InMemoryGraphStore, ann
+from remindrag_integrations.core.store import CAPABILITIES, GraphStore, capabilities
+from remindrag_integrations.stores import BaseGraphStore, InMemoryGraphStore, ann
+from remindrag_integrations.stores.contract import CASES, ContractFailure
 from remindrag_integrations.testing import StoreContract, contract_graph, store_contract
 
 make_pg_store = pg_fixture.make_pg_store  # fixtures: a real server, started once per process
@@ -60,11 +63,93 @@ class TestPostgresStore(StoreContract):
         return make_pg_store
 
 
-def test_store_contract_function_runs_every_check() -> None:
+def _toy_store() -> type[BaseGraphStore]:
+    """The dict-backed store of docs/stores.md, from the page's own code."""
+    scope: dict = {"__name__": "toy_store"}
+    exec(
+        compile(section("toy-store").split("```python\n")[1].split("```")[0], "stores.md", "exec"),
+        scope,
+    )  # noqa: S102
+    return scope["DictStore"]
+
+
+class TestToyStore(StoreContract):
+    """The "Write a store" page's toy: twelve essentials on BaseGraphStore pass the contract."""
+
+    @pytest.fixture()
+    def make_store(self) -> Callable[..., BaseGraphStore]:
+        toy = _toy_store()
+        return lambda namespace="contract": toy(namespace)
+
+
+def test_contract_is_one_table_and_a_test_per_case() -> None:
+    tests = {n for n in dir(StoreContract) if n.startswith("test_")}
+    assert tests == {c.test_name for c in CASES} and len(CASES) == len(tests)
+    assert {c.capability for c in CASES} == {"graph", "memory", "traces", *CAPABILITIES}
+
+
+def test_store_contract_function_runs_what_applies() -> None:
     ran = store_contract(
         lambda namespace="contract": InMemoryGraphStore(namespace=namespace), embedding_atol=1e-3
     )
-    assert set(ran) == {n for n in dir(StoreContract) if n.startswith("test_")}
+    has = capabilities(InMemoryGraphStore())
+    assert has == {"lexical", "snapshot", "batch_search", "graph_matrix"}
+    assert ran == [
+        c.test_name for c in CASES if c.capability in {"graph", "memory", "traces", *has}
+    ]
+    toy = _toy_store()
+    assert capabilities(toy()) == frozenset() and isinstance(toy(), GraphStore)
+    assert len(store_contract(lambda namespace="contract": toy(namespace))) == sum(
+        c.capability in ("graph", "memory", "traces") for c in CASES
+    )
+
+
+def test_a_failing_store_hears_which_capability_failed() -> None:
+    toy = _toy_store()
+
+    class Forgetful(toy):  # type: ignore[misc, valid-type]
+        def decay_memory(self, factor: float) -> int:
+            return 0  # claims to decay, changes nothing
+
+    class BadWords(toy):  # type: ignore[misc, valid-type]
+        def lexical_search(self, text: str, k: int, where: object = None) -> list:
+            return []
+
+    with pytest.raises(ContractFailure, match="capability 'memory', case 'memory_admin'"):
+        store_contract(lambda namespace="contract": Forgetful(namespace))
+    with pytest.raises(ContractFailure, match="capability 'lexical', case 'lexical_search_"):
+        store_contract(lambda namespace="contract": BadWords(namespace))
+    assert "lexical" in capabilities(BadWords()) and "lexical" not in capabilities(toy())
+
+
+def test_an_essential_left_out_says_which() -> None:
+    class Half(BaseGraphStore):
+        def documents(self) -> dict:
+            return {}
+
+    with pytest.raises(NotImplementedError, match=r"Half must implement whole_graph\(\)"):
+        Half().counts()
+    with pytest.raises(ContractFailure, match="capability 'graph', case 'empty_store'"):
+        store_contract(lambda namespace="contract": Half(namespace))
+
+
+def test_a_capability_set_to_none_is_absent() -> None:
+    class NoMatrix(InMemoryGraphStore):
+        graph_matrix = None
+
+    assert "graph_matrix" not in capabilities(NoMatrix())
+
+
+def test_the_contract_imports_no_testing_fakes() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, remindrag_integrations.stores.contract; "
+        "print('remindrag_integrations.testing' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_open_store_maps_specs_without_importing_psycopg(tmp_path: Path) -> None:
