@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core.protocols import GraphStore, reading
+from .core.store import GraphStore, reading
 from .core.types import Edge, Node
 
 if TYPE_CHECKING:

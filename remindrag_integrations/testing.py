@@ -14,8 +14,9 @@ from typing import Any
 
 from .core.extract_rules import rule_based_extraction
 from .core.ids import NODE_ID_RE, anchor_of, is_chunk
-from .core.protocols import Completion, GraphStore
+from .core.protocols import Completion
 from .core.steps import Ask, current_ask, off_loop
+from .core.store import GraphStore
 from .core.text import count_tokens
 from .stores.hash_embedder import HashEmbedder as HashEmbedder  # the fakes include it
 
