@@ -238,7 +238,7 @@ class BaseGraphStore:
             new_edges = {
                 e.id: e for e in edges if e.id in gone_edges or not self._edge_exists(e.id)
             }
-            moved = self._moved_memory(dict(memory_moves or {}), gone_edges, new_edges)
+            moved, n_moved = self._moved_memory(dict(memory_moves or {}), gone_edges, new_edges)
             self.apply(
                 Change(
                     drop_documents=frozenset(docs),
@@ -253,24 +253,27 @@ class BaseGraphStore:
                 )
             )
             kept = sum(1 for e in near if e not in gone_edges)
-            return {"kept": kept, "moved": len(moved), "dropped": len(near) - kept - len(moved)}
+            return {"kept": kept, "moved": n_moved, "dropped": len(near) - kept - n_moved}
 
     def _moved_memory(
         self, moves: dict[str, str], gone: set[str], made: Mapping[str, Edge]
-    ) -> dict[str, np.ndarray | None]:
-        """The memory rows of the successors of the removed edges that had memory."""
+    ) -> tuple[dict[str, np.ndarray | None], int]:
+        """The memory rows of the successors of the removed edges that had memory, and how
+        many removed edges passed theirs on."""
         pairs = [(o, n) for o, n in moves.items() if o in gone and (n in made or n not in gone)]
         pairs = [(o, n) for o, n in pairs if n in made or self._edge_exists(n)]
         if not pairs:
-            return {}
+            return {}, 0
         old = self.memory([o for o, _ in pairs])
         cur = self.memory([n for _, n in pairs])
         out: dict[str, np.ndarray | None] = {}
+        passed = 0
         for (_, n), v, c in zip(pairs, old, cur):
             if np.any(v):
                 base = out.get(n)
                 out[n] = mem.merge(base if base is not None else c, v)
-        return out
+                passed += 1
+        return out, passed
 
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
         with self._door_lock:
