@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,9 +29,13 @@ class ContractFailure(AssertionError):
 
     def __init__(self, case: Case, cause: BaseException) -> None:
         what = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        # the contract's own line that failed (the last frame in a contract_* module)
+        frames = [f for f in traceback.extract_tb(cause.__traceback__) if "contract_" in f.filename]
+        at = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+        line = f" `{frames[-1].line}`" if frames and frames[-1].line else ""
         super().__init__(
             f"store contract, capability {case.capability!r}, case {case.name!r} "
-            f"({case.doc}): {what}"
+            f"({case.doc}): {what}{at}{line}"
         )
         self.case = case
 
