@@ -141,6 +141,25 @@ def test_an_essential_left_out_says_which() -> None:
         store_contract(lambda namespace="contract": Half(namespace))
 
 
+def test_derived_methods_refuse_bad_input_before_writing() -> None:
+    from remindrag_integrations.core.errors import EmbeddingError, UnknownNodeError
+
+    store = _toy_store()("contract")
+    g = contract_graph(dim=8)
+    store.add_graph(**g)
+    update(store, ["r-1000"], [], np.ones(8, np.float32))
+    before = store.export_memory()
+    with pytest.raises(UnknownNodeError):
+        store.import_memory({"r-1000": [0.1] * 8, "r-ffff": [0.1] * 8})
+    with pytest.raises(EmbeddingError):
+        store.import_memory({"r-1000": [0.1] * 7})
+    with pytest.raises(EmbeddingError):
+        store.search(np.ones(9, np.float32), 3, ("entity",))
+    with pytest.raises(UnknownNodeError):
+        store.add_graph(**{**g, "entity_aliases": {"e-ffff": ["Nobody"]}})
+    assert store.export_memory() == before and store.counts()["edges"] == len(g["edges"])
+
+
 def test_a_capability_set_to_none_is_absent() -> None:
     class NoMatrix(InMemoryGraphStore):
         graph_matrix = None
