@@ -29,7 +29,7 @@ from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.core.memory import math as mem
 from remindrag_integrations.core.memory.replay import replay
 from remindrag_integrations.core.memory.write import update
-from remindrag_integrations.core.protocols import GraphStore
+from remindrag_integrations.core.store import GraphStore
 from remindrag_integrations.core.types import Chunk, Edge, Node
 from remindrag_integrations.core.walk import Walk, find_seeds
 from remindrag_integrations.stores import InMemoryGraphStore

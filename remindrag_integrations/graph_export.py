@@ -1,7 +1,7 @@
 """The whole graph out of a store: as plain lists, or as a ``networkx.MultiGraph`` for your own
 analysis and drawing.
 
-Reads go through the :class:`~.core.protocols.GraphStore` protocol only (``whole_graph()``,
+Reads go through the :class:`~.core.store.GraphStore` protocol only (``whole_graph()``,
 then the memory vectors in one batch), so any store that passes the store contract can be
 exported. A store with snapshots is read through one: the graph and its memory are of one
 version even while others write.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core.protocols import GraphStore, reading
+from .core.store import GraphStore, reading
 from .core.types import Edge, Node
 
 if TYPE_CHECKING:

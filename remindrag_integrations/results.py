@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .core.protocols import GraphStore
+from .core.store import GraphStore
 from .core.types import Retrieval, RetrievedChunk, Trace
 
 NAMESPACE = "remindrag"

@@ -64,6 +64,10 @@ def test_only_named_blocks_are_left_unrun() -> None:
             "postgres.md",
             "needs a PostgreSQL server at that address (tests/test_postgres.py runs the same calls)",
         ),
+        (
+            "stores.md",
+            "a pytest module (tests/test_store_contract.py runs this toy store's contract)",
+        ),
     ]
     for name, test in DEDICATED.items():
         assert f'"{name}"' in (ROOT / "tests" / test).read_text(encoding="utf-8")

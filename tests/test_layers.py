@@ -108,10 +108,11 @@ def test_the_harness_does_not_import_the_command_line(tmp_path: Path) -> None:
 
 
 def test_every_allowed_exception_is_still_in_the_code(package_edges: list) -> None:
-    """The exception (contract <-> testing) is for an import that exists: when the store
-    door removes it, delete its entry from ``ALLOWED`` in tools/import_floors.py."""
+    """An exception names an import that exists (delete it from ``ALLOWED`` in
+    tools/import_floors.py when the import goes); there are none today."""
     found = {(e.source, e.target) for e in package_edges}
     assert floors.ALLOWED <= found, "delete the stale entry from ALLOWED"
+    assert not floors.ALLOWED, "the contract <-> testing circle is gone; keep it so"
 
 
 def _arrows(text: str) -> set[tuple[str, str, str]]:

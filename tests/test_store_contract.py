@@ -8,16 +8,30 @@ from pathlib import Path
 import numpy as np
 import pg_fixture
 import pytest
+from doc_pages import section
 
 from remindrag_integrations.core.memory.write import update
-from remindrag_integrations.stores import InMemoryGraphStore, ann
+from remindrag_integrations.core.store import CAPABILITIES, GraphStore, capabilities
+from remindrag_integrations.stores import BaseGraphStore, InMemoryGraphStore, ann
+from remindrag_integrations.stores.contract import CASES, ContractFailure
 from remindrag_integrations.testing import StoreContract, contract_graph, store_contract
 
 make_pg_store = pg_fixture.make_pg_store  # fixtures: a real server, started once per process
 pg_dsn = pg_fixture.pg_dsn
 
 
-class TestInMemoryStore(StoreContract):
+class Documents:
+    """``documents()``, the BaseGraphStore essential both shipped stores implement too."""
+
+    def test_documents_lists_hash_and_metadata(self, make_store: Callable[..., object]) -> None:
+        store = make_store("contract")
+        g = contract_graph(("d1", "d2", "d3"), dim=8)
+        g["documents"][1] = ("d2", "hash-d2", {"year": 2023, "tags": ["a"]})
+        store.add_graph(**g)  # type: ignore[attr-defined]
+        assert store.documents() == {d: (h, m) for d, h, m in g["documents"]}  # type: ignore[attr-defined]
+
+
+class TestInMemoryStore(StoreContract, Documents):
     embedding_atol = 1e-3  # float16 vectors
 
     @pytest.fixture()
@@ -54,17 +68,103 @@ class TestInMemoryStoreAnn(StoreContract):
 
 
 @pytest.mark.postgres
-class TestPostgresStore(StoreContract):
+class TestPostgresStore(StoreContract, Documents):
     @pytest.fixture()
     def make_store(self, make_pg_store: Callable[..., object]) -> Callable[..., object]:
         return make_pg_store
 
 
-def test_store_contract_function_runs_every_check() -> None:
+def _toy_store() -> type[BaseGraphStore]:
+    """The dict-backed store of docs/stores.md, from the page's own code."""
+    scope: dict = {"__name__": "toy_store"}
+    exec(
+        compile(section("toy-store").split("```python\n")[1].split("```")[0], "stores.md", "exec"),
+        scope,
+    )  # noqa: S102
+    return scope["DictStore"]
+
+
+class TestToyStore(StoreContract):
+    """The "Write a store" page's toy: twelve essentials on BaseGraphStore pass the contract."""
+
+    @pytest.fixture()
+    def make_store(self) -> Callable[..., BaseGraphStore]:
+        toy = _toy_store()
+        return lambda namespace="contract": toy(namespace)
+
+
+def test_contract_is_one_table_and_a_test_per_case() -> None:
+    tests = {n for n in dir(StoreContract) if n.startswith("test_")}
+    assert tests == {c.test_name for c in CASES} and len(CASES) == len(tests)
+    assert {c.capability for c in CASES} == {"graph", "memory", "traces", *CAPABILITIES}
+
+
+def test_store_contract_function_runs_what_applies() -> None:
     ran = store_contract(
         lambda namespace="contract": InMemoryGraphStore(namespace=namespace), embedding_atol=1e-3
     )
-    assert set(ran) == {n for n in dir(StoreContract) if n.startswith("test_")}
+    has = capabilities(InMemoryGraphStore())
+    assert has == {"lexical", "snapshot", "batch_search", "graph_matrix"}
+    assert ran == [
+        c.test_name for c in CASES if c.capability in {"graph", "memory", "traces", *has}
+    ]
+    toy = _toy_store()  # its cases run in TestToyStore
+    assert capabilities(toy()) == frozenset() and isinstance(toy(), GraphStore)
+
+
+def test_a_failing_store_hears_which_capability_failed() -> None:
+    toy = _toy_store()
+
+    class Forgetful(toy):  # type: ignore[misc, valid-type]
+        def decay_memory(self, factor: float) -> int:
+            return 0  # claims to decay, changes nothing
+
+    class BadWords(toy):  # type: ignore[misc, valid-type]
+        def lexical_search(self, text: str, k: int, where: object = None) -> list:
+            return []
+
+    with pytest.raises(ContractFailure, match="capability 'memory', case 'memory_admin'"):
+        store_contract(lambda namespace="contract": Forgetful(namespace))
+    with pytest.raises(ContractFailure, match="capability 'lexical', case 'lexical_search_"):
+        store_contract(lambda namespace="contract": BadWords(namespace))
+    assert "lexical" in capabilities(BadWords()) and "lexical" not in capabilities(toy())
+
+
+def test_an_essential_left_out_says_which() -> None:
+    class Half(BaseGraphStore):
+        def documents(self) -> dict:
+            return {}
+
+    with pytest.raises(NotImplementedError, match=r"Half must implement whole_graph\(\)"):
+        Half().counts()
+    with pytest.raises(ContractFailure, match="capability 'graph', case 'empty_store'"):
+        store_contract(lambda namespace="contract": Half(namespace))
+
+
+def test_derived_methods_refuse_bad_input_before_writing() -> None:
+    from remindrag_integrations.core.errors import EmbeddingError, UnknownNodeError
+
+    store = _toy_store()("contract")
+    g = contract_graph(dim=8)
+    store.add_graph(**g)
+    update(store, ["r-1000"], [], np.ones(8, np.float32))
+    before = store.export_memory()
+    with pytest.raises(UnknownNodeError):
+        store.import_memory({"r-1000": [0.1] * 8, "r-ffff": [0.1] * 8})
+    with pytest.raises(EmbeddingError):
+        store.import_memory({"r-1000": [0.1] * 7})
+    with pytest.raises(EmbeddingError):
+        store.search(np.ones(9, np.float32), 3, ("entity",))
+    with pytest.raises(UnknownNodeError):
+        store.add_graph(**{**g, "entity_aliases": {"e-ffff": ["Nobody"]}})
+    assert store.export_memory() == before and store.counts()["edges"] == len(g["edges"])
+
+
+def test_a_capability_set_to_none_is_absent() -> None:
+    class NoMatrix(InMemoryGraphStore):
+        graph_matrix = None
+
+    assert "graph_matrix" not in capabilities(NoMatrix())
 
 
 def test_open_store_maps_specs_without_importing_psycopg(tmp_path: Path) -> None:
@@ -85,6 +185,10 @@ def test_open_store_maps_specs_without_importing_psycopg(tmp_path: Path) -> None
     assert open_store(saved) is saved
     assert is_postgres_dsn("postgresql://u@h/db") and is_postgres_dsn("postgres://h/db")
     assert not is_postgres_dsn(str(tmp_path))
-    code = "import sys, remindrag_integrations; print('psycopg' in sys.modules)"
+    # nor does the store contract import the testing fakes (no contract <-> testing circle)
+    code = (
+        "import sys, remindrag_integrations, remindrag_integrations.stores.contract; "
+        "print('psycopg' in sys.modules, 'remindrag_integrations.testing' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"

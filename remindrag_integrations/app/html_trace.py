@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ..core.protocols import GraphStore
+from ..core.store import GraphStore
 from ..core.types import Node, Trace
 
 COL, ROW, PAD, BOX = 290, 44, 30, 180

@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ..core.protocols import GraphStore
+from ..core.store import GraphStore
 from ..core.types import Trace
 from ..graph_export import to_networkx
 from .html_trace import table_rows as _rows

@@ -39,7 +39,7 @@ def _settings(args: argparse.Namespace, engine: Any = None) -> dict[str, Any]:
     """What the CLI remembers about a store (the embedding model it was built with): in
     ``cli.json`` of a store directory, or in the namespace's settings on PostgreSQL."""
     from ..core.persist import read_checked_json
-    from ..core.protocols import SettingsStore
+    from ..core.store import SettingsStore
 
     if engine is not None and _is_dsn(args):
         return dict(engine.store.settings()) if isinstance(engine.store, SettingsStore) else {}
@@ -48,7 +48,7 @@ def _settings(args: argparse.Namespace, engine: Any = None) -> dict[str, Any]:
 
 
 def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
-    from ..core.protocols import SettingsStore
+    from ..core.store import SettingsStore
     from ..engine import ReMindRAG
     from ..stores import InMemoryGraphStore, open_store
 
@@ -91,7 +91,7 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
 def save_engine(engine: Any, args: argparse.Namespace) -> None:
     """Persist what a command changed (PostgreSQL writes through; a directory is saved and
     its lock released)."""
-    from ..core.protocols import SettingsStore
+    from ..core.store import SettingsStore
 
     embeddings = getattr(args, "embeddings", None) or _settings(args, engine).get("embeddings")
     if _is_dsn(args):

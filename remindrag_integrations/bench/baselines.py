@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..core.protocols import GraphStore
+from ..core.store import GraphStore
 from ..core.types import Chunk
 
 

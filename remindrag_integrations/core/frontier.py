@@ -1,70 +1,31 @@
 """Neighbourhoods: what replay and the walk read about a node, for a whole frontier at once.
 
-A remote store answers :meth:`FrontierStore.neighborhoods` in one round trip (PostgreSQL: one
-statement), and :meth:`AdjacencyStore.adjacency` (the edges alone, for the prior's PageRank)
-too; :func:`neighborhoods` and :func:`adjacency` fall back to the plain :class:`~.protocols.GraphStore`
-reads for stores without it (the embedded store, where a read costs no round trip).
+A remote store answers :meth:`~.store.FrontierStore.neighborhoods` in one round trip
+(PostgreSQL: one statement), and :meth:`~.store.AdjacencyStore.adjacency` (the edges alone, for
+the prior's PageRank) too; :func:`neighborhoods` and :func:`adjacency` fall back to the plain
+:class:`~.store.GraphStore` reads for stores without them (the embedded store, where a read
+costs no round trip). The capabilities and their data (:class:`~.store.Neighborhood`,
+:class:`~.store.Follow`) live in :mod:`.store`; they are re-exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
 
 import numpy as np
 
-from .protocols import GraphStore
-from .types import Edge, Node
+from .store import AdjacencyStore, Follow, FrontierStore, GraphStore, Neighborhood
+from .types import Edge
 
-
-@dataclass(frozen=True)
-class Neighborhood:
-    """A node, its embedding, its edges (ordered by id, as ``neighbors``) with their memory
-    rows (zeros for untouched edges), and the node and embedding at the other end of every
-    edge that has memory (the ones replay may follow)."""
-
-    node: Node
-    embedding: np.ndarray
-    edges: tuple[Edge, ...]
-    memory: np.ndarray
-    remembered: Mapping[str, tuple[Node, np.ndarray]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Follow:
-    """Read ahead along memory: also the neighbourhoods of the nodes reachable through edges
-    whose memory ``v`` has ``query · v > min_alignment`` (what replay may follow), nearest
-    first, at most ``max_nodes`` more and ``max_depth`` edges away."""
-
-    query: np.ndarray
-    min_alignment: float
-    max_nodes: int
-    max_depth: int = 8
-
-
-@runtime_checkable
-class FrontierStore(Protocol):
-    """A store that reads the neighbourhoods of many nodes in one call."""
-
-    def neighborhoods(
-        self, node_ids: Sequence[str], follow: Follow | None = None
-    ) -> dict[str, Neighborhood]:
-        """The neighbourhood of each distinct node (and, with ``follow``, of the nodes it
-        reaches through remembered edges); an unknown node raises
-        :class:`~.types.UnknownNodeError`."""
-        ...
-
-
-@runtime_checkable
-class AdjacencyStore(Protocol):
-    """A store that reads the edges of many nodes in one call (no embeddings, no memory:
-    what the prior's PageRank and the zero-token navigator's look-ahead need)."""
-
-    def adjacency(self, node_ids: Sequence[str]) -> dict[str, list[Edge]]:
-        """Each distinct node's edges, ordered by id (as ``neighbors``); an unknown node
-        raises :class:`~.types.UnknownNodeError`."""
-        ...
+__all__ = [
+    "AdjacencyStore",
+    "Follow",
+    "FrontierStore",
+    "Neighborhood",
+    "adjacency",
+    "neighborhoods",
+    "read_neighborhoods",
+]
 
 
 def adjacency(store: GraphStore, node_ids: Sequence[str]) -> dict[str, list[Edge]]:

@@ -19,6 +19,7 @@ from .ids import anchor_of, chunk_id, contains_edge_of, edge_id, entity_id, hex_
 from .prompts import EXTRACTION_PROMPT, Extraction, parse_extraction
 from .protocols import Embedder, GraphStore
 from .steps import Ask, Step, embed_checked
+from .store import BatchSearchStore
 from .text import chunk_text, count_tokens, first_sentence
 from .types import (
     Chunk,
@@ -320,8 +321,10 @@ def search_many(
 ) -> list[tuple[str, float] | None]:
     """The best node of ``kinds`` for each row: the store's ``search_many`` when it has one
     (one batched search), else one ``search`` per row."""
-    many = getattr(store, "search_many", None)
-    found = many(vecs, 1, kinds) if callable(many) else [store.search(v, 1, kinds) for v in vecs]
+    if isinstance(store, BatchSearchStore):
+        found = store.search_many(vecs, 1, kinds)
+    else:
+        found = [store.search(v, 1, kinds) for v in vecs]
     return [hits[0] if hits else None for hits in found]
 
 

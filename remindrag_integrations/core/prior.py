@@ -25,7 +25,7 @@ import numpy as np
 
 from .config import RetrievalConfig
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
-from .protocols import LexicalStore
+from .store import LexicalStore, MatrixStore
 from .walk import Walk
 
 # words that make no name on their own (a span of only these is never looked up)
@@ -142,11 +142,10 @@ def spread(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
     """Personalised PageRank from ``restart``: over the store's whole graph when it keeps one
     as a matrix (the embedded store; not under a metadata filter), else over the local
     :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it reaches."""
-    matrix = getattr(walk.store, "graph_matrix", None)
-    if matrix is None or walk.filter is not None:
+    if not isinstance(walk.store, MatrixStore) or walk.filter is not None:
         return spread_local(walk, restart)
     cfg = walk.cfg
-    g = matrix()
+    g = walk.store.graph_matrix()
     x = g.pagerank(restart, cfg.prior_damping, cfg.prior_iterations, cfg.prior_max_degree)
     mass = x[g.anchors]
     n = min(cfg.prior_candidates, int((mass > 0).sum()))

@@ -1,4 +1,5 @@
-"""Graph stores: the embedded default and (extra ``postgres``) PostgreSQL + pgvector.
+"""Graph stores: the embedded default, (extra ``postgres``) PostgreSQL + pgvector, and the
+base class a new store derives from (:class:`BaseGraphStore`, see ``docs/stores.md``).
 
 ``PostgresGraphStore`` is imported lazily, so psycopg is only needed when it is used.
 """
@@ -9,13 +10,21 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..core.types import ConfigError
+from .base import BaseGraphStore, Change
 from .memory_store import InMemoryGraphStore
 
 if TYPE_CHECKING:
-    from ..core.protocols import GraphStore
+    from ..core.store import GraphStore
     from .postgres import PostgresGraphStore
 
-__all__ = ["InMemoryGraphStore", "PostgresGraphStore", "is_postgres_dsn", "open_store"]
+__all__ = [
+    "BaseGraphStore",
+    "Change",
+    "InMemoryGraphStore",
+    "PostgresGraphStore",
+    "is_postgres_dsn",
+    "open_store",
+]
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
 

@@ -7,7 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..core.types import Chunk, Edge, Node
-from ..testing import HashEmbedder
+from .hash_embedder import HashEmbedder
+
+LINK = Edge("l-2001a1200", "e-2001", "a-1200", "learned", "remembered link")
+"""A learned edge the memory cases add between d2's first entity and d1's second anchor."""
 
 
 def contract_graph(doc_ids: Sequence[str] = ("d1", "d2"), dim: int = 32, salt: str = "") -> dict:

@@ -34,7 +34,7 @@ import numpy as np
 from ..core import arguments, filters
 from ..core.ids import norm_name
 from ..core.memory import math as mem
-from ..core.protocols import MemoryFn
+from ..core.store import MemoryFn
 from ..core.types import (
     Chunk,
     Edge,
@@ -46,6 +46,7 @@ from ..core.types import (
     UnknownNodeError,
 )
 from . import validate
+from .base import BaseGraphStore
 from .directory import Persisted
 from .first_pass import FirstPassIndexes
 from .node_index import NodeIndex
@@ -56,7 +57,7 @@ MAX_SUCCESSORS = 100_000  # replaced edges remembered for racing memory writes
 _VERSIONED = ("_docs", "_chunks", "_nodes", "_edges", "_adj", "_memory", "_entity_names")
 
 
-class InMemoryGraphStore(FirstPassIndexes, Persisted):
+class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
     """A graph store in RAM; ``save(dir)`` / ``load(dir)`` round-trip everything.
 
     Node vectors are kept in one ``vectors`` matrix (``"float16"``, the default, or
@@ -192,6 +193,10 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
     def document_ids(self) -> list[str]:
         with self._lock:
             return list(self._docs)
+
+    def documents(self) -> dict[str, tuple[str, dict]]:
+        with self._lock:
+            return {d: (h, dict(m)) for d, (h, m) in self._docs.items()}
 
     def document_chunks(self, doc_id: str) -> list[Chunk]:
         with self._lock:
@@ -520,6 +525,3 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted):
     def recent_traces(self, limit: int) -> list[dict]:
         with self._trace_lock:
             return list(reversed(self._traces.values()))[: max(limit, 0)]
-
-    def flush(self) -> None:
-        return None

@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
-from ..core.protocols import MemoryFn
+from ..core.store import MemoryFn
 from ..core.types import Edge, EmbeddingError, InvalidArgumentError, Node, UnknownNodeError
 
 

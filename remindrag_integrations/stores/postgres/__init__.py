@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+from ..base import BaseGraphStore
 from .bulk import BulkOptions
 from .graph import GraphWrites
 from .lexical import LexicalReads
@@ -33,8 +34,8 @@ from .traces import Traces
 __all__ = ["TABLES", "BulkOptions", "PostgresGraphStore", "_NEIGHBORS"]
 
 
-class PostgresGraphStore(GraphWrites, Reads, LexicalReads, Memory, Traces):
-    """A :class:`~remindrag_integrations.core.protocols.GraphStore` on PostgreSQL with pgvector.
+class PostgresGraphStore(GraphWrites, Reads, LexicalReads, Memory, Traces, BaseGraphStore):
+    """A :class:`~remindrag_integrations.core.store.GraphStore` on PostgreSQL with pgvector.
 
     ``dsn`` is a libpq connection string (``postgresql://user@host:5432/db``); the schema is
     created on first use. ``dim`` pins the embedding dimension up front (else the first
@@ -44,3 +45,12 @@ class PostgresGraphStore(GraphWrites, Reads, LexicalReads, Memory, Traces):
     :mod:`.base` (connections, schema), :mod:`.graph`, :mod:`.reads`, :mod:`.memory`,
     :mod:`.traces` (and settings).
     """
+
+    def documents(self) -> dict[str, tuple[str, dict]]:
+        """Every document of the namespace: id -> (content hash, metadata)."""
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT id, hash, metadata FROM rr_documents WHERE namespace = %s ORDER BY id",
+                (self.namespace,),
+            )
+            return {r[0]: (r[1], dict(r[2] or {})) for r in cur}

@@ -10,7 +10,7 @@ from psycopg import errors
 
 from ...core.arguments import fraction
 from ...core.memory import math as mem
-from ...core.protocols import MemoryFn
+from ...core.store import MemoryFn
 from ...core.types import Edge, UnknownNodeError
 from .. import validate
 from .base import PgBase
