@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..adapters import llm_specs
-from ..core.types import ReMindError
+from ..core.errors import ReMindError
 
 
 class CLIError(ReMindError):

@@ -25,6 +25,13 @@ from . import answer as answering
 from . import arguments, persist, pipeline
 from . import insert as inserting
 from .config import IndexConfig, RetrievalConfig
+from .errors import (
+    EmbeddingError,
+    InvalidArgumentError,
+    NotCopyableError,
+    StoreNotFoundError,
+    UnknownTraceError,
+)
 from .memory import teach as teaching
 from .memory import write as memory_write
 from .memory.admin import MemoryAdmin
@@ -51,16 +58,11 @@ from .types import (
     CostLedger,
     DeleteReport,
     Document,
-    EmbeddingError,
     IndexReport,
-    InvalidArgumentError,
     MemoryStats,
     MemoryWrite,
-    NotCopyableError,
     Retrieval,
-    StoreNotFoundError,
     Trace,
-    UnknownTraceError,
 )
 
 log = logging.getLogger(__name__)
@@ -334,16 +336,16 @@ class ReMindRAG(MemoryAdmin):
             return memory_write.skipped(trace, "nothing was traversed")
         elif self._uses_llm(rt):
             support = yield from llm_filter(
-                trace, self.store, answer or "", cfg.chunk_chars_in_prompt, self.prompts.filter
+                trace, self.store, answer or "", cfg.prompt.chunk_chars, self.prompts.filter
             )
         elif cfg.self_memorize == "off":
             return memory_write.skipped(trace, "no judge and self_memorize='off'")
         else:  # no judge: remember without penalising, unless self_memorize="full"
-            top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.nav_filter_top
+            top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.navigator.filter_top
             support = yield from similarity_filter(trace, self.store, top)
             judged = cfg.self_memorize == "full"
         result = memory_write.write(
-            trace, self.store, support, max_depth=cfg.feedback_max_depth, penalise=judged
+            trace, self.store, support, max_depth=cfg.memory.max_bridge_hops, penalise=judged
         )
         return replace(result, ignored_citations=ignored)
 
@@ -430,7 +432,7 @@ class ReMindRAG(MemoryAdmin):
             self.store,
             support,
             helpful=helpful,
-            max_depth=cfg.feedback_max_depth,
+            max_depth=cfg.memory.max_bridge_hops,
             penalise=cfg.named_support_penalises,
         )
         if not (named and helpful and support.chunks):
@@ -444,7 +446,7 @@ class ReMindRAG(MemoryAdmin):
         """A user's thumbs up or down on a retrieval: the same write as :meth:`memorize` with
         the user's word as the support (default: every chunk the walk read). Up enhances the
         paths to ``chunk_ids`` (bridged when the walk missed them, at most
-        ``feedback_max_depth`` hops); it penalises the rest of the subgraph only with
+        ``memory.max_bridge_hops`` hops); it penalises the rest of the subgraph only with
         ``named_support_penalises``. Down penalises the paths to
         ``chunk_ids``, or every subgraph edge. Named ``chunk_ids`` with a thumbs up come
         back in the top ``k`` for the question afterwards (a learned edge where needed)."""

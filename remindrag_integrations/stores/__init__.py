@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..core.types import ConfigError
+from ..core.errors import ConfigError
 from .memory_store import InMemoryGraphStore
 
 if TYPE_CHECKING:

@@ -103,7 +103,8 @@ class StoreContract(LearnContract, ViewsContract, SnapshotContract):
         assert store.find_entity_by_name("nobody") is None
 
     def test_unknown_ids_and_bad_input_raise(self, make_store: Callable[..., GraphStore]) -> None:
-        from ..core.types import Edge, EmbeddingError, Node, UnknownNodeError
+        from ..core.errors import EmbeddingError, UnknownNodeError
+        from ..core.types import Edge, Node
 
         store = self._filled(make_store)
         for call in (
@@ -193,7 +194,7 @@ class StoreContract(LearnContract, ViewsContract, SnapshotContract):
     def test_memory_write_with_unknown_edge_changes_nothing(
         self, make_store: Callable[..., GraphStore]
     ) -> None:
-        from ..core.types import UnknownNodeError
+        from ..core.errors import UnknownNodeError
 
         store = self._filled(make_store)
         q = np.ones(self.dim, dtype=np.float32)
@@ -205,7 +206,7 @@ class StoreContract(LearnContract, ViewsContract, SnapshotContract):
     ) -> None:
         from functools import partial
 
-        from ..core.types import EmbeddingError
+        from ..core.errors import EmbeddingError
 
         store = self._filled(make_store)
         ids = ["x-1000", "r-1000"]  # any order: rows follow ``edge_ids``
@@ -293,7 +294,7 @@ class StoreContract(LearnContract, ViewsContract, SnapshotContract):
     ) -> None:
         from functools import partial
 
-        from ..core.types import UnknownNodeError
+        from ..core.errors import UnknownNodeError
 
         store = self._filled(make_store)
         q = np.eye(self.dim, dtype=np.float32)[3]

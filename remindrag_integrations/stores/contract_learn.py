@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..core.errors import InvalidArgumentError, UnknownNodeError
 from ..core.protocols import GraphStore
-from ..core.types import Edge, InvalidArgumentError, UnknownNodeError
+from ..core.types import Edge
 from .contract_graph import contract_graph
 
 LINK = Edge("l-2001a1200", "e-2001", "a-1200", "learned", "remembered link")

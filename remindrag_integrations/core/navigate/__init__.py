@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..errors import LLMError, LLMOutputError
 from ..ids import is_chunk
 from ..memory.math import replay_scores
 from ..prompts import MoveChoice
 from ..steps import Step
-from ..types import CostLedger, Edge, LLMError, LLMOutputError, Move
+from ..types import CostLedger, Edge, Move
 from ..walk import Walk
 
 
@@ -47,7 +48,7 @@ def options(walk: Walk, current: str) -> list[Option]:
         walk.embeddings([current])[0],
         walk.embeddings(others),
         walk.memory([e.id for e in edges]),
-        walk.cfg.alpha,
+        walk.cfg.memory.alpha,
     )
     best: dict[str, Option] = {}
     for e, w, s in zip(edges, others, scores):

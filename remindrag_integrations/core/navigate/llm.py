@@ -13,10 +13,11 @@ import re
 
 import numpy as np
 
+from ..errors import LLMOutputError
 from ..ids import is_chunk, norm_name
 from ..prompts import TRAVERSAL_PROMPT, MoveChoice, parse_move
 from ..steps import Ask, Step
-from ..types import LLMOutputError, Node
+from ..types import Node
 from ..walk import Walk
 from . import FALLBACK_NOTE, Option
 from .zero_token import choose, value
@@ -34,7 +35,7 @@ def _short(text: str, limit: int = 90) -> str:
 
 
 def _text(walk: Walk, chunk_id: str) -> str:
-    return " ".join(walk.chunk(chunk_id).text.split())[: walk.cfg.chunk_chars_in_prompt]
+    return " ".join(walk.chunk(chunk_id).text.split())[: walk.cfg.prompt.chunk_chars]
 
 
 def _read_line(walk: Walk, node: Node) -> list[str]:
@@ -85,7 +86,7 @@ def _choices(walk: Walk, current: str, opts: list[Option]) -> list[tuple[str, st
         if others:
             back.append((max(value(walk, w) for w in others), n, len(others)))
     back.sort(key=lambda t: -t[0])
-    back = back[: cfg.max_back_choices]
+    back = back[: cfg.prompt.max_back_choices]
     for (_, n, count), node in zip(back, walk.nodes([b[1] for b in back])):
         out.append((n, f"go back to {_label(node)} ({count} unexplored neighbours)"))
     return out
