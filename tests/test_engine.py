@@ -318,7 +318,7 @@ def test_thumbs_up_on_a_chunk_the_walk_missed_teaches_a_path(hotpot) -> None:
             continue
         w = eng.feedback(r.trace_id, helpful=True, chunk_ids=missed)
         if not w.applied:
-            continue  # not within feedback_max_depth hops of the subgraph
+            continue  # not within memory.max_bridge_hops hops of the subgraph
         taught += 1
         again = eng.retrieve(q["question"], k=10, fill_to_k=False)
         assert set(w.supporting_chunks) <= {rc.chunk.id for rc in again.chunks}

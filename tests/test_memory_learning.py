@@ -115,7 +115,7 @@ def test_teach_resolves_ids_docs_and_texts_and_reports_what_it_could_not(rag: Re
 
 
 def test_teach_links_a_passage_beyond_the_bridge_depth(rag: ReMindRAG) -> None:
-    """No graph path within feedback_max_depth: a learned edge from the question's seeds to
+    """No graph path within memory.max_bridge_hops: a learned edge from the question's seeds to
     the passage's anchor holds the link, and the passage comes back."""
     rag.insert([Document("far", "Omega Zeta sells blue lamps in Quux. Quux is quiet.")])
     assert "far" not in [rc.chunk.doc_id for rc in rag.retrieve(QUESTION, k=5).chunks]
