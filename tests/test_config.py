@@ -152,6 +152,8 @@ def test_old_names_stay_strict_and_cannot_contradict_the_new() -> None:
         RetrievalConfig.build(prior_damping="0.7")
     with pytest.warns(ReMindDeprecationWarning), pytest.raises(ConfigError, match="different"):
         RetrievalConfig.build(prior_damping=0.7, prior={"damping": 0.6})
+    with pytest.warns(ReMindDeprecationWarning), pytest.raises(ConfigError, match="prior"):
+        RetrievalConfig.build(prior_damping=0.7, prior=1)
     with pytest.warns(ReMindDeprecationWarning):  # the same value twice is no contradiction
         assert RetrievalConfig(alpha=0.2, memory={"alpha": 0.2}).memory.alpha == 0.2
     with pytest.warns(ReMindDeprecationWarning):  # an object's unset fields are no claim

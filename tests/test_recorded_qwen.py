@@ -39,7 +39,9 @@ def replayed() -> tuple[dict, RecordedLLM]:
     ds = load_dataset("hotpotqa_train100_sample", DATA).head(2)
     with pytest.MonkeyPatch.context() as mp:  # the graphs the recording saw
         mp.setattr(indexing, "rule_based_extraction", legacy_extraction)
-        res, _ = run_real(ds, llm, make_embedder("hash"), k=5, overrides={"prior": False})
+        res, _ = run_real(
+            ds, llm, make_embedder("hash"), k=5, overrides={"prior": {"enabled": False}}
+        )
     return res, llm
 
 

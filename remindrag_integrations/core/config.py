@@ -153,7 +153,8 @@ class MemoryConfig(_Config):
         le=1000,
         description="Replay also starts at the anchors of the first pass's next best passages "
         "(up to this many starts, seeds included), so a rephrased question whose seeds moved "
-        "still finds what memory holds for it.",
+        "still finds what memory holds for it; such an anchor joins the subgraph only if "
+        "memory leads on from it.",
     )
     rank_weight: float = Field(
         1.0,
@@ -276,12 +277,14 @@ class RetrievalConfig(_Config):
     self_memorize: Literal["enhance", "cache", "full", "off"] = Field(
         "enhance",
         description="memorize() with no judge: enhance the paths to the similarity filter's "
-        "chunks, to every chunk read (cache), also penalise the rest (full), or write nothing.",
+        "chunks, to every chunk read (cache), also penalise the rest (full: docs/method.md §3 "
+        "with the similarity filter as the judge), or write nothing (off).",
     )
     memorize_judge: Literal["citations", "filter"] = Field(
         "citations",
-        description="memorize(answer=...): the chunks the answer cites are the support (no "
-        "LLM call), or always ask the judge.",
+        description="memorize(answer=...): the chunks the answer cites are the support, with "
+        "no LLM call, when it cites a chunk the retrieval read (citations); or always ask the "
+        "judge (filter).",
     )
     named_support_penalises: bool = Field(
         False,
@@ -383,7 +386,9 @@ def _moved(values: Mapping[str, Any], *, warn: bool, owner: type[BaseModel]) -> 
         nested = out.get(section)
         if isinstance(nested, BaseModel):
             nested = nested.model_dump(exclude_unset=True)
-        nested = dict(nested) if isinstance(nested, Mapping) else {}
+        elif nested is not None and not isinstance(nested, Mapping):
+            raise ConfigError(f"{section} must be a dict or a config object, not {nested!r}")
+        nested = dict(nested or {})
         if field in nested and nested[field] != value:
             raise ConfigError(f"{old} and {section}.{field} given with different values")
         out[section] = {**nested, field: value}
