@@ -253,6 +253,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from remindrag_integrations.bench.data import load_dataset
+    from remindrag_integrations.bench.results import write_result
 
     if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--markdown":
         print(markdown(json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))))
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             print_recall(f"{set_name}, {setting}, LLM none (MiniLM)", rec)
         result["sets"][set_name] = entry
     result["load_after"] = os.getloadavg()
-    Path(args.out).write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+    write_result(result, Path(args.out))  # per-question records go to raw/ beside it
     print(f"\nwrote {args.out}")
     return 0
 

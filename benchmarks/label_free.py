@@ -226,7 +226,11 @@ def failure_rows(runs: list[dict]) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("files", nargs="+", help="full result files of bench curve (with records)")
+    p.add_argument(
+        "files",
+        nargs="+",
+        help="full result files of bench curve, with records (benchmarks/results/raw/*.json)",
+    )
     p.add_argument("--data", default="../shared/datasets")
     p.add_argument("--out", default=None, help="the small JSON summary")
     args = p.parse_args()

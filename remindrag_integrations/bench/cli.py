@@ -25,6 +25,7 @@ from typing import Any
 
 from . import report
 from .learning import FEEDBACKS
+from .results import raw_path, write_result
 
 DEFAULT_OUT = Path("benchmarks/results")
 
@@ -98,7 +99,9 @@ def _add_run_curve(sub: Any) -> None:
         "and after the turns",
     )
     curve.add_argument(
-        "--summary-only", action="store_true", help="drop per-question records from the JSON"
+        "--summary-only",
+        action="store_true",
+        help="write no raw/ file of per-question records (the summary is always written)",
     )
     curve.add_argument(
         "--alternating",
@@ -208,11 +211,13 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(result: dict[str, Any], out: str | None, stem: str, plot: bool) -> Path:
+def _write(
+    result: dict[str, Any], out: str | None, stem: str, plot: bool, *, keep_records: bool = True
+) -> Path:
     path = Path(out) if out else DEFAULT_OUT / f"{stem}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     result["command"] = _command()
-    path.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
+    write_result(result, path, keep_records=keep_records)
     print(report.to_markdown(result))
     print(f"result: {path}", file=sys.stderr)
     if plot:
@@ -289,10 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     res["machine"] = machine()
     res["embedder"] = args.embedder
     res["embedder_class"] = type(getattr(embedder, "inner", embedder)).__name__
-    if getattr(args, "summary_only", False):
-        for p in [*res.get("phases", []), *res.get("alternating", [])]:
-            p.pop("records", None)
-    _write(res, args.out, stem, args.plot)
+    _write(res, args.out, stem, args.plot, keep_records=not getattr(args, "summary_only", False))
     return 0
 
 
@@ -380,10 +382,9 @@ def _untaught(args: argparse.Namespace, ds: Any) -> list[dict[str, Any]]:
 def _checkpointer(args: argparse.Namespace, path: Path, log: Any) -> Any:
     def save(res: dict[str, Any]) -> None:
         partial = {**res, "partial": True, "reader_llm": args.reader_llm}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.with_suffix(".partial.json").write_text(
-            json.dumps(partial, indent=1, default=float), encoding="utf-8"
-        )
+        partial_path = raw_path(path).with_suffix(".partial.json")
+        partial_path.parent.mkdir(parents=True, exist_ok=True)
+        partial_path.write_text(json.dumps(partial, indent=1, default=float), encoding="utf-8")
         if args.record:
             fixture = log.fixture(set=args.set_name, questions=args.limit, command=_command())
             Path(args.record).write_text(json.dumps(fixture, indent=0), encoding="utf-8")
@@ -419,8 +420,7 @@ def _real(args: argparse.Namespace, ds: Any, embedder: Any) -> int:
     res["seconds"] = time.perf_counter() - t0
     res["command"] = "python -m remindrag_integrations.bench " + " ".join(sys.argv[1:])
     path = Path(args.out) if args.out else DEFAULT_OUT / f"{_stem(args, 'real')}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res, indent=1, default=float), encoding="utf-8")
+    write_result(res, path)
     if args.record:
         fixture = log.fixture(set=ds.name, questions=len(ds.questions), command=res["command"])
         Path(args.record).write_text(json.dumps(fixture, indent=0), encoding="utf-8")
