@@ -92,6 +92,17 @@ def test_the_first_screen_is_short_and_the_knobs_are_nested() -> None:
     assert "llm_titles" not in IndexConfig.model_fields  # read nowhere: removed
 
 
+@pytest.mark.parametrize(
+    "values", [{"k": True}, {"k": "3"}, {"prior": {"damping": "0.7"}}, {"nonsense": 1}]
+)
+def test_the_constructor_is_strict_with_a_typed_error(values: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        RetrievalConfig(**values)
+    with pytest.raises(ConfigError):
+        RetrievalConfig.build(**values)
+    assert issubclass(ConfigError, ValueError)  # what pydantic's ValidationError also is
+
+
 def test_a_nested_dict_changes_only_what_it_names() -> None:
     base = RetrievalConfig(prior=PriorConfig(damping=0.7, hops=3))
     cfg = base.with_overrides(prior={"graph_weight": 0.5}, k=2)

@@ -31,6 +31,14 @@ class _Config(BaseModel):
     # strict: ``k=True`` or ``k="3"`` is refused, not read as 1 or 3 (an int is a float)
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
+    if not TYPE_CHECKING:  # type checkers keep the fields' own signature
+
+        def __init__(self, **values: Any) -> None:
+            try:  # a bad value is a ConfigError here too, as in build() and with_overrides()
+                super().__init__(**values)
+            except ValidationError as exc:
+                raise ConfigError(str(exc)) from exc
+
     def with_overrides(self, **overrides: Any) -> Any:
         """A copy with some fields changed, validated like the original. A nested config
         given as a dict changes only the keys it names (``prior={"damping": 0.7}`` keeps the
