@@ -36,15 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from remindrag_integrations import (
-    Document,
-    ReMindError,
-    ReMindRAG,
-    StoreCorruptError,
-    StoreError,
-)
+from remindrag_integrations import Document, ReMindError, ReMindRAG, StoreError
 from remindrag_integrations.core.config import IndexConfig
 from remindrag_integrations.core.ids import chunk_of
+from remindrag_integrations.errors import StoreCorruptError
 from remindrag_integrations.stores import InMemoryGraphStore, generations
 from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
 
@@ -65,7 +60,7 @@ def engine(store: Any = None, llm: Any = None, **kw: Any) -> ReMindRAG:
 
 
 def memorize(eng: ReMindRAG, query: str) -> None:
-    r = eng.retrieve(query, nav_min_similarity=-1.0)
+    r = eng.retrieve(query, navigator={"min_similarity": -1.0})
     eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
 
 
@@ -209,7 +204,7 @@ def _fingerprint(eng: ReMindRAG, trace_id: str) -> Any:
 def flip_every_byte(tmp: Path) -> dict:
     eng = ReMindRAG(embeddings=HashEmbedder(DIM))
     eng.insert([Document(*TEXTS[0])])
-    r = eng.retrieve(QUERIES[0], nav_min_similarity=-1.0)
+    r = eng.retrieve(QUERIES[0], navigator={"min_similarity": -1.0})
     eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
     root = eng.save(tmp / "flip")
     want = _fingerprint(eng, r.trace_id)
@@ -316,7 +311,7 @@ def _locked_writer(root: str, worker: int, rounds: int, log: Any) -> None:
         store = InMemoryGraphStore.open(root, wait=None)  # as the CLI does: lock, load
         eng = ReMindRAG.load(root, embeddings=HashEmbedder(DIM), store=store)
         q = rng.choice(QUERIES)
-        r = eng.retrieve(q, nav_min_similarity=-1.0)
+        r = eng.retrieve(q, navigator={"min_similarity": -1.0})
         sup = [c.chunk.id for c in r.chunks]
         eng.memorize(r.trace_id, supporting=sup)
         eng.save(root)
@@ -338,7 +333,7 @@ def two_processes_memorizing(rounds: int, tmp: Path) -> dict:
     crashes = sum(p.exitcode != 0 for p in procs)
     ref = engine()  # replay every write in lock order on one engine
     for _, q, sup in writes:
-        r = ref.retrieve(q, nav_min_similarity=-1.0)
+        r = ref.retrieve(q, navigator={"min_similarity": -1.0})
         ref.memorize(r.trace_id, supporting=sup)
     final = InMemoryGraphStore.load(root).export_memory()
     expected = ref.store.export_memory()
@@ -361,7 +356,7 @@ def readers_during_updates(updates: int, readers: int = 8) -> dict:
     def read() -> None:
         while not stop.is_set():
             try:
-                r = eng.retrieve(random.choice(QUERIES), nav_min_similarity=-1.0)
+                r = eng.retrieve(random.choice(QUERIES), navigator={"min_similarity": -1.0})
                 eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
                 key = "ok"
             except ReMindError:
@@ -542,7 +537,7 @@ def retrieves_during_updates(updates: int, readers: int = 3) -> dict:
     def read() -> None:
         while not stop.is_set():
             try:
-                eng.retrieve(random.choice(QUERIES), nav_min_similarity=-1.0)
+                eng.retrieve(random.choice(QUERIES), navigator={"min_similarity": -1.0})
                 key = "ok"
             except ReMindError:
                 key = "typed"
@@ -589,7 +584,7 @@ def _api_cases(eng: ReMindRAG, tmp: Path) -> dict[str, Callable[[], Any]]:
         "decay_memory(nan)": lambda: eng.decay_memory(float("nan")),
         "decay_memory('0.5')": lambda: eng.decay_memory("0.5"),  # type: ignore[arg-type]
     }
-    for arg in ("k", "seeds", "max_hops", "alpha", "pre_query", "llm_timeout", "prior"):
+    for arg in ("k", "seeds", "max_hops", "memory", "pre_query", "llm_timeout", "prior"):
         flag = arg in ("pre_query", "prior")
         for bad in (1 if flag else True, "3", None, [1]):
             if arg == "llm_timeout" and bad is None:

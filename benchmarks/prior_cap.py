@@ -1,5 +1,5 @@
 """What PostgreSQL's neighbourhood cap costs and buys (issue 25): the same zero-token queries
-with ``prior_max_nodes`` from 5,000 (the default) down to 200; whole-query and prior p50, and
+with ``prior.max_nodes`` from 5,000 (the default) down to 200; whole-query and prior p50, and
 how far the top-k moves (against 5,000 and against the embedded store's whole-graph prior).
 
     python benchmarks/prior_cap.py --edges 100000 [--queries 20]
@@ -14,6 +14,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphSto
 CAPS = (5000, 2000, 1000, 500, 200)
 
 
-def query(store: object, q: np.ndarray, **cfg: int) -> Retrieval:
+def query(store: object, q: np.ndarray, **cfg: Any) -> Retrieval:
     step = retrieve(store, "q", RetrievalConfig(**cfg), ZeroTokenNavigator(), CostLedger())  # type: ignore[arg-type]
     next(step)
     try:
@@ -70,13 +71,13 @@ def main() -> None:
     ref = [[c.chunk.id for c in query(emb, q).chunks] for q in qs]
     base: list[list[str]] = []
     print(
-        "| prior_max_nodes | whole p50 ms | prior p50 ms | same as 5000 | overlap | same as embedded |"
+        "| prior.max_nodes | whole p50 ms | prior p50 ms | same as 5000 | overlap | same as embedded |"
     )
     for cap in CAPS:
         ids, ms, prior = [], [], []
         for q in qs:
             t = time.perf_counter()
-            r = query(pg, q, prior_max_nodes=cap)
+            r = query(pg, q, prior={"max_nodes": cap})
             ms.append((time.perf_counter() - t) * 1e3)
             prior.append(r.trace.timings_ms["prior"])
             ids.append([c.chunk.id for c in r.chunks])

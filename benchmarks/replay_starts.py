@@ -31,7 +31,7 @@ def run(bench: Bench, items: list[dict], rounds: int) -> dict[int, dict]:
     for _ in range(rounds):
         for it in items:
             for s in SETTINGS:
-                r = engine.retrieve(it["question"], k=10, replay_starts=s)
+                r = engine.retrieve(it["question"], k=10, memory={"replay_starts": s})
                 times[s].append(sum(r.trace.timings_ms.values()))
                 recall[s].append(score(bench, it, [rc.chunk for rc in r.chunks])["recall@5"])
     return {

@@ -50,7 +50,7 @@ def run(docs: int, readers: int, seconds: float, writer: bool, seed: int = 0) ->
             q = f"Where did {local.choice(WORDS)} meet {local.choice(WORDS)}?"
             t = time.perf_counter()
             try:
-                eng.retrieve(q, nav_min_similarity=-1.0)
+                eng.retrieve(q, navigator={"min_similarity": -1.0})
             except Exception:  # noqa: BLE001 - counted
                 with lock:
                     failed[0] += 1

@@ -2,7 +2,9 @@
 traversals in edge vectors and replays them for similar questions.
 
 Everything listed in ``__all__`` is importable from here; the framework faces (which import
-LangChain and LlamaIndex) load only when first asked for.
+LangChain and LlamaIndex) load only when first asked for. Of the errors, the top level keeps
+:class:`ReMindError` and the ones an application catches (a bad setting, a user's query or
+document it passed on, a failing LLM provider or store); every error is in :mod:`.errors`.
 """
 
 from __future__ import annotations
@@ -10,42 +12,39 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .core.config import IndexConfig, RetrievalConfig
-from .core.memory.teach import InvalidTeachPairError, TeachPair, TeachReport, TeachResult
+from . import errors
+from .core.config import (
+    IndexConfig,
+    MemoryConfig,
+    NavigatorConfig,
+    PriorConfig,
+    PromptConfig,
+    RetrievalConfig,
+)
+from .core.errors import (
+    ConfigError,
+    InvalidDocumentError,
+    InvalidQueryError,
+    LLMError,
+    ReMindError,
+    StoreError,
+)
+from .core.errors import warn_deprecated as _warn_deprecated
+from .core.memory.teach import TeachPair, TeachReport, TeachResult
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM, Completion, Embedder, GraphStore
 from .core.types import (
     Answer,
     Chunk,
-    ConfigError,
     DeleteReport,
     Document,
-    EmbedderMismatchError,
-    EmbeddingError,
-    ExtractionError,
     IndexReport,
-    InvalidArgumentError,
-    InvalidDocumentError,
-    InvalidQueryError,
-    LLMError,
-    LLMOutputError,
-    LLMTimeoutError,
     MemoryStats,
     MemoryWrite,
-    NotCopyableError,
-    ReMindError,
     Retrieval,
     RetrievedChunk,
-    StoreConflictError,
-    StoreCorruptError,
-    StoreError,
-    StoreExistsError,
-    StoreLockedError,
-    StoreNotFoundError,
     Trace,
     Triple,
-    UnknownNodeError,
-    UnknownTraceError,
 )
 from .engine import ReMindRAG
 
@@ -68,6 +67,12 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    if name in errors.__all__:  # the previous release exported every error from here
+        _warn_deprecated(
+            f"importing {name} from remindrag_integrations",
+            f"use remindrag_integrations.errors.{name}",
+        )
+        return getattr(errors, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -83,23 +88,19 @@ __all__ = [
     "ConfigError",
     "DeleteReport",
     "Document",
-    "EmbedderMismatchError",
-    "EmbeddingError",
     "Embedder",
-    "ExtractionError",
     "GraphStore",
     "IndexConfig",
     "IndexReport",
-    "InvalidArgumentError",
     "InvalidDocumentError",
     "InvalidQueryError",
-    "InvalidTeachPairError",
     "LLMError",
-    "LLMOutputError",
-    "LLMTimeoutError",
+    "MemoryConfig",
     "MemoryStats",
     "MemoryWrite",
-    "NotCopyableError",
+    "NavigatorConfig",
+    "PriorConfig",
+    "PromptConfig",
     "Prompts",
     "ReMindError",
     "ReMindMemoryCallback",
@@ -109,19 +110,12 @@ __all__ = [
     "Retrieval",
     "RetrievalConfig",
     "RetrievedChunk",
-    "StoreConflictError",
-    "StoreCorruptError",
-    "StoreExistsError",
     "StoreError",
-    "StoreLockedError",
-    "StoreNotFoundError",
     "TeachPair",
     "TeachReport",
     "TeachResult",
     "Trace",
     "Triple",
-    "UnknownNodeError",
-    "UnknownTraceError",
     "__version__",
     "as_chat_llm",
 ]

@@ -22,9 +22,9 @@ from .adapters.llm import as_chat_llm
 from .core import arguments, persist
 from .core.config import IndexConfig, RetrievalConfig
 from .core.engine import Engine
+from .core.errors import EmbeddingError, StoreNotFoundError
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM, GraphStore
-from .core.types import EmbeddingError, StoreNotFoundError
 from .stores import InMemoryGraphStore, open_store
 
 log = logging.getLogger(__name__)

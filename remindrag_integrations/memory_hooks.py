@@ -15,7 +15,8 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .core.types import MemoryWrite, UnknownTraceError
+from .core.errors import UnknownTraceError
+from .core.types import MemoryWrite
 from .results import own_metadata
 
 if TYPE_CHECKING:

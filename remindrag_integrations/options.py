@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
+from .core.config import MemoryConfig, NavigatorConfig, PriorConfig, PromptConfig
+
 
 class RetrieverOptions(TypedDict, total=False):
     """Every field is optional; an unknown one is a ``ConfigError`` at run time."""
@@ -31,46 +33,26 @@ class RetrieverOptions(TypedDict, total=False):
     max_document_chars: int
     max_entities_per_chunk: int
     on_extraction_error: Literal["raise", "fallback"]
-    llm_titles: bool
     # RetrievalConfig
     k: int
+    filter: dict[str, Any] | None
+    fill_to_k: bool
     seeds: int
-    alpha: float
-    lam: float
-    max_replay_nodes: int
-    replay_starts: int
     max_hops: int
     max_iterations: int
     max_neighbors_shown: int
     max_traversal_tokens: int | None
     max_idle_decisions: int
-    on_invalid_move: Literal["fallback", "stop"]
-    max_back_choices: int
-    max_subquestions: int
-    pre_query: bool
-    verify_replay: bool
-    fill_to_k: bool
-    chunk_chars_in_prompt: int
     llm_timeout: float | None
-    feedback_max_depth: int
-    rank_memory_weight: float
+    pre_query: bool
+    max_subquestions: int
+    verify_replay: bool
+    on_invalid_move: Literal["fallback", "stop"]
     self_memorize: Literal["enhance", "cache", "full", "off"]
     memorize_judge: Literal["citations", "filter"]
     named_support_penalises: bool
-    nav_enough_chunks: int
-    nav_min_similarity: float
-    nav_filter_top: int
-    prior: bool
-    prior_lexical_weight: float
-    prior_graph_weight: float
-    prior_damping: float
-    prior_iterations: int
-    prior_hops: int
-    prior_max_nodes: int
-    prior_max_degree: int
-    prior_candidates: int
-    prior_restart_passages: int
-    prior_passage_restart: float
-    prior_feedback: float
-    prior_feedback_passages: int
-    filter: dict[str, Any] | None
+    # the nested configs: the object, or a dict of the fields to change
+    prior: PriorConfig | dict[str, Any]
+    memory: MemoryConfig | dict[str, Any]
+    navigator: NavigatorConfig | dict[str, Any]
+    prompt: PromptConfig | dict[str, Any]

@@ -28,16 +28,14 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 from .adapters.llm import LangChainLLM
 from .core import filters
 from .core.config import IndexConfig, RetrievalConfig
+from .core.errors import ConfigError, InvalidArgumentError, NoTraceError
 from .core.memory.teach import TeachReport
 from .core.types import (
-    ConfigError,
     DeleteReport,
     Document,
     IndexReport,
-    InvalidArgumentError,
     MemoryStats,
     MemoryWrite,
-    NoTraceError,
     Retrieval,
     Trace,
 )
@@ -92,13 +90,13 @@ def as_engine_documents(items: Iterable[Any], what: str = "add_documents") -> li
 
 def split_config(config: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
     """Route keyword arguments to :class:`IndexConfig` / :class:`RetrievalConfig` fields."""
-    index_keys, retrieval_keys = IndexConfig.model_fields, RetrievalConfig.model_fields
-    unknown = set(config) - set(index_keys) - set(retrieval_keys)
+    index_keys = {k for k in config if IndexConfig.accepts(k)}
+    unknown = {k for k in config if k not in index_keys and not RetrievalConfig.accepts(k)}
     if unknown:
         raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
     return (
         IndexConfig.build(**{k: v for k, v in config.items() if k in index_keys}),
-        RetrievalConfig.build(**{k: v for k, v in config.items() if k in retrieval_keys}),
+        RetrievalConfig.build(**{k: v for k, v in config.items() if k not in index_keys}),
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from .core import filters
 from .core.config import RetrievalConfig
-from .core.types import ConfigError
+from .core.errors import ConfigError
 
 SEARCH_KWARGS = ("k", "filter")
 CALL_EXTRAS = ("verbose",)  # passed by some framework helpers; no effect on the walk
@@ -71,7 +71,7 @@ def construction_args(data: dict[str, Any], fields: set[str]) -> dict[str, Any]:
 def call_overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Per-call arguments as :class:`RetrievalConfig` overrides (``filter`` validated)."""
     kwargs = {k: v for k, v in kwargs.items() if k not in CALL_EXTRAS}
-    unknown = sorted(set(kwargs) - set(RetrievalConfig.model_fields))
+    unknown = sorted(k for k in kwargs if not RetrievalConfig.accepts(k))
     if unknown:
         raise ConfigError(
             f"unknown argument(s) for this retrieval: {', '.join(unknown)} (accepted: k, "

@@ -80,7 +80,7 @@ def test_embedding_adapters() -> None:
 
 
 def test_wrong_embedding_dimension_is_a_typed_error() -> None:
-    from remindrag_integrations import EmbeddingError
+    from remindrag_integrations.errors import EmbeddingError
 
     eng = ReMindRAG(embeddings=HashEmbedder(64))
     eng.insert([Document("d", "Paris is the capital of France.")])

@@ -85,7 +85,7 @@ def test_zero_token_feedback_picks_by_similarity() -> None:
     assert res["overrides"] == {"self_memorize": "enhance"}
     memos = [r["memo"] for p in res["phases"] for r in p["records"] if "memo" in r]
     assert len(memos) == 4
-    assert all(1 <= len(m["support"]) <= 2 for m in memos)  # nav_filter_top = 2
+    assert all(1 <= len(m["support"]) <= 2 for m in memos)  # navigator.filter_top = 2
     assert res["judges"]["written"]["events"] == 4
 
 

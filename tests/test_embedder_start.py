@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from remindrag_integrations import EmbeddingError, ReMindRAG, StoreNotFoundError
+from remindrag_integrations import ReMindRAG
 from remindrag_integrations.adapters.embeddings import (
     SentenceTransformerEmbedder,
     as_embedder,
@@ -17,7 +17,7 @@ from remindrag_integrations.adapters.embeddings import (
     packaged_model_path,
 )
 from remindrag_integrations.core.persist import read_checked_json
-from remindrag_integrations.core.types import ConfigError
+from remindrag_integrations.errors import ConfigError, EmbeddingError, StoreNotFoundError
 from remindrag_integrations.testing import HashEmbedder
 
 DATA = Path(__file__).parent / "data" / "hotpotqa_train100_sample.corpus.jsonl"

@@ -9,18 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from remindrag_integrations import (
-    Document,
-    ExtractionError,
-    IndexConfig,
-    InvalidDocumentError,
-    ReMindRAG,
-    Trace,
-    UnknownNodeError,
-    UnknownTraceError,
-)
+from remindrag_integrations import Document, IndexConfig, InvalidDocumentError, ReMindRAG, Trace
 from remindrag_integrations.core.indexing import make_chunks
 from remindrag_integrations.core.memory import math as mem
+from remindrag_integrations.errors import ExtractionError, UnknownNodeError, UnknownTraceError
 from remindrag_integrations.testing import BrokenLLM, HashEmbedder, OracleLLM, ScriptedLLM
 
 
@@ -225,7 +217,7 @@ def test_concurrent_memorize_loses_no_update(hotpot) -> None:
     qs, rows = hotpot
     eng, _, gold = build(qs[0], rows)
     q = qs[0]["question"]
-    traces = [eng.retrieve(q, max_replay_nodes=0) for _ in range(24)]
+    traces = [eng.retrieve(q, memory={"max_replay_nodes": 0}) for _ in range(24)]
     edges = set(traces[0].trace.subgraph_edges)
     assert all(set(t.trace.subgraph_edges) == edges for t in traces)
     barrier = threading.Barrier(8)
@@ -308,7 +300,7 @@ def test_thumbs_up_on_a_chunk_the_walk_missed_teaches_a_path(hotpot) -> None:
         eng.insert(
             [Document(p, rows[p]["title"] + "\n" + rows[p]["text"]) for p in q["context_pids"]]
         )
-        r = eng.retrieve(q["question"], k=3, fill_to_k=False, nav_enough_chunks=1)
+        r = eng.retrieve(q["question"], k=3, fill_to_k=False, navigator={"enough_chunks": 1})
         gold_chunks = [
             n.chunk_id
             for n in eng.store.get_nodes(
@@ -326,7 +318,7 @@ def test_thumbs_up_on_a_chunk_the_walk_missed_teaches_a_path(hotpot) -> None:
             continue
         w = eng.feedback(r.trace_id, helpful=True, chunk_ids=missed)
         if not w.applied:
-            continue  # not within feedback_max_depth hops of the subgraph
+            continue  # not within memory.max_bridge_hops hops of the subgraph
         taught += 1
         again = eng.retrieve(q["question"], k=10, fill_to_k=False)
         assert set(w.supporting_chunks) <= {rc.chunk.id for rc in again.chunks}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from remindrag_integrations import Document, InvalidArgumentError, ReMindRAG
+from remindrag_integrations import Document, ReMindRAG
 from remindrag_integrations.core.extract_rules import rule_based_extraction
+from remindrag_integrations.errors import InvalidArgumentError
 from remindrag_integrations.testing import HashEmbedder
 
 

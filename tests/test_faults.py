@@ -11,18 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from remindrag_integrations import (
-    Document,
+from remindrag_integrations import Document, ReMindError, ReMindRAG
+from remindrag_integrations.core.config import IndexConfig, RetrievalConfig
+from remindrag_integrations.core.prompts import extract_json, parse_extraction
+from remindrag_integrations.errors import (
     EmbeddingError,
-    ReMindError,
-    ReMindRAG,
+    LLMOutputError,
     StoreConflictError,
     StoreCorruptError,
     StoreLockedError,
 )
-from remindrag_integrations.core.config import IndexConfig, RetrievalConfig
-from remindrag_integrations.core.prompts import extract_json, parse_extraction
-from remindrag_integrations.core.types import LLMOutputError
 from remindrag_integrations.stores import InMemoryGraphStore, open_store
 from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
 
@@ -41,7 +39,7 @@ def _engine(store: object = None, **kw: object) -> ReMindRAG:
 
 
 def _memorize_one(eng: ReMindRAG, query: str) -> None:
-    r = eng.retrieve(query, nav_min_similarity=-1.0)
+    r = eng.retrieve(query, navigator={"min_similarity": -1.0})
     assert eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks]).applied
 
 
@@ -220,7 +218,7 @@ def test_an_update_keeps_entities_the_new_version_still_mentions() -> None:
     )
     names = {n.name for n in eng.store.get_nodes(_entities(eng))}
     assert {"Scott Derrickson", "Doctor Strange"} <= names
-    r = eng.retrieve("Who directed Doctor Strange?", nav_min_similarity=-1.0)
+    r = eng.retrieve("Who directed Doctor Strange?", navigator={"min_similarity": -1.0})
     assert any("Doctor Strange" in c.chunk.text for c in r.chunks)
 
 
@@ -234,7 +232,7 @@ def _entities(eng: ReMindRAG) -> list[str]:
 
 def test_a_trace_is_memorized_once_under_threads_and_asyncio() -> None:
     eng = _engine()
-    r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
+    r = eng.retrieve("Who directed Sinister?", navigator={"min_similarity": -1.0})
     sup = [c.chunk.id for c in r.chunks]
     results = []
     threads = [
@@ -246,7 +244,7 @@ def test_a_trace_is_memorized_once_under_threads_and_asyncio() -> None:
     for t in threads:
         t.join()
     assert sum(w.applied for w in results) == 1
-    r2 = eng.retrieve("Who acted in films by Ed Wood?", nav_min_similarity=-1.0)
+    r2 = eng.retrieve("Who acted in films by Ed Wood?", navigator={"min_similarity": -1.0})
 
     async def many() -> list:
         return await asyncio.gather(*(eng.amemorize(r2.trace_id) for _ in range(10)))
@@ -342,7 +340,7 @@ def test_readers_during_updates_never_fail_and_writes_see_only_typed_errors() ->
     def read() -> None:
         while not stop.is_set():
             try:  # a retrieve reads one snapshot: it never fails (issue 26)
-                r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
+                r = eng.retrieve("Who directed Sinister?", navigator={"min_similarity": -1.0})
             except Exception as exc:  # noqa: BLE001 - what this test looks for
                 crashes.append(exc)
                 continue
@@ -370,7 +368,8 @@ def test_readers_during_updates_never_fail_and_writes_see_only_typed_errors() ->
 
 
 def test_bad_arguments_are_typed_errors_and_change_nothing(tmp_path: Path) -> None:
-    from remindrag_integrations import InvalidArgumentError, InvalidDocumentError, InvalidQueryError
+    from remindrag_integrations import InvalidDocumentError, InvalidQueryError
+    from remindrag_integrations.errors import InvalidArgumentError
 
     eng = _engine()
     r = eng.retrieve("Who directed Sinister?")
@@ -409,7 +408,7 @@ def test_bad_arguments_are_typed_errors_and_change_nothing(tmp_path: Path) -> No
     ],
 )
 def test_malformed_memory_files_are_typed_errors(tmp_path: Path, content: str) -> None:
-    from remindrag_integrations import InvalidArgumentError
+    from remindrag_integrations.errors import InvalidArgumentError
 
     eng = _engine()
     (tmp_path / "m.json").write_text(content)
@@ -418,7 +417,7 @@ def test_malformed_memory_files_are_typed_errors(tmp_path: Path, content: str) -
 
 
 def test_a_memory_vector_outside_the_unit_ball_is_refused(tmp_path: Path) -> None:
-    from remindrag_integrations import EmbeddingError
+    from remindrag_integrations.errors import EmbeddingError
 
     eng = _engine()
     _memorize_one(eng, "Who directed Sinister?")

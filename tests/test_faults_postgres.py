@@ -13,11 +13,11 @@ import pytest
 from remindrag_integrations import (
     ConfigError,
     Document,
-    EmbeddingError,
     InvalidDocumentError,
     InvalidQueryError,
     ReMindRAG,
 )
+from remindrag_integrations.errors import EmbeddingError
 from remindrag_integrations.stores.postgres import PostgresGraphStore
 from remindrag_integrations.testing import HashEmbedder
 
@@ -47,7 +47,7 @@ def test_a_trace_is_memorized_once_across_processes(
 ) -> None:
     eng = _engine(make_pg_store("claims"))
     eng.insert([Document(i, t) for i, t in TEXTS])
-    r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
+    r = eng.retrieve("Who directed Sinister?", navigator={"min_similarity": -1.0})
     ctx = mp.get_context("spawn")
     n = 4
     barrier, out = ctx.Barrier(n), ctx.Queue()
@@ -79,7 +79,7 @@ def test_a_failed_update_keeps_the_old_version_on_postgres(
     emb = _FailingEmbedder(DIM)
     eng = _engine(make_pg_store("atomic"), emb)
     eng.insert([Document(i, t) for i, t in TEXTS])
-    r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0)
+    r = eng.retrieve("Who directed Sinister?", navigator={"min_similarity": -1.0})
     assert eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks]).applied
     before = (eng.store.counts(), eng.store.export_memory(), eng.store.document_hash("d1"))
     emb.fail = True

@@ -24,18 +24,15 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import MetadataMode
 
-from remindrag_integrations import (
-    ConfigError,
+from remindrag_integrations import ConfigError, InvalidDocumentError, ReMindRAG, ReMindRetriever
+from remindrag_integrations.adapters.llm import LangChainLLM
+from remindrag_integrations.core.persist import read_checked_json
+from remindrag_integrations.errors import (
     EmbedderMismatchError,
     InvalidArgumentError,
-    InvalidDocumentError,
-    ReMindRAG,
-    ReMindRetriever,
     StoreConflictError,
     StoreExistsError,
 )
-from remindrag_integrations.adapters.llm import LangChainLLM
-from remindrag_integrations.core.persist import read_checked_json
 from remindrag_integrations.testing import HashEmbedder
 
 pg_dsn = pg_fixture.pg_dsn  # a real PostgreSQL, started once per process when a test needs it

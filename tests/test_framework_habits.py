@@ -34,7 +34,7 @@ from remindrag_integrations import (
 from remindrag_integrations import Document as EngineDocument
 from remindrag_integrations.core.filters import parse
 from remindrag_integrations.core.indexing import make_chunks
-from remindrag_integrations.core.types import NoTraceError
+from remindrag_integrations.errors import NoTraceError
 from remindrag_integrations.testing import HashEmbedder, OracleLLM
 
 pg_dsn = pg_fixture.pg_dsn  # a real PostgreSQL, started once per process when a test needs it

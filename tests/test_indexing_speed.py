@@ -18,7 +18,7 @@ from remindrag_integrations.core.extract_rules import rule_based_extraction
 from remindrag_integrations.core.ids import norm_name
 from remindrag_integrations.core.indexing import embed_unique, search_many, synonym_targets
 from remindrag_integrations.core.steps import current_ask
-from remindrag_integrations.core.types import ExtractionError
+from remindrag_integrations.errors import ExtractionError
 from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
 
 DATA = Path(__file__).parent / "data" / "hotpotqa_train100_sample.corpus.jsonl"

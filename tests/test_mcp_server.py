@@ -201,7 +201,7 @@ def test_a_write_waits_for_another_writer_then_says_so(
     from argparse import Namespace
 
     from remindrag_integrations.app import mcp_service
-    from remindrag_integrations.core.types import StoreLockedError
+    from remindrag_integrations.errors import StoreLockedError
 
     monkeypatch.setattr(mcp_service, "LOCK_WAIT", 0.2)
     args = Namespace(store=str(fresh_store), namespace="default", llm="none", cache=None)

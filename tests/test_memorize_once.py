@@ -12,7 +12,8 @@ from remindrag_integrations import Document, ReMindRAG
 from remindrag_integrations.core.engine import Engine
 from remindrag_integrations.core.memory.memorize import Once
 from remindrag_integrations.core.steps import Step
-from remindrag_integrations.core.types import InvalidArgumentError, MemoryWrite
+from remindrag_integrations.core.types import MemoryWrite
+from remindrag_integrations.errors import InvalidArgumentError
 from remindrag_integrations.stores import InMemoryGraphStore
 from remindrag_integrations.testing import HashEmbedder
 

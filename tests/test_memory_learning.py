@@ -12,18 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remindrag_integrations import (
-    Document,
-    InvalidTeachPairError,
-    ReMindRAG,
-    ReMindRetriever,
-    TeachPair,
-    Trace,
-)
+from remindrag_integrations import Document, ReMindRAG, ReMindRetriever, TeachPair, Trace
 from remindrag_integrations.app.cli import main as cli_main
 from remindrag_integrations.bench.data import Dataset
 from remindrag_integrations.bench.memory_bench import subquestions
 from remindrag_integrations.core.memory.math import memory_evidence, rank_scores, replay_bound
+from remindrag_integrations.errors import InvalidTeachPairError
 from remindrag_integrations.testing import HashEmbedder
 
 QUESTION = "Where was Person3 Alpha born?"
@@ -92,9 +86,9 @@ def test_teach_makes_a_missed_passage_first_with_no_walk(rag: ReMindRAG) -> None
     parts = after.trace.rank_evidence[after.chunks[0].chunk.id]
     assert parts["memory"] > 0.5
     cfg = rag.retrieval_config
-    first_pass = parts["cosine"] + cfg.prior_lexical_weight * parts["lexical"]
-    first_pass += cfg.prior_graph_weight * parts["graph"]
-    span = 1 + cfg.prior_lexical_weight + cfg.prior_graph_weight
+    first_pass = parts["cosine"] + cfg.prior.lexical_weight * parts["lexical"]
+    first_pass += cfg.prior.graph_weight * parts["graph"]
+    span = 1 + cfg.prior.lexical_weight + cfg.prior.graph_weight
     assert parts["score"] == pytest.approx(first_pass + span * parts["memory"], abs=1e-5)
     assert parts["cosine"] < max(rc.score for rc in before.chunks)  # cosine alone: not first
 
@@ -121,11 +115,11 @@ def test_teach_resolves_ids_docs_and_texts_and_reports_what_it_could_not(rag: Re
 
 
 def test_teach_links_a_passage_beyond_the_bridge_depth(rag: ReMindRAG) -> None:
-    """No graph path within feedback_max_depth: a learned edge from the question's seeds to
+    """No graph path within memory.max_bridge_hops: a learned edge from the question's seeds to
     the passage's anchor holds the link, and the passage comes back."""
     rag.insert([Document("far", "Omega Zeta sells blue lamps in Quux. Quux is quiet.")])
     assert "far" not in [rc.chunk.doc_id for rc in rag.retrieve(QUESTION, k=5).chunks]
-    report = rag.teach([{"question": QUESTION, "doc_ids": ["far"]}], feedback_max_depth=1)
+    report = rag.teach([{"question": QUESTION, "doc_ids": ["far"]}], memory={"max_bridge_hops": 1})
     (result,) = report.results
     assert result.reached == result.chunks and result.unreachable == [] and result.linked
     assert report.taught == 1
@@ -230,14 +224,14 @@ def test_replay_stays_bounded_when_every_edge_remembers_the_query(rag: ReMindRAG
     edges = {e for d in corpus() for e in _edges(rag, d.id)}
     rag.store.import_memory({e: q for e in edges})
     for cap in (0, 3, 10):
-        r = rag.retrieve(QUESTION, k=5, max_replay_nodes=cap)
+        r = rag.retrieve(QUESTION, k=5, memory={"max_replay_nodes": cap})
         replayed = [n for n in r.trace.parents if n not in r.trace.seeds]
         nodes = [n for n in replayed if not n.startswith("c-")]
         assert len(r.trace.replayed_edges) <= cap and len(nodes) <= cap
 
 
 def _edges(rag: ReMindRAG, doc_id: str) -> list[str]:
-    r = rag.retrieve(f"{doc_id}", k=12, max_replay_nodes=0)
+    r = rag.retrieve(f"{doc_id}", k=12, memory={"max_replay_nodes": 0})
     nodes = list(r.trace.parents)
     return [e.id for n in nodes for e in rag.store.neighbors(n)]
 

@@ -11,19 +11,14 @@ import numpy as np
 import pg_fixture
 import pytest
 
-from remindrag_integrations import (
-    Document,
-    IndexConfig,
-    ReMindRAG,
-    ReMindRetriever,
-    UnknownNodeError,
-)
+from remindrag_integrations import Document, IndexConfig, ReMindRAG, ReMindRetriever
 from remindrag_integrations.app.cli import main as cli_main
 from remindrag_integrations.app.html_trace import render_trace
 from remindrag_integrations.app.memory_view import render_memory_view
 from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.bench.trust import run_trust
+from remindrag_integrations.errors import UnknownNodeError
 from remindrag_integrations.testing import HashEmbedder
 
 DATA = Path(__file__).parent / "data"

@@ -135,7 +135,7 @@ def test_memory_is_shown_where_it_exists(hotpot: Any) -> None:
     eng.feedback(r.trace_id, helpful=True)
     llm, seen = scripted(lambda i, ctx, p: '{"enough": true}')
     # a replay threshold nothing reaches: the remembered edges stay choices
-    again = eng.retrieve(q["question"], llm=llm, lam=2.0)
+    again = eng.retrieve(q["question"], llm=llm, memory={"lam": 2.0})
     assert again.trace.stop_reason == "enough" and not again.trace.replayed_edges
     assert "[memory +" in seen[0]["prompt"]
 

@@ -110,14 +110,16 @@ def test_engine_on_postgres_matches_the_embedded_store_through_the_lifecycle(
     _same_state(pg, ref)
     runs = {}
     for name, eng in (("pg", pg), ("ref", ref)):  # cosine-only pass: both walk the same way
-        r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0, prior=False)
+        r = eng.retrieve(
+            "Who directed Sinister?", navigator={"min_similarity": -1.0}, prior={"enabled": False}
+        )
         runs[name] = [c.chunk.id for c in r.chunks]
         walked = [c.chunk.id for c in r.chunks if c.source == "traversal"]
         assert walked and eng.memorize(r.trace_id, supporting=walked).applied
     assert runs["pg"] == runs["ref"]
     _same_state(pg, ref)
     assert pg.store.touched_edges() > 0
-    again = pg.retrieve("Who directed Sinister?", prior=False)
+    again = pg.retrieve("Who directed Sinister?", prior={"enabled": False})
     assert again.trace.stop_reason == "replay" and again.trace.replayed_edges
     # an unchanged document is a no-op: memory and graph stay as they are
     before = (pg.store.counts(), pg.store.export_memory())
@@ -183,14 +185,14 @@ def test_a_tenant_never_sees_or_changes_another_tenants_data(
     a = _engine(make_pg_store("tenant-a"))
     b = _engine(make_pg_store("tenant-b"))
     b.insert([Document(i, t) for i, t in OTHER_TENANT])
-    rb = b.retrieve("Who discovered polonium?", nav_min_similarity=-1.0)
+    rb = b.retrieve("Who discovered polonium?", navigator={"min_similarity": -1.0})
     b.memorize(rb.trace_id, supporting=[c.chunk.id for c in rb.chunks])
     b_chunks = {c for r in _tenant_rows(pg_dsn, "tenant-b")["rr_chunks"] for c in r[1:2]}
     snapshot = _tenant_rows(pg_dsn, "tenant-b")
     # tenant A uses the same document ids and asks B's questions
     a.insert([Document("b1", TEXTS[0][1]), Document("b2", TEXTS[2][1])])
     for q in ("Who discovered polonium?", "What is the capital of France?"):
-        r = a.retrieve(q, nav_min_similarity=-1.0)
+        r = a.retrieve(q, navigator={"min_similarity": -1.0})
         assert not {c.chunk.id for c in r.chunks} & b_chunks
         if r.chunks:
             a.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
@@ -221,7 +223,9 @@ def test_memory_admin_through_the_engine(
 ) -> None:
     eng = _engine(make_pg_store("admin"))
     eng.insert([Document(i, t) for i, t in TEXTS])
-    r = eng.retrieve("Who directed Sinister?", nav_min_similarity=-1.0, prior=False)
+    r = eng.retrieve(
+        "Who directed Sinister?", navigator={"min_similarity": -1.0}, prior={"enabled": False}
+    )
     eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks if c.source == "traversal"])
     top = eng.inspect_memory(5)
     assert top and all(row["norm"] > 0 and row["text"] for row in top)
@@ -288,7 +292,7 @@ def test_reset_all_namespaces_and_list_them(
 def test_dimension_is_pinned_per_namespace(
     pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
 ) -> None:
-    from remindrag_integrations.core.types import EmbeddingError
+    from remindrag_integrations.errors import EmbeddingError
 
     make_pg_store("dim-16")
     pinned = PostgresGraphStore(pg_dsn, namespace="dim-16", dim=16)

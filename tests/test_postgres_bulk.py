@@ -20,8 +20,8 @@ from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.core.frontier import Follow, read_neighborhoods
 from remindrag_integrations.core.memory.replay import replay
 from remindrag_integrations.core.memory.write import update
-from remindrag_integrations.core.types import UnknownNodeError
 from remindrag_integrations.core.walk import Walk
+from remindrag_integrations.errors import UnknownNodeError
 from remindrag_integrations.stores import InMemoryGraphStore
 from remindrag_integrations.stores.contract import StoreContract
 from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphStore

@@ -39,7 +39,7 @@ def _docs(retrieval) -> list[str]:
 
 
 def test_the_graph_brings_the_second_hop_that_cosine_misses(engine: ReMindRAG) -> None:
-    plain = engine.retrieve(QUESTION, k=3, prior=False)
+    plain = engine.retrieve(QUESTION, k=3, prior={"enabled": False})
     hybrid = engine.retrieve(QUESTION, k=3)
     assert "sinister" not in _docs(plain)  # cosine alone prefers the wordy fillers
     assert _docs(hybrid)[0] == "derrickson" and "sinister" in _docs(hybrid)
@@ -59,7 +59,7 @@ def test_a_rare_word_is_found_by_the_lexical_half(engine: ReMindRAG) -> None:
 
 
 def test_prior_off_ranks_by_cosine_alone(engine: ReMindRAG) -> None:
-    r = engine.retrieve(QUESTION, k=5, prior=False)
+    r = engine.retrieve(QUESTION, k=5, prior={"enabled": False})
     scores = [rc.score for rc in r.chunks if rc.source != "dense_fill"]
     assert scores == sorted(scores, reverse=True)
     assert all("graph" not in e for e in r.trace.rank_evidence.values())
@@ -100,7 +100,12 @@ def test_the_readme_prior_example_runs(capsys: pytest.CaptureFixture[str]) -> No
 
     from doc_pages import PAGES, python_blocks
 
-    found = [(p, b) for p in PAGES for b in python_blocks(p.read_text("utf-8")) if "prior=" in b]
+    found = [
+        (p, b)
+        for p in PAGES
+        for b in python_blocks(p.read_text("utf-8"))
+        if "rank_evidence" in b and "prior=" in b
+    ]
     ((page, block),) = found
     exec(compile(block, page.name, "exec"), {})  # noqa: S102 - our own docs
     out = capsys.readouterr().out
@@ -146,7 +151,7 @@ def test_the_feedback_round_follows_the_bridge_entity() -> None:
         ev = r.trace.rank_evidence
         return next(ev[rc.chunk.id]["graph"] for rc in r.chunks if rc.chunk.doc_id == doc)
 
-    one = eng.retrieve(CHAIN_QUESTION, k=6, prior_feedback=0.0)
+    one = eng.retrieve(CHAIN_QUESTION, k=6, prior={"feedback": 0.0})
     two = eng.retrieve(CHAIN_QUESTION, k=6)  # the default: feedback 1.0
     assert _docs(one)[:2] == ["xj", "filler3"] and _docs(two)[:3] == ["xj", "browns", "filler3"]
     assert graph(two, "browns") > graph(one, "browns") > 0

@@ -17,7 +17,7 @@ from remindrag_integrations.core.prompts import (
     parse_filter,
     parse_pre_query,
 )
-from remindrag_integrations.core.types import LLMOutputError
+from remindrag_integrations.errors import LLMOutputError
 
 
 def test_json_in_fence_with_chatter() -> None:

@@ -10,7 +10,7 @@ and replayed here through the real navigator, filter and answer steps by ``Recor
 built by the zero-token extractor of that time, so the replay builds them with it
 (``bench.legacy_extractor``): the navigation prompts list the graph's entity names, and the
 recorded replies answer those prompts. It was also made before the first-pass prior existed,
-so the replay runs with ``prior=False`` (the paper's cosine-only first pass): together they
+so the replay runs with ``prior={"enabled": False}`` (the paper's cosine-only first pass): together they
 give the model's prompts back byte for byte. When chunk ids came to hash their own text
 (issue 21) the answer and filter prompts, which show chunk ids, changed: their 4 replies were
 recorded again from the same model on the same protocol, every other reply replayed as it
@@ -39,7 +39,9 @@ def replayed() -> tuple[dict, RecordedLLM]:
     ds = load_dataset("hotpotqa_train100_sample", DATA).head(2)
     with pytest.MonkeyPatch.context() as mp:  # the graphs the recording saw
         mp.setattr(indexing, "rule_based_extraction", legacy_extraction)
-        res, _ = run_real(ds, llm, make_embedder("hash"), k=5, overrides={"prior": False})
+        res, _ = run_real(
+            ds, llm, make_embedder("hash"), k=5, overrides={"prior": {"enabled": False}}
+        )
     return res, llm
 
 

@@ -142,11 +142,11 @@ def test_a_whole_query_on_postgres_executes_few_statements(
     try:
         for q in _questions(hotpot):
             before = store.statements
-            r = eng.retrieve(q, prior_lexical_weight=0.0)
+            r = eng.retrieve(q, prior={"lexical_weight": 0.0})
             assert store.statements - before <= MAX_STATEMENTS, (q, store.statements - before)
             # the same path on both stores (no lexical half: BM25 and full-text rank differ;
             # the local PageRank on both): the same chunks
-            same = ref.retrieve(q, prior_lexical_weight=0.0)
+            same = ref.retrieve(q, prior={"lexical_weight": 0.0})
             assert [c.chunk.id for c in r.chunks] == [c.chunk.id for c in same.chunks], q
     finally:
         store.close()

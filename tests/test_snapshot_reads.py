@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from remindrag_integrations import Document, ReMindRAG, StoreError, UnknownNodeError
+from remindrag_integrations import Document, ReMindRAG, StoreError
+from remindrag_integrations.errors import UnknownNodeError
 from remindrag_integrations.stores import InMemoryGraphStore
 from remindrag_integrations.testing import HashEmbedder, contract_graph
 
@@ -98,7 +99,7 @@ def test_readers_never_fail_while_documents_change() -> None:
         rng = random.Random(seed)
         while not stop.is_set():
             try:
-                r = eng.retrieve(rng.choice(QUERIES), nav_min_similarity=-1.0)
+                r = eng.retrieve(rng.choice(QUERIES), navigator={"min_similarity": -1.0})
             except Exception as exc:  # noqa: BLE001 - what this test looks for
                 failures.append(exc)
                 continue

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from remindrag_integrations import Document, ReMindRAG, StoreCorruptError
+from remindrag_integrations import Document, ReMindRAG
 from remindrag_integrations.core.types import Edge
+from remindrag_integrations.errors import StoreCorruptError
 from remindrag_integrations.stores import InMemoryGraphStore
 from remindrag_integrations.testing import HashEmbedder
 
@@ -53,7 +54,9 @@ def _snapshot(store: InMemoryGraphStore, trace_ids: tuple[str, ...] = ()) -> dic
 def test_round_trip_keeps_everything_including_memory(engine: ReMindRAG, tmp_path: Path) -> None:
     # the cosine-only first pass: its walk reads the third passage (the prior seeds two of the
     # three and its walk finds nothing more); this test is about what a save keeps
-    r = engine.retrieve("Who directed Sinister?", nav_min_similarity=-1.0, prior=False)
+    r = engine.retrieve(
+        "Who directed Sinister?", navigator={"min_similarity": -1.0}, prior={"enabled": False}
+    )
     walked = [m.node_id for m in r.trace.moves if m.action == "read" and m.node_id]
     assert walked, "the zero-token walk should have reached a chunk"
     engine.memorize(r.trace_id, supporting=walked)
@@ -66,7 +69,10 @@ def test_round_trip_keeps_everything_including_memory(engine: ReMindRAG, tmp_pat
     assert np.array_equal(loaded.store.node_embeddings(ids), engine.store.node_embeddings(ids))
     # the trace survives too: memorize after reload is refused as a duplicate, not unknown
     assert loaded.memorize(r.trace_id).skipped_reason == "already memorized"
-    assert loaded.retrieve("Who directed Sinister?", prior=False).trace.stop_reason == "replay"
+    assert (
+        loaded.retrieve("Who directed Sinister?", prior={"enabled": False}).trace.stop_reason
+        == "replay"
+    )
 
 
 def test_a_loaded_store_shares_strings_like_a_built_one(engine: ReMindRAG, tmp_path: Path) -> None:

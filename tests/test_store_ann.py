@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from remindrag_integrations.bench.scale import synthetic_graph
-from remindrag_integrations.core.types import (
+from remindrag_integrations.errors import (
     ConfigError,
     EmbeddingError,
     InvalidArgumentError,

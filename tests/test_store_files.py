@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from remindrag_integrations import Document, ReMindRAG, StoreCorruptError, StoreError
+from remindrag_integrations import Document, ReMindRAG, StoreError
+from remindrag_integrations.errors import StoreCorruptError
 from remindrag_integrations.stores import InMemoryGraphStore, generations
 from remindrag_integrations.testing import HashEmbedder
 

@@ -14,14 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from remindrag_integrations import (
-    ConfigError,
-    Document,
-    EmbeddingError,
-    InvalidArgumentError,
-    ReMindError,
-    ReMindRAG,
-)
+from remindrag_integrations import ConfigError, Document, ReMindError, ReMindRAG
+from remindrag_integrations.errors import EmbeddingError, InvalidArgumentError
 from remindrag_integrations.testing import HashEmbedder
 
 
@@ -42,7 +36,16 @@ def test_loose_types_in_overrides_are_refused_not_coerced(k: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "field,value", [("alpha", "0.1"), ("pre_query", 1), ("llm_timeout", "5"), ("seeds", False)]
+    "field,value",
+    [
+        ("pre_query", 1),
+        ("llm_timeout", "5"),
+        ("seeds", False),
+        ("memory", {"alpha": "0.1"}),  # nested configs are as strict
+        ("prior", {"damping": True}),
+        ("navigator", {"enough_chunks": 2.0}),
+        ("prior", 1),  # neither a dict nor a PriorConfig
+    ],
 )
 def test_every_config_field_is_strict(field: str, value: Any) -> None:
     with pytest.raises(ConfigError, match=field):
@@ -50,7 +53,9 @@ def test_every_config_field_is_strict(field: str, value: Any) -> None:
 
 
 def test_a_float_field_takes_an_int() -> None:
-    r = _engine().retrieve("Who lives in Paris?", alpha=1, nav_min_similarity=0)
+    r = _engine().retrieve(
+        "Who lives in Paris?", memory={"alpha": 1}, navigator={"min_similarity": 0}
+    )
     assert r.chunks
 
 
@@ -124,7 +129,7 @@ def test_an_embedder_that_cannot_connect_is_an_embedding_error() -> None:
 
 def test_nan_in_a_memory_import_says_so(tmp_path: Path) -> None:
     eng = _engine()
-    r = eng.retrieve("Who lives in Paris?", nav_min_similarity=-1.0)
+    r = eng.retrieve("Who lives in Paris?", navigator={"min_similarity": -1.0})
     eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
     eng.export_memory(tmp_path / "m.json")
     doc = json.loads((tmp_path / "m.json").read_text())

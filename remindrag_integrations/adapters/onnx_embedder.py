@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.types import EmbeddingError
+from ..core.errors import EmbeddingError
 
 EXPORT_VERSION = 2  # bump when the exported graph changes (2: eager attention, int8 graph)
 MODEL_FILE = "model.onnx"

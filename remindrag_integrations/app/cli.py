@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.types import ReMindError
+from ..core.errors import ReMindError
 from . import parser
 from .display import describe_path, progress_bar
 from .documents import read_files

@@ -201,9 +201,9 @@ def _ranking(store: GraphStore, trace: Trace) -> str:
         for i, (c, p) in enumerate(ranked, 1)
     ]
     return (
-        "<h2>Ranking</h2><p>score = cosine to the question + prior_lexical_weight &times; "
-        "lexical (BM25, scaled to the best hit) + prior_graph_weight &times; graph (PageRank "
-        "from the question's entities, scaled to the best passage) + rank_memory_weight "
+        "<h2>Ranking</h2><p>score = cosine to the question + prior.lexical_weight &times; "
+        "lexical (BM25, scaled to the best hit) + prior.graph_weight &times; graph (PageRank "
+        "from the question's entities, scaled to the best passage) + memory.rank_weight "
         "&times; (1 + both weights) &times; memory (how strongly a remembered edge vouches "
         "for the chunk)</p>"
         "<table><tr><th>#</th><th>chunk</th><th>document</th><th>cosine</th><th>lexical</th>"

@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..core.types import ReMindError
+from ..core.errors import ReMindError
 from .mcp_service import StoreService, check_store
 from .specs import CLIError
 

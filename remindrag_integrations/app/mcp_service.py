@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.types import InvalidArgumentError, ReMindError, Trace
+from ..core.errors import InvalidArgumentError, ReMindError
+from ..core.types import Trace
 from .specs import CLIError
 
 MAX_PENDING_TRACES = 1000  # traces of searches kept for remember / feedback until saved

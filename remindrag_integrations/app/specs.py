@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..core.types import ReMindError
+from ..core.errors import ReMindError
 
 
 class CLIError(ReMindError):

@@ -110,7 +110,7 @@ class LLMReader:
             cfg = engine.retrieval_config
             pick = drive(
                 llm_filter(
-                    trace, engine.store, ans.text, cfg.chunk_chars_in_prompt, engine.prompts.filter
+                    trace, engine.store, ans.text, cfg.prompt.chunk_chars, engine.prompts.filter
                 ),
                 rt,
                 CostLedger(),

@@ -25,9 +25,10 @@ from typing import Any
 
 from .. import ReMindRAG
 from ..core.config import RetrievalConfig
+from ..core.errors import LLMError
 from ..core.indexing import make_chunks
 from ..core.text import count_tokens
-from ..core.types import Chunk, LLMError, Retrieval
+from ..core.types import Chunk, Retrieval
 from ..testing import RecordingLLM
 from . import metrics as M
 from .baselines import BM25Baseline, DenseBaseline

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import LLMError
 from .prompts import ANSWER_PROMPT, parse_citations
 from .steps import Embed, Step, ask
 from .text import split_sentences
-from .types import Answer, LLMError, Retrieval
+from .types import Answer, Retrieval
 
 
 def llm_answer(query: str, retrieval: Retrieval, template: str = ANSWER_PROMPT) -> Step:

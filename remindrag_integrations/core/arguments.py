@@ -10,8 +10,9 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from .errors import InvalidArgumentError, InvalidDocumentError, InvalidQueryError
 from .indexing import describe
-from .types import Document, InvalidArgumentError, InvalidDocumentError, InvalidQueryError
+from .types import Document
 
 
 def id_list(value: Any, what: str, *, optional: bool = False) -> list[str] | None:

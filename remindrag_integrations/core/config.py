@@ -1,49 +1,237 @@
-"""Validated configuration. The defaults are docs/method.md's; every number there is a field here."""
+"""Validated configuration. The defaults are docs/method.md's; every number there is a field here.
+
+:class:`RetrievalConfig` shows first what a user sets (how many results, which documents, the
+walk's bounds, the LLM stages, the memory policy); the method's inner knobs live in nested
+configs with their own docs: :class:`PriorConfig` (the first pass), :class:`MemoryConfig`
+(replay, ranking, the write's paths), :class:`NavigatorConfig` (the zero-token navigator) and
+:class:`PromptConfig` (what an LLM prompt shows). The reference is docs/config.md.
+
+A new knob goes into the nested config of the stage that reads it (``cfg.prior.x`` in
+core/prior.py); only a choice a user makes per application belongs at the top.
+
+The flat names of the previous release (``prior_damping``, ``nav_min_similarity``, ...) still
+work for one release with a :class:`~.errors.ReMindDeprecationWarning`: as constructor and
+override arguments and as attributes (:data:`RENAMED` maps each to its new place). A saved
+engine's config (``engine.json``) in the old shape loads without a warning
+(:func:`RetrievalConfig.from_saved`).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import filters
-from .types import ConfigError
+from .errors import ConfigError, warn_deprecated
 
 
 class _Config(BaseModel):
     # strict: ``k=True`` or ``k="3"`` is refused, not read as 1 or 3 (an int is a float)
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
+    if not TYPE_CHECKING:  # type checkers keep the fields' own signature
+
+        def __init__(self, **values: Any) -> None:
+            try:  # a bad value is a ConfigError here too, as in build() and with_overrides()
+                super().__init__(**values)
+            except ValidationError as exc:
+                raise ConfigError(str(exc)) from exc
+
     def with_overrides(self, **overrides: Any) -> Any:
-        """A copy with some fields changed, validated like the original."""
+        """A copy with some fields changed, validated like the original. A nested config
+        given as a dict changes only the keys it names (``prior={"damping": 0.7}`` keeps the
+        other prior fields); given as a config object it replaces the whole nested config."""
         if not overrides:
             return self
-        try:
-            return type(self).model_validate({**self.model_dump(), **overrides})
-        except ValidationError as exc:
-            raise ConfigError(str(exc)) from exc
+        values = _moved(overrides, warn=True, owner=type(self))
+        merged = self.model_dump()
+        for key, value in values.items():
+            if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+        return type(self)._checked(merged)
 
     @classmethod
     def build(cls, **values: Any) -> Any:
+        """The config from keyword arguments; any bad value is a :class:`ConfigError`."""
+        return cls._checked(_moved(values, warn=True, owner=cls))
+
+    @classmethod
+    def from_saved(cls, values: Mapping[str, Any]) -> Any:
+        """The config a saved engine recorded (``engine.json``), in this release's shape or
+        the previous one's (flat names, dead fields): read without a deprecation warning,
+        since the user did nothing but load a store."""
+        return cls._checked(_moved(values, warn=False, owner=cls))
+
+    @classmethod
+    def accepts(cls, name: str) -> bool:
+        """Whether ``name`` is an argument this config takes: a field, or a name of the
+        previous release (renamed or removed)."""
+        renamed = RENAMED if cls is RetrievalConfig else {}
+        return name in cls.model_fields or name in renamed or name in REMOVED.get(cls, ())
+
+    @classmethod
+    def _checked(cls, values: Mapping[str, Any]) -> Any:
         try:
-            return cls.model_validate(values)
+            return cls.model_validate(dict(values))
         except ValidationError as exc:
             raise ConfigError(str(exc)) from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# the nested configs: the method's inner knobs
+
+
+class PriorConfig(_Config):
+    """The first pass's prior (core/prior.py): hybrid lexical + dense candidates and a
+    personalised PageRank from the question's entities, fused into the one score that picks
+    the seeds, orders the navigators' choices and ranks
+    (``cosine + lexical_weight · lexical + graph_weight · graph``)."""
+
+    enabled: bool = Field(
+        True, description="False = the paper's cosine-only first pass (no lexical, no graph)."
+    )
+    lexical_weight: float = Field(
+        0.2, ge=0.0, le=10.0, description="Weight of BM25 (scaled to the best hit) in the score."
+    )
+    graph_weight: float = Field(
+        1.0, ge=0.0, le=10.0, description="Weight of the PageRank mass (scaled to the best)."
+    )
+    damping: float = Field(0.8, ge=0.0, lt=1.0, description="PageRank damping.")
+    iterations: int = Field(20, ge=1, le=1000, description="PageRank power iterations.")
+    hops: int = Field(
+        4, ge=1, le=8, description="Hops of the local neighbourhood read (no graph matrix)."
+    )
+    max_nodes: int = Field(
+        5000, ge=10, description="Nodes of that neighbourhood at most (a store call per hop)."
+    )
+    max_degree: int = Field(
+        500,
+        ge=1,
+        description="An entity with more edges is not spread through (too general to help).",
+    )
+    candidates: int = Field(
+        50, ge=1, le=10_000, description="Candidate passages from each of dense and lexical."
+    )
+    restart_passages: int = Field(
+        5, ge=0, le=1000, description="Best hybrid passages whose anchors the PageRank restarts at."
+    )
+    passage_restart: float = Field(
+        0.0,
+        ge=0.0,
+        le=100.0,
+        description="Their share of the restart mass, times the question entities' (all of it "
+        "when the question names no graph entity).",
+    )
+    feedback: float = Field(
+        1.0,
+        ge=0.0,
+        le=100.0,
+        description="A second PageRank round from the bridge entities of the first round's "
+        "best passages, with this share of the question entities' mass; 0 = one round.",
+    )
+    feedback_passages: int = Field(
+        2, ge=1, le=100, description="How many of the first round's passages the second reads."
+    )
+
+    if not TYPE_CHECKING:
+
+        def __bool__(self) -> bool:
+            # ``if cfg.prior:`` meant "is the prior on" when ``prior`` was a bool
+            warn_deprecated("RetrievalConfig.prior as a bool", "use prior.enabled")
+            return self.enabled
+
+
+class MemoryConfig(_Config):
+    """How edge memory is read and written (docs/method.md §2-§3): the replay test
+    ``alpha + (1 - alpha)·q̂·v > lam``, how far replay reaches, how much memory counts in the
+    ranking and how far a write bridges to support the walk missed."""
+
+    alpha: float = Field(
+        0.1, ge=0.0, le=1.0, description="Weight of the node similarity in the replay score."
+    )
+    lam: float = Field(0.55, ge=-1.0, le=2.0, description="Replay threshold λ.")
+    max_replay_nodes: int = Field(64, ge=0, description="Nodes replay adds at most.")
+    replay_starts: int = Field(
+        10,
+        ge=0,
+        le=1000,
+        description="Replay also starts at the anchors of the first pass's next best passages "
+        "(up to this many starts, seeds included), so a rephrased question whose seeds moved "
+        "still finds what memory holds for it; such an anchor joins the subgraph only if "
+        "memory leads on from it.",
+    )
+    rank_weight: float = Field(
+        1.0,
+        ge=0.0,
+        le=10.0,
+        description="final score = first-pass score + rank_weight · (1 + prior weights) · "
+        "memory evidence; 0 = memory does not rank.",
+    )
+    max_bridge_hops: int = Field(
+        4,
+        ge=1,
+        le=10,
+        description="A write reaches support the walk missed by a graph path of at most this "
+        "many hops (else a learned edge).",
+    )
+
+
+class NavigatorConfig(_Config):
+    """The zero-token navigator (core/navigate/zero_token.py), which walks with no LLM, stands
+    in for an unusable LLM reply and, as the similarity filter, judges ``memorize`` with no
+    LLM."""
+
+    enough_chunks: int = Field(4, ge=1, description="Stop once this many chunks are read.")
+    min_similarity: float = Field(
+        0.2, ge=-1.0, le=1.0, description="Stop when no choice is at least this similar."
+    )
+    filter_top: int = Field(
+        2, ge=1, description="Chunks the similarity filter names as the support (memorize)."
+    )
+
+
+class PromptConfig(_Config):
+    """What an LLM prompt shows (the traversal prompt, the memorize filter)."""
+
+    chunk_chars: int = Field(600, ge=50, description="Characters of a chunk's text shown.")
+    max_back_choices: int = Field(
+        8, ge=0, description="'go back to ...' choices shown next to the forward ones."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the two configs
 
 
 class IndexConfig(_Config):
     """How documents become a graph."""
 
-    chunk_tokens: int = Field(750, ge=16, le=100_000)
-    chunk_overlap: int = Field(0, ge=0)
-    synonym_threshold: float = Field(0.85, gt=0.0, le=1.0)
-    max_concurrency: int = Field(4, ge=1, le=256)
-    embed_batch_size: int = Field(256, ge=1)
-    insert_batch_documents: int = Field(256, ge=1)  # committed together: resumable, bounded
-    max_document_chars: int = Field(20_000_000, ge=1)
-    max_entities_per_chunk: int = Field(40, ge=1)
-    on_extraction_error: Literal["raise", "fallback"] = "raise"
-    llm_titles: bool = True
+    chunk_tokens: int = Field(750, ge=16, le=100_000, description="Tokens per chunk.")
+    chunk_overlap: int = Field(0, ge=0, description="Tokens shared by consecutive chunks.")
+    synonym_threshold: float = Field(
+        0.85, gt=0.0, le=1.0, description="Entities this similar are linked as synonyms."
+    )
+    max_concurrency: int = Field(4, ge=1, le=256, description="LLM calls in flight at once.")
+    embed_batch_size: int = Field(256, ge=1, description="Texts per embedder call.")
+    insert_batch_documents: int = Field(
+        256, ge=1, description="Documents committed together (resumable, bounded memory)."
+    )
+    max_document_chars: int = Field(20_000_000, ge=1, description="Longer documents are refused.")
+    max_entities_per_chunk: int = Field(40, ge=1, description="Extracted entities kept per chunk.")
+    on_extraction_error: Literal["raise", "fallback"] = Field(
+        "raise",
+        description="A chunk whose extraction failed twice: ExtractionError, or the "
+        "rule-based extractor.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, values: Any) -> Any:
+        return _moved(values, warn=True, owner=cls) if isinstance(values, Mapping) else values
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IndexConfig:
@@ -53,74 +241,76 @@ class IndexConfig(_Config):
 
 
 class RetrievalConfig(_Config):
-    """How a query walks the graph. Any field can be overridden per call."""
+    """How a query walks the graph and what memorize writes. Any field can be overridden per
+    call (``rag.retrieve(q, k=10, prior={"damping": 0.7})``)."""
 
-    k: int = Field(5, ge=1, le=1000)
-    seeds: int = Field(2, ge=1, le=100)
-    alpha: float = Field(0.1, ge=0.0, le=1.0)
-    lam: float = Field(0.55, ge=-1.0, le=2.0)
-    max_replay_nodes: int = Field(64, ge=0)
-    # replay also starts at the anchors of the first pass's next best passages (up to this
-    # many in all, seeds included): a rephrased question whose seeds moved still finds what
-    # memory holds for it; such an anchor joins the subgraph only if memory leads on from it
-    replay_starts: int = Field(10, ge=0, le=1000)
-    max_hops: int = Field(10, ge=0)
-    max_iterations: int = Field(20, ge=1)
-    max_neighbors_shown: int = Field(30, ge=1)
-    # bounds on one query's walk: traversal tokens (prompt + completion; None = no budget),
-    # and decisions in a row that read no new chunk
-    max_traversal_tokens: int | None = Field(20_000, ge=1)
-    max_idle_decisions: int = Field(6, ge=1)
-    # after an unusable reply and its re-ask: the zero-token navigator's choice, or stop
-    on_invalid_move: Literal["fallback", "stop"] = "fallback"
-    max_back_choices: int = Field(8, ge=0)
-    max_subquestions: int = Field(1, ge=1, le=10)
-    pre_query: bool = False
-    verify_replay: bool = False
-    fill_to_k: bool = True
-    chunk_chars_in_prompt: int = Field(600, ge=50)
-    llm_timeout: float | None = Field(120.0, gt=0)
-    feedback_max_depth: int = Field(4, ge=1, le=10)
-    # ranking: final score = first-pass score (cosine, plus the prior's lexical and graph
-    # parts) + rank_memory_weight * (1 + prior weights) * memory evidence (0 = no memory)
-    rank_memory_weight: float = Field(1.0, ge=0.0, le=10.0)
-    # memorize() with no judge (zero-token, no supporting ids): "enhance" remembers the paths
-    # to the similarity filter's chunks, "cache" those to every chunk read, both without
-    # penalising; "full" also penalises the rest (docs/method.md §3 with the similarity filter); "off"
-    # writes nothing
-    self_memorize: Literal["enhance", "cache", "full", "off"] = "enhance"
-    # memorize(answer=...): "citations" takes the chunks the answer cites ([c-...]; and
-    # memorize's cited=) as the support, with no LLM call, when it cites any chunk the
-    # retrieval read; "filter" always asks the judge (the LLM filter, or self_memorize)
-    memorize_judge: Literal["citations", "filter"] = "citations"
-    # a thumbs-up on named chunks (feedback chunk_ids) or memorize(supporting=...) says what
-    # helped; True also penalises every other subgraph edge (docs/method.md §3, as the LLM filter does)
-    named_support_penalises: bool = False
-    # zero-token navigator
-    nav_enough_chunks: int = Field(4, ge=1)
-    nav_min_similarity: float = Field(0.2, ge=-1.0, le=1.0)
-    nav_filter_top: int = Field(2, ge=1)
-    # the first pass's prior (core/prior.py): hybrid lexical + dense candidates and a
-    # personalised PageRank from the question's entities, fused into the score that picks
-    # seeds, orders the navigator's choices and ranks; False = the paper's cosine-only pass
-    prior: bool = True
-    prior_lexical_weight: float = Field(0.2, ge=0.0, le=10.0)
-    prior_graph_weight: float = Field(1.0, ge=0.0, le=10.0)
-    prior_damping: float = Field(0.8, ge=0.0, lt=1.0)
-    prior_iterations: int = Field(20, ge=1, le=1000)
-    prior_hops: int = Field(4, ge=1, le=8)
-    prior_max_nodes: int = Field(5000, ge=10)
-    prior_max_degree: int = Field(500, ge=1)
-    prior_candidates: int = Field(50, ge=1, le=10_000)
-    prior_restart_passages: int = Field(5, ge=0, le=1000)
-    prior_passage_restart: float = Field(0.0, ge=0.0, le=100.0)
-    # a second PageRank round from the entities of the best ``prior_feedback_passages``
-    # passages of the first (bridge entities: the second hop), with this share of the
-    # question entities' restart mass; 0 = one round
-    prior_feedback: float = Field(1.0, ge=0.0, le=100.0)
-    prior_feedback_passages: int = Field(2, ge=1, le=100)
-    # metadata filter on documents (LangChain syntax; see core/filters.py)
-    filter: dict[str, Any] | None = None
+    # what comes back
+    k: int = Field(5, ge=1, le=1000, description="Chunks returned.")
+    filter: dict[str, Any] | None = Field(
+        None, description="Metadata filter on documents (LangChain syntax; core/filters.py)."
+    )
+    fill_to_k: bool = Field(
+        True, description="Fill up to k with the best first-pass chunks the walk did not read."
+    )
+    seeds: int = Field(2, ge=1, le=100, description="Walk start nodes per (sub)question.")
+    # the walk's bounds
+    max_hops: int = Field(10, ge=0, description="Moves of the walk at most.")
+    max_iterations: int = Field(20, ge=1, description="Navigator decisions at most (>= max_hops).")
+    max_neighbors_shown: int = Field(
+        30, ge=1, description="Forward choices offered at a step (both navigators)."
+    )
+    max_traversal_tokens: int | None = Field(
+        20_000, ge=1, description="Traversal prompt + completion tokens at most; None = no budget."
+    )
+    max_idle_decisions: int = Field(
+        6, ge=1, description="Decisions in a row that read no new chunk."
+    )
+    llm_timeout: float | None = Field(
+        120.0, gt=0, description="Seconds per LLM call; None = no timeout."
+    )
+    # the LLM's optional stages
+    pre_query: bool = Field(False, description="Ask the LLM to split the question first.")
+    max_subquestions: int = Field(
+        1, ge=1, le=10, description="Sub-questions of that split at most."
+    )
+    verify_replay: bool = Field(
+        False, description="Ask the LLM whether what replay found is enough (else walk on)."
+    )
+    on_invalid_move: Literal["fallback", "stop"] = Field(
+        "fallback",
+        description="After an unusable reply and its re-ask: the zero-token navigator's "
+        "choice, or stop the walk.",
+    )
+    # the memory policy
+    self_memorize: Literal["enhance", "cache", "full", "off"] = Field(
+        "enhance",
+        description="memorize() with no judge: enhance the paths to the similarity filter's "
+        "chunks, to every chunk read (cache), also penalise the rest (full: docs/method.md §3 "
+        "with the similarity filter as the judge), or write nothing (off).",
+    )
+    memorize_judge: Literal["citations", "filter"] = Field(
+        "citations",
+        description="memorize(answer=...): the chunks the answer cites are the support, with "
+        "no LLM call, when it cites a chunk the retrieval read (citations); or always ask the "
+        "judge (filter).",
+    )
+    named_support_penalises: bool = Field(
+        False,
+        description="A thumbs-up on named chunks or supporting= also penalises every other "
+        "subgraph edge (as the LLM filter does).",
+    )
+    # the method's inner knobs
+    prior: PriorConfig = Field(default_factory=PriorConfig, description="The first pass.")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Replay and writes.")
+    navigator: NavigatorConfig = Field(
+        default_factory=NavigatorConfig, description="The zero-token navigator."
+    )
+    prompt: PromptConfig = Field(default_factory=PromptConfig, description="LLM prompt caps.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, values: Any) -> Any:
+        return _moved(values, warn=True, owner=cls) if isinstance(values, Mapping) else values
 
     @field_validator("filter", mode="before")
     @classmethod
@@ -132,3 +322,82 @@ class RetrievalConfig(_Config):
         if self.max_iterations < self.max_hops:
             raise ValueError("max_iterations must be >= max_hops")
         return self
+
+    if not TYPE_CHECKING:  # mypy sees only the new names: internal code cannot use old ones
+
+        def __getattr__(self, name: str) -> Any:
+            moved = RENAMED.get(name)
+            if moved is None:
+                return super().__getattr__(name)
+            warn_deprecated(f"RetrievalConfig.{name}", "use " + ".".join(moved))
+            return getattr(getattr(self, moved[0]), moved[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# the previous release's names (remove in the release after next)
+
+#: old flat ``RetrievalConfig`` name -> (nested config, field)
+RENAMED: dict[str, tuple[str, str]] = {
+    **{
+        f"prior_{n}": ("prior", n)
+        for n in (
+            "lexical_weight",
+            "graph_weight",
+            "damping",
+            "iterations",
+            "hops",
+            "max_nodes",
+            "max_degree",
+            "candidates",
+            "restart_passages",
+            "passage_restart",
+            "feedback",
+            "feedback_passages",
+        )
+    },
+    "alpha": ("memory", "alpha"),
+    "lam": ("memory", "lam"),
+    "max_replay_nodes": ("memory", "max_replay_nodes"),
+    "replay_starts": ("memory", "replay_starts"),
+    "rank_memory_weight": ("memory", "rank_weight"),
+    "feedback_max_depth": ("memory", "max_bridge_hops"),
+    "nav_enough_chunks": ("navigator", "enough_chunks"),
+    "nav_min_similarity": ("navigator", "min_similarity"),
+    "nav_filter_top": ("navigator", "filter_top"),
+    "chunk_chars_in_prompt": ("prompt", "chunk_chars"),
+    "max_back_choices": ("prompt", "max_back_choices"),
+}
+
+#: fields removed because nothing read them: accepted (and ignored) for one release
+REMOVED: dict[type[BaseModel], frozenset[str]] = {IndexConfig: frozenset({"llm_titles"})}
+
+
+def _moved(values: Mapping[str, Any], *, warn: bool, owner: type[BaseModel]) -> dict[str, Any]:
+    """``values`` with the previous release's names in their new places (a nested dict per
+    config); two values for one field (old and new name) are a :class:`ConfigError`."""
+    out = dict(values)
+    for name in REMOVED.get(owner, frozenset()) & set(out):
+        if warn:
+            warn_deprecated(f"{owner.__name__}({name}=...)", "drop it (it never had an effect)")
+        del out[name]
+    if owner is not RetrievalConfig:
+        return out
+    if isinstance(out.get("prior"), bool):  # the old on/off switch
+        if warn:
+            warn_deprecated("RetrievalConfig(prior=True/False)", "use prior={'enabled': ...}")
+        out["prior"] = {"enabled": out["prior"]}
+    for old in [n for n in out if n in RENAMED]:
+        section, field = RENAMED[old]
+        if warn:
+            warn_deprecated(f"RetrievalConfig({old}=...)", f"use {section}={{'{field}': ...}}")
+        value = out.pop(old)
+        nested = out.get(section)
+        if isinstance(nested, BaseModel):
+            nested = nested.model_dump(exclude_unset=True)
+        elif nested is not None and not isinstance(nested, Mapping):
+            raise ConfigError(f"{section} must be a dict or a config object, not {nested!r}")
+        nested = dict(nested or {})
+        if field in nested and nested[field] != value:
+            raise ConfigError(f"{old} and {section}.{field} given with different values")
+        out[section] = {**nested, field: value}
+    return out

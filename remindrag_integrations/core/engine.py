@@ -20,6 +20,11 @@ from . import answer as answering
 from . import arguments, pipeline
 from . import insert as inserting
 from .config import IndexConfig, RetrievalConfig
+from .errors import (
+    InvalidArgumentError,
+    NotCopyableError,
+    UnknownTraceError,
+)
 from .memory import memorize as memorizing
 from .memory import teach as teaching
 from .memory.admin import MemoryAdmin
@@ -46,13 +51,10 @@ from .types import (
     DeleteReport,
     Document,
     IndexReport,
-    InvalidArgumentError,
     MemoryStats,
     MemoryWrite,
-    NotCopyableError,
     Retrieval,
     Trace,
-    UnknownTraceError,
 )
 
 log = logging.getLogger(__name__)
@@ -386,7 +388,7 @@ class Engine(MemoryAdmin):
         """A user's thumbs up or down on a retrieval: the same write as :meth:`memorize` with
         the user's word as the support (default: every chunk the walk read). Up enhances the
         paths to ``chunk_ids`` (bridged when the walk missed them, at most
-        ``feedback_max_depth`` hops); it penalises the rest of the subgraph only with
+        ``memory.max_bridge_hops`` hops); it penalises the rest of the subgraph only with
         ``named_support_penalises``. Down penalises the paths to
         ``chunk_ids``, or every subgraph edge. Named ``chunk_ids`` with a thumbs up come
         back in the top ``k`` for the question afterwards (a learned edge where needed)."""

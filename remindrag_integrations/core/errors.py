@@ -1,6 +1,12 @@
-"""The typed errors the library raises: every one a :class:`ReMindError`."""
+"""The typed errors the library raises, every one a :class:`ReMindError`, and its one warning
+class. This module is the only place they are defined; users import them from
+``remindrag_integrations.errors`` (the top level keeps the few an application catches)."""
 
 from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
 
 
 class ReMindError(Exception):
@@ -58,6 +64,10 @@ class NoTraceError(ReMindError, ValueError):
     several retrievals ran at once and "the last one" would be a guess)."""
 
 
+class InvalidTeachPairError(ReMindError, ValueError):
+    """A teach pair without a question or without any passage; nothing was written."""
+
+
 class StoreError(ReMindError):
     """A graph store failed to read or write."""
 
@@ -102,3 +112,57 @@ class NotCopyableError(ReMindError, TypeError):
     """An engine (or a retriever holding one) was pickled or copied: it holds loaded models,
     a store and locks. Share the one object (it is thread-safe), or ``save`` it and ``load``
     it where it is needed."""
+
+
+class ReMindDeprecationWarning(DeprecationWarning):
+    """A name of the previous release that still works for this one (CHANGELOG.md, the
+    "Migration" list says what replaces it)."""
+
+
+# frames in these folders are the library's (or pydantic's, which validates a config): a
+# deprecation warning names the first frame outside them, the user's line
+_INSIDE = str(Path(__file__).resolve().parents[1])
+
+
+def warn_deprecated(old: str, new: str) -> None:
+    """Warn that ``old`` (a name of the previous release) is deprecated; ``new`` says what to
+    use instead. The warning points at the first line outside this library: the user's."""
+    import pydantic
+
+    inside = (_INSIDE, str(Path(pydantic.__file__).resolve().parent))
+    frame, level = sys._getframe(0), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(
+        f"{old} is deprecated and will be removed in the next release; {new} "
+        "(CHANGELOG.md, Migration)",
+        ReMindDeprecationWarning,
+        stacklevel=level,
+    )
+
+
+__all__ = [
+    "ConfigError",
+    "EmbedderMismatchError",
+    "EmbeddingError",
+    "ExtractionError",
+    "InvalidArgumentError",
+    "InvalidDocumentError",
+    "InvalidQueryError",
+    "InvalidTeachPairError",
+    "LLMError",
+    "LLMOutputError",
+    "LLMTimeoutError",
+    "NoTraceError",
+    "NotCopyableError",
+    "ReMindDeprecationWarning",
+    "ReMindError",
+    "StoreConflictError",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreExistsError",
+    "StoreLockedError",
+    "StoreNotFoundError",
+    "UnknownNodeError",
+    "UnknownTraceError",
+]

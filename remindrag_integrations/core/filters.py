@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .types import ConfigError
+from .errors import ConfigError
 
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "$eq": operator.eq,

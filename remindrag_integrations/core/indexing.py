@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .config import IndexConfig
+from .errors import ExtractionError, InvalidDocumentError, LLMError, LLMOutputError
 from .extract_rules import rule_based_extraction
 from .ids import anchor_of, chunk_id, contains_edge_of, edge_id, entity_id, hex_id, norm_name
 from .prompts import EXTRACTION_PROMPT, Extraction, parse_extraction
@@ -21,17 +22,7 @@ from .protocols import Embedder, GraphStore
 from .steps import Ask, Step, embed_checked
 from .store import BatchSearchStore
 from .text import chunk_text, count_tokens, first_sentence
-from .types import (
-    Chunk,
-    Document,
-    Edge,
-    ExtractionError,
-    InvalidDocumentError,
-    LLMError,
-    LLMOutputError,
-    Node,
-    NodeKind,
-)
+from .types import Chunk, Document, Edge, Node, NodeKind
 
 MENTION_TEXT = "is mentioned in"
 CONTEXT_TEXT = "continues in the next chunk"

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .config import IndexConfig, RetrievalConfig
+from .errors import StoreCorruptError, StoreError, StoreExistsError
 from .files import read_regular
 from .protocols import GraphStore
-from .types import StoreCorruptError, StoreError, StoreExistsError
 
 ENGINE_FILE = "engine.json"
 BESIDE = (ENGINE_FILE, "retriever.json", "cli.json")
@@ -89,7 +89,7 @@ def load_config(directory: str | os.PathLike[str]) -> tuple[IndexConfig, Retriev
     root = Path(directory)
     cfg = read_checked_json(root / ENGINE_FILE)
     try:
-        return IndexConfig.build(**cfg["index"]), RetrievalConfig.build(**cfg["retrieval"])
+        return IndexConfig.from_saved(cfg["index"]), RetrievalConfig.from_saved(cfg["retrieval"])
     except (ValueError, KeyError, TypeError) as exc:
         raise StoreCorruptError(f"no readable engine config at {root}: {exc}") from exc
 

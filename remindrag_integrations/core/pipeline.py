@@ -13,6 +13,7 @@ import numpy as np
 
 from . import prior
 from .config import RetrievalConfig
+from .errors import InvalidQueryError, LLMError, LLMOutputError
 from .extract_rules import rule_based_extraction
 from .ids import anchor_of
 from .memory.math import rank_scores
@@ -23,15 +24,7 @@ from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .protocols import GraphStore
 from .selection import seed
 from .steps import Embed, Step, ask, done, timed
-from .types import (
-    CostLedger,
-    InvalidQueryError,
-    LLMError,
-    LLMOutputError,
-    Retrieval,
-    RetrievedChunk,
-    Trace,
-)
+from .types import CostLedger, Retrieval, RetrievedChunk, Trace
 from .walk import Walk, path_triples
 
 
@@ -51,7 +44,7 @@ def pre_query(query: str, cfg: RetrievalConfig, template: str = PRE_QUERY_PROMPT
 def question_names(query: str, cfg: RetrievalConfig) -> list[str]:
     """The names the offline extractor finds in the question (linked to graph entities by the
     prior; their embeddings are asked for with the query's)."""
-    if not cfg.prior or cfg.prior_graph_weight == 0:
+    if not cfg.prior.enabled or cfg.prior.graph_weight == 0:
         return []
     return [n for n in rule_based_extraction(query).entities if prior.is_name(n)]
 
@@ -62,7 +55,7 @@ def score_span(walk: Walk) -> float:
     path outranks the prior as it outranks cosine alone."""
     if walk.prior is None:
         return 1.0
-    return 1.0 + walk.cfg.prior_lexical_weight + walk.cfg.prior_graph_weight
+    return 1.0 + walk.cfg.prior.lexical_weight + walk.cfg.prior.graph_weight
 
 
 def _fill(walk: Walk, have: set[str], n: int) -> list[tuple[str, float]]:
@@ -81,7 +74,7 @@ def _fill(walk: Walk, have: set[str], n: int) -> list[tuple[str, float]]:
 
 def rank(walk: Walk, merged: bool = False) -> list[RetrievedChunk]:
     """The chunks the walk read, by their first-pass score (:func:`.prior.first_pass`) plus
-    ``rank_memory_weight`` × :func:`score_span` times the memory evidence of each (how
+    ``memory.rank_weight`` × :func:`score_span` times the memory evidence of each (how
     strongly a remembered edge vouches for it), then (``fill_to_k``) the prior's next best unread chunks; at most ``k``.
     ``merged``: the read and the unread candidates compete on one score (a zero-token walk
     follows the prior, so reading a chunk adds no judgement of its own); otherwise what the
@@ -92,7 +85,7 @@ def rank(walk: Walk, merged: bool = False) -> list[RetrievedChunk]:
     base = np.asarray(prior.first_pass(walk, ids, sims), dtype=np.float32)
     vouch = vouched(walk)
     mem = np.asarray([vouch.get(c, 0.0) for c in ids], dtype=np.float32)
-    final = rank_scores(base, mem, cfg.rank_memory_weight * score_span(walk))
+    final = rank_scores(base, mem, cfg.memory.rank_weight * score_span(walk))
     scored = [(c, s, walk.sources[c]) for c, s in zip(ids, final.tolist())]
     walk.evidence = {c: _evidence(walk, c, x, m, s) for c, s, x, m in zip(ids, final, cos, mem)}
     fill = _fill(walk, set(ids), cfg.k if merged else cfg.k - len(ids)) if cfg.fill_to_k else []

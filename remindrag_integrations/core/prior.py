@@ -12,7 +12,7 @@ the LLM's ordering of choices and its suggestion) and the final ranking all read
   between them (the whole graph when the store keeps it as a matrix, else the question's
   local neighbourhood), scaled to the best anchor.
 
-``score = cosine + prior_lexical_weight · lexical + prior_graph_weight · graph``; the parts
+``score = cosine + prior.lexical_weight · lexical + prior.graph_weight · graph``; the parts
 are kept for the trace. Pure functions over a :class:`~.walk.Walk` (its cached store reads).
 """
 
@@ -59,7 +59,7 @@ class Prior:
 def first_pass(walk: Walk, chunk_ids: Sequence[str], cosines: Sequence[float]) -> list[float]:
     """Each chunk's first-pass score: its fused prior score when it is a candidate, else its
     cosine plus its anchor's graph mass; the cosine alone without a prior."""
-    p, g = walk.prior, walk.cfg.prior_graph_weight
+    p, g = walk.prior, walk.cfg.prior.graph_weight
     if p is None:
         return [float(x) for x in cosines]
     return [
@@ -80,7 +80,7 @@ def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -
         hits = [(exact, 1.0)] if exact is not None else walk.search(vec, 1, ("entity",))
         for node, sim in hits:
             found[node] = max(found.get(node, 0.0), float(sim))
-    cap = walk.cfg.prior_max_degree
+    cap = walk.cfg.prior.max_degree
     out = {}
     for node, sim in found.items():
         mentions = _mentions(walk, node)
@@ -96,11 +96,11 @@ def _mentions(walk: Walk, entity: str) -> int:
 
 def hybrid(walk: Walk, query: str) -> tuple[dict[str, float], dict[str, float]]:
     """(dense cosine, lexical score scaled to the best) of the candidate chunks: the top
-    ``prior_candidates`` of each search."""
-    n = walk.cfg.prior_candidates
+    ``prior.candidates`` of each search."""
+    n = walk.cfg.prior.candidates
     dense = {chunk_of(a): s for a, s in walk.search(walk.q_hat, n, ("anchor",))}
     lex: dict[str, float] = {}
-    if walk.cfg.prior_lexical_weight > 0 and isinstance(walk.store, LexicalStore):
+    if walk.cfg.prior.lexical_weight > 0 and isinstance(walk.store, LexicalStore):
         hits = walk.store.lexical_search(query, n, where=walk.cfg.filter)
         top = max((s for _, s in hits), default=0.0)
         lex = {c: s / top for c, s in hits if top > 0}
@@ -111,20 +111,20 @@ def hybrid(walk: Walk, query: str) -> tuple[dict[str, float], dict[str, float]]:
 
 
 def neighbourhood(walk: Walk, start: Sequence[str]) -> list[str]:
-    """Entities and anchors within ``prior_hops`` of ``start``, breadth first, at most
-    ``prior_max_nodes``; hub entities (more than ``prior_max_degree`` edges) are reached but
+    """Entities and anchors within ``prior.hops`` of ``start``, breadth first, at most
+    ``prior.max_nodes``; hub entities (more than ``prior.max_degree`` edges) are reached but
     not expanded. The edges of a hop are one store call (one round trip on PostgreSQL)."""
     cfg = walk.cfg
     nodes, seen, frontier = list(start), set(start), list(start)
-    for _ in range(cfg.prior_hops):
+    for _ in range(cfg.prior.hops):
         walk.prefetch_edges(frontier)
         nxt: list[str] = []
-        room = cfg.prior_max_nodes - len(nodes)
+        room = cfg.prior.max_nodes - len(nodes)
         for u in frontier:
             if len(nxt) >= room:
                 break
             edges = walk.neighbors(u)
-            if is_entity(u) and len(edges) > cfg.prior_max_degree:
+            if is_entity(u) and len(edges) > cfg.prior.max_degree:
                 continue
             for e in edges:
                 w = e.v if u == e.u else e.u  # e.other(u), inlined: the hot loop
@@ -146,9 +146,9 @@ def spread(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
         return spread_local(walk, restart)
     cfg = walk.cfg
     g = walk.store.graph_matrix()
-    x = g.pagerank(restart, cfg.prior_damping, cfg.prior_iterations, cfg.prior_max_degree)
+    x = g.pagerank(restart, cfg.prior.damping, cfg.prior.iterations, cfg.prior.max_degree)
     mass = x[g.anchors]
-    n = min(cfg.prior_candidates, int((mass > 0).sum()))
+    n = min(cfg.prior.candidates, int((mass > 0).sum()))
     if n == 0:
         return {}
     top = np.argpartition(-mass, n - 1)[:n]
@@ -156,7 +156,7 @@ def spread(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
 
 
 def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
-    """Personalised PageRank (damping ``prior_damping``, ``prior_iterations`` steps) from
+    """Personalised PageRank (damping ``prior.damping``, ``prior.iterations`` steps) from
     ``restart`` over its :func:`neighbourhood`; the mass of every node. Edges are those read
     while expanding (mass that reaches the outermost ring, whose edges are not read, leaks)."""
     nodes = neighbourhood(walk, list(restart))
@@ -165,7 +165,7 @@ def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
     dst: list[int] = []
     for u in nodes:
         edges = walk.cached_neighbors(u) or []
-        if is_entity(u) and len(edges) > walk.cfg.prior_max_degree:
+        if is_entity(u) and len(edges) > walk.cfg.prior.max_degree:
             continue  # a hub spreads nothing: what reaches it is lost, as it says little
         at = pos[u]
         for e in edges:
@@ -183,8 +183,8 @@ def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
         return {n: float(v) for n, v in zip(nodes, p) if v > 0}
     s, d = np.asarray(src), np.asarray(dst)
     out_deg = np.bincount(s, minlength=len(nodes)).astype(np.float64)
-    x, damping = p.copy(), walk.cfg.prior_damping
-    for _ in range(walk.cfg.prior_iterations):
+    x, damping = p.copy(), walk.cfg.prior.damping
+    for _ in range(walk.cfg.prior.iterations):
         flow = np.bincount(d, weights=x[s] / out_deg[s], minlength=len(nodes))
         x = (1.0 - damping) * p + damping * flow
     return {n: float(v) for n, v in zip(nodes, x) if v > 0}
@@ -194,15 +194,15 @@ def restart_mass(
     first: dict[str, float], ents: dict[str, float], cfg: RetrievalConfig
 ) -> dict[str, float]:
     """Where the PageRank restarts: the question's entities, plus the best
-    ``prior_restart_passages`` hybrid passages (their anchors) in proportion to their positive
-    score, with ``prior_passage_restart`` times the entities' mass (all of it when the question
+    ``prior.restart_passages`` hybrid passages (their anchors) in proportion to their positive
+    score, with ``prior.passage_restart`` times the entities' mass (all of it when the question
     names no graph entity)."""
     restart = dict(ents)
     total = sum(ents.values())
-    ranked = sorted(first, key=lambda c: (-first[c], c))[: cfg.prior_restart_passages]
+    ranked = sorted(first, key=lambda c: (-first[c], c))[: cfg.prior.restart_passages]
     top = [c for c in ranked if first[c] > 0]
     scale = sum(first[c] for c in top)
-    mass = cfg.prior_passage_restart * total if total else 1.0
+    mass = cfg.prior.passage_restart * total if total else 1.0
     if scale > 0 and mass > 0:
         for c in top:
             restart[anchor_of(c)] = restart.get(anchor_of(c), 0.0) + mass * first[c] / scale
@@ -213,12 +213,12 @@ def feedback_restart(
     walk: Walk, scores: dict[str, float], ents: dict[str, float]
 ) -> dict[str, float]:
     """Restart mass for the second round: the entities mentioned by the best
-    ``prior_feedback_passages`` passages of the first round that are not the question's and
-    lead somewhere (mentioned by 2 to ``prior_max_degree`` chunks), each weighted by its
+    ``prior.feedback_passages`` passages of the first round that are not the question's and
+    lead somewhere (mentioned by 2 to ``prior.max_degree`` chunks), each weighted by its
     passage's share of their scores × specificity (1 / mentions), scaled to
-    ``prior_feedback`` × the question entities' mass (1 when the question names none)."""
+    ``prior.feedback`` × the question entities' mass (1 when the question names none)."""
     cfg = walk.cfg
-    top = sorted(scores, key=lambda c: (-scores[c], c))[: cfg.prior_feedback_passages]
+    top = sorted(scores, key=lambda c: (-scores[c], c))[: cfg.prior.feedback_passages]
     top = [c for c in top if scores[c] > 0]
     total = sum(scores[c] for c in top)
     if not top or total <= 0:
@@ -235,12 +235,12 @@ def feedback_restart(
     out = {}
     for ent, share in found.items():
         mentions = _mentions(walk, ent)
-        if 2 <= mentions <= cfg.prior_max_degree:
+        if 2 <= mentions <= cfg.prior.max_degree:
             out[ent] = share / mentions
     scale = sum(out.values())
     if scale <= 0:
         return {}
-    mass = cfg.prior_feedback * (sum(ents.values()) or 1.0)
+    mass = cfg.prior.feedback * (sum(ents.values()) or 1.0)
     return {n: mass * v / scale for n, v in out.items()}
 
 
@@ -248,16 +248,16 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     """The prior of one question; None when ``prior`` is off or the graph has no candidate
     (every consumer then falls back to cosine)."""
     cfg = walk.cfg
-    if not cfg.prior:
+    if not cfg.prior.enabled:
         return None
     dense, lex = hybrid(walk, query)
     if not dense:
         return None
-    first = {c: dense[c] + cfg.prior_lexical_weight * lex.get(c, 0.0) for c in dense}
+    first = {c: dense[c] + cfg.prior.lexical_weight * lex.get(c, 0.0) for c in dense}
     ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
     prior = _fuse(walk, dense, lex, restart)
-    if cfg.prior_feedback > 0 and cfg.prior_graph_weight > 0:
+    if cfg.prior.feedback > 0 and cfg.prior.graph_weight > 0:
         bridge = feedback_restart(walk, prior.score, ents)
         if bridge:
             for n, v in restart.items():
@@ -272,7 +272,7 @@ def _fuse(
     """Spread from ``restart`` and fuse the three parts of every candidate (``dense`` gains
     the passages the spread reaches)."""
     cfg = walk.cfg
-    graph = spread(walk, restart) if restart and cfg.prior_graph_weight > 0 else {}
+    graph = spread(walk, restart) if restart and cfg.prior.graph_weight > 0 else {}
     best = max((v for n, v in graph.items() if is_anchor(n)), default=0.0)
     reached = [n for n in graph if is_anchor(n) and chunk_of(n) not in dense]
     for a, cos in zip(reached, walk.sims(reached)):
@@ -281,6 +281,6 @@ def _fuse(
     for c, cos in dense.items():
         g = prior.graph.get(anchor_of(c), 0.0)
         lx = lex.get(c, 0.0)
-        prior.score[c] = cos + cfg.prior_lexical_weight * lx + cfg.prior_graph_weight * g
+        prior.score[c] = cos + cfg.prior.lexical_weight * lx + cfg.prior.graph_weight * g
         prior.parts[c] = {"cosine": cos, "lexical": lx, "graph": g}
     return prior

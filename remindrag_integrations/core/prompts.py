@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import ConfigError, LLMOutputError
 from .ids import EDGE_ID_RE, NODE_ID_RE
-from .types import ConfigError, LLMOutputError
 
 EXTRACTION_PROMPT = """Extract a knowledge graph from the text below.
 

@@ -16,8 +16,9 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from .errors import EmbeddingError, LLMError, LLMTimeoutError, ReMindError
 from .protocols import ChatLLM, Completion, Embedder
-from .types import CostLedger, EmbeddingError, LLMError, LLMTimeoutError, ReMindError
+from .types import CostLedger
 
 T = TypeVar("T")
 

@@ -1,4 +1,5 @@
-"""Plain data the engine passes around (the typed errors it raises are in :mod:`.errors`).
+"""Plain data the engine passes around (the typed errors it raises are in :mod:`.errors`;
+importing them from here still works for one release, with a deprecation warning).
 
 Everything here is framework-free and JSON-serialisable through ``to_dict`` / ``from_dict``.
 """
@@ -8,29 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypedDict
 
-from .errors import (  # noqa: F401 - the errors are importable from here too
-    ConfigError,
-    EmbedderMismatchError,
-    EmbeddingError,
-    ExtractionError,
-    InvalidArgumentError,
-    InvalidDocumentError,
-    InvalidQueryError,
-    LLMError,
-    LLMOutputError,
-    LLMTimeoutError,
-    NotCopyableError,
-    NoTraceError,
-    ReMindError,
-    StoreConflictError,
-    StoreCorruptError,
-    StoreError,
-    StoreExistsError,
-    StoreLockedError,
-    StoreNotFoundError,
-    UnknownNodeError,
-    UnknownTraceError,
-)
+from . import errors as _errors
 
 NodeKind = Literal["chunk", "anchor", "entity"]
 EdgeKind = Literal["relation", "mention", "contains", "context", "learned"]
@@ -408,3 +387,14 @@ class MemoryStats:
     kept: int = 0
     moved: int = 0
     dropped: int = 0
+
+
+def __getattr__(name: str) -> Any:
+    """The errors that the previous release re-exported from here: deprecated."""
+    if name in _errors.__all__:
+        _errors.warn_deprecated(
+            f"importing {name} from remindrag_integrations.core.types",
+            f"use remindrag_integrations.errors.{name}",
+        )
+        return getattr(_errors, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

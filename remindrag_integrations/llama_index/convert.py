@@ -15,7 +15,8 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
-from ..core.types import ConfigError, Document, RetrievedChunk, Trace
+from ..core.errors import ConfigError
+from ..core.types import Document, RetrievedChunk, Trace
 from ..inputs import make_document, user_metadata
 from ..results import NAMESPACE, chunk_metadata
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..core.types import ConfigError
+from ..core.errors import ConfigError
 from .base import BaseGraphStore, Change
 from .memory_store import InMemoryGraphStore
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.types import ConfigError, StoreCorruptError
+from ..core.errors import ConfigError, StoreCorruptError
 
 _PARK = 1 << 48  # above any table row
 DTYPE = "i8"  # how the index holds its vectors (re-scored from the table's)

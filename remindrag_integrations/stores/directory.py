@@ -12,8 +12,8 @@ from typing import Any, Self
 
 from filelock import FileLock
 
+from ..core.errors import StoreConflictError, StoreExistsError
 from ..core.persist import check_folder
-from ..core.types import StoreConflictError, StoreExistsError
 from . import generations, snapshot
 
 _UNSEEN = "unseen"  # a directory this store never loaded from nor saved to

@@ -34,8 +34,8 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from ..core.errors import StoreCorruptError, StoreError, StoreLockedError
 from ..core.files import is_real_dir, plain_name, read_regular
-from ..core.types import StoreCorruptError, StoreError, StoreLockedError
 
 FORMAT_VERSION = 2
 CURRENT = "CURRENT"

@@ -32,19 +32,11 @@ from typing import Any
 import numpy as np
 
 from ..core import arguments, filters
+from ..core.errors import EmbeddingError, InvalidArgumentError, StoreError, UnknownNodeError
 from ..core.ids import norm_name
 from ..core.memory import math as mem
 from ..core.store import MemoryFn
-from ..core.types import (
-    Chunk,
-    Edge,
-    EmbeddingError,
-    InvalidArgumentError,
-    Node,
-    NodeKind,
-    StoreError,
-    UnknownNodeError,
-)
+from ..core.types import Chunk, Edge, Node, NodeKind
 from . import validate
 from .base import BaseGraphStore
 from .directory import Persisted

@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..core.types import ConfigError, Node, NodeKind
+from ..core.errors import ConfigError
+from ..core.types import Node, NodeKind
 from . import ann as ann_mod
 from .vectors import EmbeddingTable, VectorDtype
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.types import Chunk, ConfigError, Edge, Node, StoreCorruptError
+from ..core.errors import ConfigError, StoreCorruptError
+from ..core.types import Chunk, Edge, Node
 from .node_index import KINDS
 
 if TYPE_CHECKING:

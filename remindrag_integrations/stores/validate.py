@@ -7,8 +7,9 @@ from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
+from ..core.errors import EmbeddingError, InvalidArgumentError, UnknownNodeError
 from ..core.store import MemoryFn
-from ..core.types import Edge, EmbeddingError, InvalidArgumentError, Node, UnknownNodeError
+from ..core.types import Edge, Node
 
 
 def graph_embeddings(nodes: Sequence[Node], embeddings: np.ndarray, dim: int | None) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..core.types import ConfigError, UnknownNodeError
+from ..core.errors import ConfigError, UnknownNodeError
 
 VectorDtype = Literal["float16", "float32"]
 DTYPES: tuple[VectorDtype, ...] = ("float16", "float32")

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from .. import arguments
+from ..errors import InvalidArgumentError, UnknownNodeError
 from ..ids import EDGE_ID_RE
 from ..protocols import Embedder, GraphStore
 from ..steps import embed_checked
-from ..types import InvalidArgumentError, UnknownNodeError
 
 MEMORY_FORMAT = "remindrag-memory/1"
 

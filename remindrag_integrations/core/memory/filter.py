@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import LLMError, LLMOutputError
 from ..ids import is_chunk
 from ..prompts import FILTER_PROMPT, cited_ids, parse_filter
 from ..protocols import GraphStore
 from ..selection import top_support
 from ..steps import Ask, Step, done
-from ..types import LLMError, LLMOutputError, Trace
+from ..types import Trace
 
 
 @dataclass(frozen=True)

@@ -55,18 +55,18 @@ class Memorizer:
         if not trace.subgraph_edges:
             return skipped(trace, "nothing was traversed")
         elif uses_llm:
-            chars = cfg.chunk_chars_in_prompt
+            chars = cfg.prompt.chunk_chars
             support = yield from llm_filter(
                 trace, self.store, answer or "", chars, self.filter_prompt
             )
         elif cfg.self_memorize == "off":
             return skipped(trace, "no judge and self_memorize='off'")
         else:  # no judge: remember without penalising, unless self_memorize="full"
-            top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.nav_filter_top
+            top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.navigator.filter_top
             support = yield from similarity_filter(trace, self.store, top)
             judged = cfg.self_memorize == "full"
         result = write(
-            trace, self.store, support, max_depth=cfg.feedback_max_depth, penalise=judged
+            trace, self.store, support, max_depth=cfg.memory.max_bridge_hops, penalise=judged
         )
         return replace(result, ignored_citations=ignored)
 
@@ -84,7 +84,7 @@ class Memorizer:
             store,
             support,
             helpful=helpful,
-            max_depth=cfg.feedback_max_depth,
+            max_depth=cfg.memory.max_bridge_hops,
             penalise=cfg.named_support_penalises,
         )
         if not (named and helpful and support.chunks):

@@ -17,20 +17,16 @@ from typing import Any
 import numpy as np
 
 from ..config import RetrievalConfig
+from ..errors import InvalidTeachPairError, UnknownNodeError
 from ..ids import chunk_of, is_chunk
 from ..protocols import GraphStore
 from ..steps import Embed, Step
-from ..types import ReMindError, UnknownNodeError
 from .assure import Requery, assure
 from .filter import Support
 from .write import write
 
 ProgressFn = Callable[[int, int], None]
 TEXT_CANDIDATES = 20  # nearest anchors checked for a passage given as text
-
-
-class InvalidTeachPairError(ReMindError, ValueError):
-    """A teach pair without a question or without any passage; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +167,9 @@ def teach_one(
         return TeachResult(pair.question, [], [], [], [], 0)
     r = yield from requery(pair.question)
     trace = r.trace
-    done = write(trace, store, Support(chunks), penalise=False, max_depth=cfg.feedback_max_depth)
+    done = write(
+        trace, store, Support(chunks), penalise=False, max_depth=cfg.memory.max_bridge_hops
+    )
     q = np.asarray(trace.query_embedding, dtype=np.float32)
     done = yield from assure(store, requery, pair.question, q, done, chunks)
     reached = [c for c in chunks if c not in done.not_found]

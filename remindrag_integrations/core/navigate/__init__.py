@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..errors import LLMError, LLMOutputError
 from ..steps import Step
-from ..types import CostLedger, LLMError, LLMOutputError, Move
+from ..types import CostLedger, Move
 from ..walk import Walk
 from .move import FALLBACK_NOTE, MoveChoice, Option, apply, options, resolve
 from .zero_token import choose

@@ -33,7 +33,7 @@ def _short(text: str, limit: int = 90) -> str:
 
 
 def _text(walk: Walk, chunk_id: str) -> str:
-    return " ".join(walk.chunk(chunk_id).text.split())[: walk.cfg.chunk_chars_in_prompt]
+    return " ".join(walk.chunk(chunk_id).text.split())[: walk.cfg.prompt.chunk_chars]
 
 
 def _read_line(walk: Walk, node: Node) -> list[str]:
@@ -84,7 +84,7 @@ def _choices(walk: Walk, current: str, opts: list[Option]) -> list[tuple[str, st
         if others:
             back.append((max(value(walk, w) for w in others), n, len(others)))
     back.sort(key=lambda t: -t[0])
-    back = back[: cfg.max_back_choices]
+    back = back[: cfg.prompt.max_back_choices]
     for (_, n, count), node in zip(back, walk.nodes([b[1] for b in back])):
         out.append((n, f"go back to {_label(node)} ({count} unexplored neighbours)"))
     return out

@@ -13,10 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import LLMOutputError
 from ..ids import is_chunk, norm_name
 from ..memory.math import replay_scores
 from ..prompts import extract_json
-from ..types import Edge, LLMOutputError, Move
+from ..types import Edge, Move
 from ..walk import Walk
 
 FALLBACK_NOTE = "fallback: the zero-token choice after an unusable reply and its re-ask"
@@ -67,7 +68,7 @@ def options(walk: Walk, current: str) -> list[Option]:
         walk.embeddings([current])[0],
         walk.embeddings(others),
         walk.memory([e.id for e in edges]),
-        walk.cfg.alpha,
+        walk.cfg.memory.alpha,
     )
     best: dict[str, Option] = {}
     for e, w, s in zip(edges, others, scores):

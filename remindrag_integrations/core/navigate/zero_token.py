@@ -98,7 +98,7 @@ def choose(walk: Walk, current: str, opts: list[Option]) -> MoveChoice:
     """The zero-token policy: stop when enough chunks are read or nothing is promising, else
     the most promising forward or backward move."""
     cfg: RetrievalConfig = walk.cfg
-    if len(walk.chunk_ids) >= cfg.nav_enough_chunks:
+    if len(walk.chunk_ids) >= cfg.navigator.enough_chunks:
         return MoveChoice(enough=True)
     around = _around(walk, current)
     read_ahead(walk, [o.node for o in opts] + [w for ws in around.values() for w in ws])
@@ -106,7 +106,7 @@ def choose(walk: Walk, current: str, opts: list[Option]) -> MoveChoice:
         ((o.node, value(walk, o.node)) for o in opts), key=lambda t: t[1], default=(None, -2.0)
     )
     back = best_backward(walk, current, around)
-    if max(fwd[1], back[1]) < cfg.nav_min_similarity:
+    if max(fwd[1], back[1]) < cfg.navigator.min_similarity:
         return MoveChoice(enough=True)
     if fwd[0] is not None and fwd[1] >= back[1]:
         return MoveChoice(enough=False, action="forward", node=fwd[0])

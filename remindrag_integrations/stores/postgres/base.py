@@ -21,7 +21,7 @@ from psycopg.pq import Format, TransactionStatus
 from psycopg.types import TypeInfo
 
 from ...core.arguments import storable
-from ...core.types import ConfigError, EmbeddingError, StoreError, UnknownNodeError
+from ...core.errors import ConfigError, EmbeddingError, StoreError, UnknownNodeError
 from .bulk import BulkOptions
 from .sql import LAST_SCHEMA_OBJECT, SCHEMA, SCHEMA_LOCK, SCHEMA_VERSION, hnsw_index_sql
 

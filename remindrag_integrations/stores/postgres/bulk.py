@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ...core.types import ConfigError
+from ...core.errors import ConfigError
 from .sql import SCHEMA_LOCK, hnsw_index_sql
 
 _SIZE = re.compile(r"[1-9][0-9]{0,6}(kB|MB|GB)")

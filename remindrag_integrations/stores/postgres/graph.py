@@ -10,9 +10,10 @@ import psycopg
 from psycopg import errors
 from psycopg.types.json import Jsonb
 
+from ...core.errors import UnknownNodeError
 from ...core.ids import norm_name
 from ...core.memory import math as mem
-from ...core.types import Chunk, Edge, Node, UnknownNodeError
+from ...core.types import Chunk, Edge, Node
 from .. import validate
 from . import bulk
 from .base import PgBase, _bulk

@@ -9,9 +9,10 @@ import psycopg
 from psycopg import errors
 
 from ...core.arguments import fraction
+from ...core.errors import UnknownNodeError
 from ...core.memory import math as mem
 from ...core.store import MemoryFn
-from ...core.types import Edge, UnknownNodeError
+from ...core.types import Edge
 from .. import validate
 from .base import PgBase
 

@@ -9,9 +9,10 @@ import numpy as np
 import psycopg
 
 from ...core import filters
+from ...core.errors import EmbeddingError, UnknownNodeError
 from ...core.frontier import Follow, Neighborhood
 from ...core.memory import math as mem
-from ...core.types import Chunk, Edge, EmbeddingError, Node, NodeKind, UnknownNodeError
+from ...core.types import Chunk, Edge, Node, NodeKind
 from .base import PgBase, _get
 from .filter_sql import where_sql
 from .sql import _ADJACENCY, _FRONTIER, _FRONTIER_FOLLOW, _NEIGHBORHOODS, _NEIGHBORS

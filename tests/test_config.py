@@ -1,0 +1,295 @@
+"""The config a user reads (issue 24): a short first screen, nested configs for the method's
+knobs, the previous release's names working with a warning (arguments, overrides, attributes,
+saved stores), docs/config.md in step with the fields, and the errors in one module."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import remindrag_integrations as top
+from remindrag_integrations import (
+    ConfigError,
+    Document,
+    IndexConfig,
+    MemoryConfig,
+    PriorConfig,
+    ReMindRAG,
+    ReMindRetriever,
+    RetrievalConfig,
+)
+from remindrag_integrations import errors as public_errors
+from remindrag_integrations.core import errors as core_errors
+from remindrag_integrations.core import persist
+from remindrag_integrations.core.config import RENAMED
+from remindrag_integrations.errors import ReMindDeprecationWarning, ReMindError
+from remindrag_integrations.search_args import call_overrides
+from remindrag_integrations.testing import HashEmbedder
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "config.md"
+QUESTION = "Who directed Sinister?"
+
+# what the previous release's RetrievalConfig().model_dump() wrote into engine.json, with
+# every renamed field off its default (so a field that lands in the wrong place shows)
+OLD_SAVED_RETRIEVAL = {
+    "k": 3, "seeds": 2, "alpha": 0.2, "lam": 0.6, "max_replay_nodes": 32, "replay_starts": 7,
+    "max_hops": 10, "max_iterations": 20, "max_neighbors_shown": 30,
+    "max_traversal_tokens": 20000, "max_idle_decisions": 6, "on_invalid_move": "fallback",
+    "max_back_choices": 5, "max_subquestions": 1, "pre_query": False, "verify_replay": False,
+    "fill_to_k": True, "chunk_chars_in_prompt": 300, "llm_timeout": 120.0,
+    "feedback_max_depth": 3, "rank_memory_weight": 0.5, "self_memorize": "enhance",
+    "memorize_judge": "citations", "named_support_penalises": False, "nav_enough_chunks": 3,
+    "nav_min_similarity": 0.1, "nav_filter_top": 1, "prior": False,
+    "prior_lexical_weight": 0.3, "prior_graph_weight": 0.9, "prior_damping": 0.7,
+    "prior_iterations": 15, "prior_hops": 3, "prior_max_nodes": 4000, "prior_max_degree": 400,
+    "prior_candidates": 40, "prior_restart_passages": 4, "prior_passage_restart": 0.5,
+    "prior_feedback": 0.5, "prior_feedback_passages": 3, "filter": None,
+}  # fmt: skip
+OLD_SAVED_INDEX = {
+    "chunk_tokens": 300, "chunk_overlap": 0, "synonym_threshold": 0.85, "max_concurrency": 4,
+    "embed_batch_size": 256, "insert_batch_documents": 256, "max_document_chars": 20000000,
+    "max_entities_per_chunk": 40, "on_extraction_error": "raise", "llm_titles": True,
+}  # fmt: skip
+
+
+def _engine() -> ReMindRAG:
+    rag = ReMindRAG(embeddings=HashEmbedder(dim=64))
+    rag.insert(
+        [
+            Document(
+                "derrickson", "Scott Derrickson is an American director. He directed Sinister."
+            ),
+            Document("sinister", "Sinister is a 2012 horror film starring Ethan Hawke."),
+        ]
+    )
+    return rag
+
+
+def _new_place(cfg: RetrievalConfig, old: str) -> Any:
+    section, field = RENAMED[old]
+    return getattr(getattr(cfg, section), field)
+
+
+# ---------------------------------------------------------------------------------------------
+# the shape
+
+
+def test_the_first_screen_is_short_and_the_knobs_are_nested() -> None:
+    flat = [n for n, f in RetrievalConfig.model_fields.items() if not _nested(f.annotation)]
+    assert len(flat) <= 17 and {"k", "filter", "max_hops", "self_memorize"} <= set(flat)
+    assert not [n for n in flat if n.startswith(("prior", "nav_"))]
+    assert {n for n, f in RetrievalConfig.model_fields.items() if _nested(f.annotation)} == {
+        "prior",
+        "memory",
+        "navigator",
+        "prompt",
+    }
+    assert "llm_titles" not in IndexConfig.model_fields  # read nowhere: removed
+
+
+@pytest.mark.parametrize(
+    "values", [{"k": True}, {"k": "3"}, {"prior": {"damping": "0.7"}}, {"nonsense": 1}]
+)
+def test_the_constructor_is_strict_with_a_typed_error(values: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        RetrievalConfig(**values)
+    with pytest.raises(ConfigError):
+        RetrievalConfig.build(**values)
+    assert issubclass(ConfigError, ValueError)  # what pydantic's ValidationError also is
+
+
+def test_a_nested_dict_changes_only_what_it_names() -> None:
+    base = RetrievalConfig(prior=PriorConfig(damping=0.7, hops=3))
+    cfg = base.with_overrides(prior={"graph_weight": 0.5}, k=2)
+    assert (cfg.prior.damping, cfg.prior.hops, cfg.prior.graph_weight, cfg.k) == (0.7, 3, 0.5, 2)
+    whole = base.with_overrides(prior=PriorConfig(graph_weight=0.5))  # an object replaces
+    assert (whole.prior.damping, whole.prior.hops) == (0.8, 4)
+    assert base.prior.graph_weight == 1.0  # frozen: the original is unchanged
+    with pytest.raises(ConfigError, match="damping"):
+        base.with_overrides(prior={"damping": 1.5})
+    with pytest.raises(ConfigError, match="nonsense"):
+        base.with_overrides(memory={"nonsense": 1})
+
+
+def test_a_per_call_nested_override_changes_the_walk() -> None:
+    rag = _engine()
+    off = rag.retrieve(QUESTION, k=2, prior={"enabled": False})
+    on = rag.retrieve(QUESTION, k=2)
+    assert not any("lexical" in p for p in off.trace.rank_evidence.values())  # cosine only
+    assert any(p["lexical"] > 0 for p in on.trace.rank_evidence.values())
+    assert rag.retrieval_config.prior.enabled  # one call only
+
+
+# ---------------------------------------------------------------------------------------------
+# the previous release's names
+
+
+@pytest.mark.parametrize("old", sorted(RENAMED))
+def test_every_old_name_works_with_a_warning(old: str) -> None:
+    value = OLD_SAVED_RETRIEVAL[old]
+    with pytest.warns(ReMindDeprecationWarning, match=rf"{old}=.*use {RENAMED[old][0]}="):
+        cfg = RetrievalConfig(**{old: value})
+    assert _new_place(cfg, old) == value
+    with pytest.warns(ReMindDeprecationWarning, match=rf"RetrievalConfig\.{old} .*deprecated"):
+        assert getattr(cfg, old) == value
+    with pytest.warns(ReMindDeprecationWarning):
+        again = RetrievalConfig().with_overrides(**{old: value})
+    assert again == cfg
+    with pytest.warns(ReMindDeprecationWarning):
+        assert RetrievalConfig.build(**{old: value}) == cfg
+
+
+def test_the_warning_points_at_the_callers_line() -> None:
+    with pytest.warns(ReMindDeprecationWarning) as caught:
+        RetrievalConfig(prior_damping=0.7)
+    assert caught[0].filename == __file__
+
+
+def test_prior_as_a_bool_still_works() -> None:
+    with pytest.warns(ReMindDeprecationWarning, match="prior=True/False"):
+        cfg = RetrievalConfig(prior=False)
+    assert cfg.prior.enabled is False
+    with pytest.warns(ReMindDeprecationWarning, match="prior.enabled"):
+        assert not cfg.prior  # ``if cfg.prior:`` read the switch
+
+
+def test_old_names_stay_strict_and_cannot_contradict_the_new() -> None:
+    with pytest.warns(ReMindDeprecationWarning), pytest.raises(ConfigError, match="damping"):
+        RetrievalConfig.build(prior_damping="0.7")
+    with pytest.warns(ReMindDeprecationWarning), pytest.raises(ConfigError, match="different"):
+        RetrievalConfig.build(prior_damping=0.7, prior={"damping": 0.6})
+    with pytest.warns(ReMindDeprecationWarning), pytest.raises(ConfigError, match="prior"):
+        RetrievalConfig.build(prior_damping=0.7, prior=1)
+    with pytest.warns(ReMindDeprecationWarning):  # the same value twice is no contradiction
+        assert RetrievalConfig(alpha=0.2, memory={"alpha": 0.2}).memory.alpha == 0.2
+    with pytest.warns(ReMindDeprecationWarning):  # an object's unset fields are no claim
+        cfg = RetrievalConfig(prior_damping=0.7, prior=PriorConfig(hops=3))
+    assert (cfg.prior.damping, cfg.prior.hops) == (0.7, 3)
+
+
+def test_old_names_per_call_and_on_the_retriever() -> None:
+    rag = _engine()
+    with pytest.warns(ReMindDeprecationWarning, match="prior_lexical_weight"):
+        old = rag.retrieve(QUESTION, k=2, prior_lexical_weight=0.0)
+    new = rag.retrieve(QUESTION, k=2, prior={"lexical_weight": 0.0})
+    assert [c.chunk.id for c in old.chunks] == [c.chunk.id for c in new.chunks]
+    assert call_overrides({"nav_min_similarity": 0.1}) == {"nav_min_similarity": 0.1}
+    with pytest.raises(ConfigError, match="nav_min_similarty"):
+        call_overrides({"nav_min_similarty": 0.1})
+    with pytest.warns(ReMindDeprecationWarning) as caught:
+        r = ReMindRetriever.from_texts(
+            ["Sinister is a 2012 horror film."], prior_damping=0.7, llm_titles=False, k=1
+        )
+    named = {m.group(1) for w in caught if (m := re.search(r"\((\w+)=", str(w.message)))}
+    assert {"prior_damping", "llm_titles"} <= named
+    assert r.engine.retrieval_config.prior.damping == 0.7
+    with pytest.warns(ReMindDeprecationWarning, match="nav_enough_chunks"):
+        assert r.invoke("Which film?", nav_enough_chunks=1)
+
+
+def test_llm_titles_is_accepted_and_ignored() -> None:
+    with pytest.warns(ReMindDeprecationWarning, match="never had an effect"):
+        assert IndexConfig(llm_titles=False) == IndexConfig()
+
+
+def test_a_store_saved_by_the_previous_release_loads(tmp_path: Path) -> None:
+    rag = _engine()
+    rag.save(tmp_path / "s")
+    saved = persist.read_checked_json(tmp_path / "s" / persist.ENGINE_FILE)
+    saved.update(index=OLD_SAVED_INDEX, retrieval=OLD_SAVED_RETRIEVAL)
+    persist.write_checked_json(tmp_path / "s" / persist.ENGINE_FILE, saved)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the user did nothing wrong: no warning
+        loaded = ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder(dim=64))
+    cfg = loaded.retrieval_config
+    for old in RENAMED:
+        assert _new_place(cfg, old) == OLD_SAVED_RETRIEVAL[old], old
+    assert cfg.prior.enabled is False and cfg.k == 3
+    assert loaded.index_config.chunk_tokens == 300
+    assert loaded.retrieve(QUESTION, k=1).chunks
+    loaded.save(tmp_path / "s")  # saved again: the new shape
+    body = persist.read_checked_json(tmp_path / "s" / persist.ENGINE_FILE)["retrieval"]
+    assert body["prior"]["damping"] == 0.7 and "prior_damping" not in body
+    assert body["memory"] == MemoryConfig(
+        alpha=0.2, lam=0.6, max_replay_nodes=32, replay_starts=7, rank_weight=0.5,
+        max_bridge_hops=3,
+    ).model_dump()  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference page
+
+
+def _rows() -> dict[str, tuple[str, str]]:
+    """docs/config.md's table rows: field -> (default, description)."""
+    out = {}
+    for line in DOCS.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\| `([\w.]+)` \| (.+?) \| (.+) \|$", line)
+        if m:
+            out[m.group(1)] = (m.group(2), m.group(3))
+    return out
+
+
+def _nested(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def test_the_reference_page_lists_every_field_as_the_code_says() -> None:
+    rows, want = _rows(), {}
+    for cls in (RetrievalConfig, IndexConfig):
+        for name, field in cls.model_fields.items():
+            if _nested(field.annotation):
+                want[name] = (f"`{field.annotation.__name__}()`", field.description)
+                for sub, f in field.annotation.model_fields.items():
+                    want[f"{name}.{sub}"] = (f"`{f.default!r}`", f.description)
+            else:
+                want[name] = (f"`{field.default!r}`", field.description)
+    assert rows == want
+
+
+# ---------------------------------------------------------------------------------------------
+# errors: one module
+
+
+def test_every_error_is_defined_in_and_exported_from_one_module() -> None:
+    defined = {
+        name
+        for name, obj in vars(core_errors).items()
+        if isinstance(obj, type) and issubclass(obj, (ReMindError, ReMindDeprecationWarning))
+    }
+    assert all(getattr(core_errors, n).__module__ == core_errors.__name__ for n in defined)
+    assert set(public_errors.__all__) == set(core_errors.__all__) == defined
+    assert "NoTraceError" in defined and "InvalidTeachPairError" in defined
+    for name in defined:
+        assert getattr(public_errors, name) is getattr(core_errors, name)
+
+
+def test_the_top_level_keeps_the_errors_an_application_catches() -> None:
+    kept = {n for n in top.__all__ if n in public_errors.__all__}
+    assert kept == {
+        "ReMindError",
+        "ConfigError",
+        "InvalidDocumentError",
+        "InvalidQueryError",
+        "LLMError",
+        "StoreError",
+    }
+    for name in kept:  # no warning
+        assert getattr(top, name) is getattr(public_errors, name)
+
+
+@pytest.mark.parametrize("name", ["StoreLockedError", "InvalidTeachPairError", "LLMTimeoutError"])
+def test_the_other_errors_still_import_from_the_top_level_with_a_warning(name: str) -> None:
+    with pytest.warns(ReMindDeprecationWarning, match=f"remindrag_integrations.errors.{name}"):
+        assert getattr(top, name) is getattr(public_errors, name)
+    with pytest.warns(ReMindDeprecationWarning):
+        exec(f"from remindrag_integrations import {name}", {})  # noqa: S102
+    with pytest.warns(ReMindDeprecationWarning, match="core.types"):
+        exec(f"from remindrag_integrations.core.types import {name}", {})  # noqa: S102
+    with pytest.raises(AttributeError):
+        top.NoSuchError  # noqa: B018
