@@ -73,4 +73,7 @@ class RetrieverOptions(TypedDict, total=False):
     prior_passage_restart: float
     prior_feedback: float
     prior_feedback_passages: int
+    prior_feedback_rounds: int
+    prior_feedback_by_links: bool
+    prior_feedback_relation: float
     filter: dict[str, Any] | None

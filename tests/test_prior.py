@@ -152,3 +152,89 @@ def test_the_feedback_round_follows_the_bridge_entity() -> None:
     assert graph(two, "browns") > graph(one, "browns") > 0
     assert graph(two, "lyons") > graph(one, "lyons") > 0
     assert "ford" not in _docs(two)[:3] and "other" not in _docs(two)[:3]  # no path to them
+
+
+LONG_CHAIN = {  # four hops: car -> maker -> founder -> town -> county
+    **CHAIN,
+    "blackpool": "Blackpool is a seaside town. Blackpool lies in Lancashire County.",
+    "dearborn": "Dearborn is a city. Dearborn lies in Wayne County.",
+}
+LONG_QUESTION = (
+    "In which county is the town where the founder of the company that made the Jaguar "
+    "XJ220 was born?"
+)
+
+
+def test_more_feedback_rounds_reach_a_further_hop() -> None:
+    """Each round restarts also at the bridge entities of the best passages no earlier round
+    read: the second round goes from the founder's passage to his town, whose passage (the
+    fourth hop, naming nothing the question names) gains graph mass it had not had."""
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng.insert([(k, v, {}) for k, v in LONG_CHAIN.items()])
+    eng.insert([(f"filler{i}", t, {}) for i, t in enumerate(CHAIN_FILLER)])
+
+    def graph(r, doc: str) -> float:
+        ev = r.trace.rank_evidence
+        return next((ev[rc.chunk.id]["graph"] for rc in r.chunks if rc.chunk.doc_id == doc), 0.0)
+
+    one = eng.retrieve(LONG_QUESTION, k=9)
+    two = eng.retrieve(LONG_QUESTION, k=9, prior_feedback_rounds=2)
+    assert graph(two, "blackpool") > graph(one, "blackpool")
+    assert _docs(two).index("blackpool") < _docs(one).index("blackpool")
+    assert graph(two, "dearborn") == graph(one, "dearborn") == 0.0  # no path to it
+    # by links: this question chains 3 links ("where", "of", "that"), so it gets both rounds
+    linked = eng.retrieve(LONG_QUESTION, k=9, prior_feedback_rounds=2, prior_feedback_by_links=True)
+    assert _docs(linked) == _docs(two)
+    # one link ("where"): one round, as without the option
+    short = "Where was the founder of Browns Lane Motors born?"
+    assert _docs(
+        eng.retrieve(short, k=9, prior_feedback_rounds=2, prior_feedback_by_links=True)
+    ) == (_docs(eng.retrieve(short, k=9)))
+
+
+def test_the_asked_relation_weighs_the_bridge() -> None:
+    """With ``prior_feedback_relation``, a bridge entity whose relation sentence holds the
+    question's own words ("directed") restarts with more mass than one that shares none."""
+    from remindrag_integrations.core.prior import asked_words
+
+    assert asked_words("Where was the director of Sinister born?", ["Sinister"]) == {
+        "direc",
+        "born",
+    }
+    docs = {
+        "film": "Nightfall Road is a 1990 film. Nightfall Road was directed by Anna Berg. "
+        "Nightfall Road starred Carl Moss.",
+        "berg": "Anna Berg was a writer. Anna Berg was born in Oslo.",
+        "moss": "Carl Moss was a writer. Carl Moss was born in Bergen.",
+    }
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng.insert([(k, v, {}) for k, v in docs.items()])
+    eng.insert([(f"filler{i}", t, {}) for i, t in enumerate(CHAIN_FILLER)])
+    q = "Where was the director of Nightfall Road born?"
+
+    def graph(r, doc: str) -> float:
+        ev = r.trace.rank_evidence
+        return next(ev[rc.chunk.id]["graph"] for rc in r.chunks if rc.chunk.doc_id == doc)
+
+    plain = eng.retrieve(q, k=5)
+    asked = eng.retrieve(q, k=5, prior_feedback_relation=3.0)
+    gap = graph(plain, "berg") - graph(plain, "moss")
+    assert graph(asked, "berg") - graph(asked, "moss") > gap + 0.1
+    assert graph(asked, "berg") > graph(plain, "berg")
+
+
+@pytest.mark.parametrize(
+    "field, bad",
+    [
+        ("prior_feedback_rounds", 0),
+        ("prior_feedback_rounds", 11),
+        ("prior_feedback_relation", -1.0),
+        ("prior_feedback_by_links", "yes"),
+    ],
+)
+def test_the_feedback_fields_refuse_bad_values(field: str, bad: object) -> None:
+    from remindrag_integrations import ConfigError
+
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    with pytest.raises(ConfigError):
+        eng.retrieve("anything", **{field: bad})
