@@ -75,5 +75,4 @@ class RetrieverOptions(TypedDict, total=False):
     prior_feedback_passages: int
     prior_feedback_rounds: int
     prior_feedback_by_links: bool
-    prior_feedback_relation: float
     filter: dict[str, Any] | None

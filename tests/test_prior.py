@@ -192,43 +192,11 @@ def test_more_feedback_rounds_reach_a_further_hop() -> None:
     ) == (_docs(eng.retrieve(short, k=9)))
 
 
-def test_the_asked_relation_weighs_the_bridge() -> None:
-    """With ``prior_feedback_relation``, a bridge entity whose relation sentence holds the
-    question's own words ("directed") restarts with more mass than one that shares none."""
-    from remindrag_integrations.core.prior import asked_words
-
-    assert asked_words("Where was the director of Sinister born?", ["Sinister"]) == {
-        "direc",
-        "born",
-    }
-    docs = {
-        "film": "Nightfall Road is a 1990 film. Nightfall Road was directed by Anna Berg. "
-        "Nightfall Road starred Carl Moss.",
-        "berg": "Anna Berg was a writer. Anna Berg was born in Oslo.",
-        "moss": "Carl Moss was a writer. Carl Moss was born in Bergen.",
-    }
-    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
-    eng.insert([(k, v, {}) for k, v in docs.items()])
-    eng.insert([(f"filler{i}", t, {}) for i, t in enumerate(CHAIN_FILLER)])
-    q = "Where was the director of Nightfall Road born?"
-
-    def graph(r, doc: str) -> float:
-        ev = r.trace.rank_evidence
-        return next(ev[rc.chunk.id]["graph"] for rc in r.chunks if rc.chunk.doc_id == doc)
-
-    plain = eng.retrieve(q, k=5)
-    asked = eng.retrieve(q, k=5, prior_feedback_relation=3.0)
-    gap = graph(plain, "berg") - graph(plain, "moss")
-    assert graph(asked, "berg") - graph(asked, "moss") > gap + 0.1
-    assert graph(asked, "berg") > graph(plain, "berg")
-
-
 @pytest.mark.parametrize(
     "field, bad",
     [
         ("prior_feedback_rounds", 0),
         ("prior_feedback_rounds", 11),
-        ("prior_feedback_relation", -1.0),
         ("prior_feedback_by_links", "yes"),
     ],
 )

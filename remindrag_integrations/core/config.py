@@ -125,9 +125,6 @@ class RetrievalConfig(_Config):
     # True: as many rounds as the question chains links ("of", "where", "whose", "'s", ...
     # outside its names; core/extract_rules.py::question_links), at most prior_feedback_rounds
     prior_feedback_by_links: bool = False
-    # a bridge entity whose relation sentence holds the question's other words ("director" →
-    # "directed by") restarts with up to 1 + this times its mass
-    prior_feedback_relation: float = Field(0.0, ge=0.0, le=100.0)
     # metadata filter on documents (LangChain syntax; see core/filters.py)
     filter: dict[str, Any] | None = None
 

@@ -18,7 +18,6 @@ are kept for the trace. Pure functions over a :class:`~.walk.Walk` (its cached s
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -38,9 +37,6 @@ _FUNCTION_WORDS = frozenset(
     as than then so if also both either neither one two many much more most other another
     same such any all each every some few after before during while about into over under""".split()
 )
-
-
-_WORD = re.compile(r"[^\W_]+")
 
 
 def is_name(text: str) -> bool:
@@ -221,7 +217,6 @@ def feedback_restart(
     ents: dict[str, float],
     used: set[str] | None = None,
     known: Collection[str] = (),
-    asks: frozenset[str] = frozenset(),
 ) -> dict[str, float]:
     """Restart mass for a feedback round: the entities mentioned by the best
     ``prior_feedback_passages`` passages of the round before (not among ``used``: passages an
@@ -229,10 +224,7 @@ def feedback_restart(
     rounds) and lead somewhere (mentioned by 2 to
     ``prior_max_degree`` chunks), each weighted by its passage's share of their scores ×
     specificity (1 / mentions), scaled to ``prior_feedback`` × the question entities' mass (1
-    when the question names none), and × (1 + ``prior_feedback_relation`` × the share of
-    ``asks`` (the question's other words, :func:`asked_words`) that the relation sentence from
-    a ``known`` entity to it holds: "the director of X" follows "X ... directed by Y" to Y).
-    The passages read are added to ``used``."""
+    when the question names none). The passages read are added to ``used``."""
     cfg = walk.cfg
     used = set() if used is None else used
     fresh = [c for c in scores if c not in used]
@@ -255,41 +247,12 @@ def feedback_restart(
     for ent, share in found.items():
         mentions = _mentions(walk, ent)
         if 2 <= mentions <= cfg.prior_max_degree:
-            out[ent] = (
-                share
-                / mentions
-                * (1.0 + cfg.prior_feedback_relation * _asked(walk, ent, asks, known))
-            )
+            out[ent] = share / mentions
     scale = sum(out.values())
     if scale <= 0:
         return {}
     mass = cfg.prior_feedback * (sum(ents.values()) or 1.0)
     return {n: mass * v / scale for n, v in out.items()}
-
-
-def _stems(text: str) -> set[str]:
-    """Crude stems (the first 5 letters) of the words that are not function words."""
-    words = _WORD.findall(text.lower())
-    return {w[:5] for w in words if len(w) > 2 and w not in _FUNCTION_WORDS}
-
-
-def asked_words(query: str, names: Sequence[str]) -> frozenset[str]:
-    """What the question asks about beyond the names it gives: its words' stems, less the
-    names' (in "the director of Sinister", "direc")."""
-    named = set().union(*map(_stems, names)) if names else set()
-    return frozenset(_stems(query) - named)
-
-
-def _asked(walk: Walk, entity: str, asks: frozenset[str], known: Collection[str]) -> float:
-    """The largest share of ``asks`` that a relation sentence holds between ``entity`` and
-    an entity the restart already has (the link that leads to it from the question)."""
-    if not asks:
-        return 0.0
-    best = 0
-    for e in walk.neighbors(entity):
-        if e.kind == "relation" and e.other(entity) in known:
-            best = max(best, len(asks & _stems(e.text)))
-    return best / len(asks)
 
 
 def feedback_rounds(query: str, names: Sequence[str], cfg: RetrievalConfig) -> int:
@@ -318,9 +281,8 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     if cfg.prior_feedback <= 0 or cfg.prior_graph_weight <= 0:
         return prior
     used: set[str] = set()
-    asks = asked_words(query, names) if cfg.prior_feedback_relation > 0 else frozenset()
     for _ in range(feedback_rounds(query, names, cfg)):  # each round a hop further
-        bridge = feedback_restart(walk, prior.score, ents, used, restart, asks)
+        bridge = feedback_restart(walk, prior.score, ents, used, restart)
         if not bridge:
             break
         for n, v in restart.items():
