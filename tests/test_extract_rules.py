@@ -221,5 +221,9 @@ def test_question_links_count_the_hops_outside_the_names() -> None:
     assert question_links("Who founded Bank of America?", ["Bank of America"]) == 0
     assert question_links("Who founded Bank of America?") == 1
     assert question_links("") == 0
+    # "of" that picks from a set or names a kind is no hop
+    band = "What is the name of the pop band founded by one of the stars of Aisa Yeh Jahaan?"
+    assert question_links(band, ["Aisa Yeh Jahaan"]) == 1  # only "stars of"
+    assert question_links("What kind of plane dropped the bomb?") == 0
     with pytest.raises(InvalidArgumentError):
         question_links(None)  # type: ignore[arg-type]

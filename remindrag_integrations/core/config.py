@@ -119,12 +119,12 @@ class RetrievalConfig(_Config):
     # question entities' restart mass; 0 = one round
     prior_feedback: float = Field(1.0, ge=0.0, le=100.0)
     prior_feedback_passages: int = Field(2, ge=1, le=100)
-    # feedback rounds: each restarts also at the bridge entities of the best passages that no
-    # earlier round read (a hop further along a chain of bridges)
-    prior_feedback_rounds: int = Field(1, ge=1, le=10)
-    # True: as many rounds as the question chains links ("of", "where", "whose", "'s", ...
-    # outside its names; core/extract_rules.py::question_links), at most prior_feedback_rounds
-    prior_feedback_by_links: bool = False
+    # at most this many feedback rounds: each restarts also at the bridge entities of the best
+    # passages no earlier round read (a hop further along a chain of bridges)
+    prior_feedback_rounds: int = Field(2, ge=1, le=10)
+    # True: a question gets as many rounds as the links it chains ("of", "where", "whose",
+    # "'s", ... outside its names; core/extract_rules.py::question_links), at least 1
+    prior_feedback_by_links: bool = True
     # metadata filter on documents (LangChain syntax; see core/filters.py)
     filter: dict[str, Any] | None = None
 
