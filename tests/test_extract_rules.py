@@ -209,3 +209,22 @@ def test_zero_token_graph_holds_the_whole_names() -> None:
     assert not names & {"George A", "Romero", "2011 and 2012", "1968 American", "American"}
     hits = rag.retrieve("Where was George A. Romero born?", k=2)
     assert "New York City" in hits.chunks[0].chunk.text
+
+
+def test_question_links_count_the_hops_outside_the_names() -> None:
+    from remindrag_integrations.core.extract_rules import question_links
+
+    three = "Who was in charge of the country where the composer of Aschenbrodel was a citizen?"
+    assert question_links(three, ["Aschenbrodel"]) == 3
+    assert question_links("What city was Kerry Saxby-Junna born in?", ["Kerry Saxby-Junna"]) == 0
+    assert question_links("Where was Romero's wife born?", ["Romero"]) == 1  # the possessive
+    # a name's own "of" is no link; the first word (the question word) never counts
+    assert question_links("Who founded Bank of America?", ["Bank of America"]) == 0
+    assert question_links("Who founded Bank of America?") == 1
+    assert question_links("") == 0
+    # "of" that picks from a set or names a kind is no hop
+    band = "What is the name of the pop band founded by one of the stars of Aisa Yeh Jahaan?"
+    assert question_links(band, ["Aisa Yeh Jahaan"]) == 1  # only "stars of"
+    assert question_links("What kind of plane dropped the bomb?") == 0
+    with pytest.raises(InvalidArgumentError):
+        question_links(None)  # type: ignore[arg-type]

@@ -152,8 +152,77 @@ def test_the_feedback_round_follows_the_bridge_entity() -> None:
         return next(ev[rc.chunk.id]["graph"] for rc in r.chunks if rc.chunk.doc_id == doc)
 
     one = eng.retrieve(CHAIN_QUESTION, k=6, prior={"feedback": 0.0})
-    two = eng.retrieve(CHAIN_QUESTION, k=6)  # the default: feedback 1.0
+    two = eng.retrieve(CHAIN_QUESTION, k=6, prior={"feedback_rounds": 1})  # feedback 1.0, one round
     assert _docs(one)[:2] == ["xj", "filler3"] and _docs(two)[:3] == ["xj", "browns", "filler3"]
     assert graph(two, "browns") > graph(one, "browns") > 0
     assert graph(two, "lyons") > graph(one, "lyons") > 0
     assert "ford" not in _docs(two)[:3] and "other" not in _docs(two)[:3]  # no path to them
+    # the default: the question chains two links ("of", "that"), so a second round starts at
+    # the founder the maker's passage names, and the third hop overtakes the filler too
+    three = eng.retrieve(CHAIN_QUESTION, k=6)
+    assert _docs(three)[:3] == ["xj", "browns", "lyons"]
+    assert graph(three, "lyons") > graph(two, "lyons")
+
+
+LONG_CHAIN = {  # four hops: car -> maker -> founder -> town -> county
+    **CHAIN,
+    "blackpool": "Blackpool is a seaside town. Blackpool lies in Lancashire County.",
+    "dearborn": "Dearborn is a city. Dearborn lies in Wayne County.",
+}
+LONG_QUESTION = (
+    "In which county is the town where the founder of the company that made the Jaguar "
+    "XJ220 was born?"
+)
+
+
+def test_more_feedback_rounds_reach_a_further_hop() -> None:
+    """Each round restarts also at the bridge entities of the best passages no earlier round
+    read: the second round goes from the founder's passage to his town, whose passage (the
+    fourth hop, naming nothing the question names) gains graph mass it had not had."""
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng.insert([(k, v, {}) for k, v in LONG_CHAIN.items()])
+    eng.insert([(f"filler{i}", t, {}) for i, t in enumerate(CHAIN_FILLER)])
+
+    def graph(r, doc: str) -> float:
+        ev = r.trace.rank_evidence
+        return next((ev[rc.chunk.id]["graph"] for rc in r.chunks if rc.chunk.doc_id == doc), 0.0)
+
+    one = eng.retrieve(LONG_QUESTION, k=9, prior={"feedback_rounds": 1})
+    two = eng.retrieve(LONG_QUESTION, k=9, prior={"feedback_rounds": 2, "feedback_by_links": False})
+    assert graph(two, "blackpool") > graph(one, "blackpool")
+    assert _docs(two).index("blackpool") < _docs(one).index("blackpool")
+    assert graph(two, "dearborn") == graph(one, "dearborn") == 0.0  # no path to it
+    # by links: this question chains 4 links ("which", "where", "of", "that"): both rounds
+    linked = eng.retrieve(
+        LONG_QUESTION, k=9, prior={"feedback_rounds": 2, "feedback_by_links": True}
+    )
+    assert linked.trace.rank_evidence == two.trace.rank_evidence
+    # one link ("of"): one round, however many are allowed
+    short = "Where was the founder of Browns Lane Motors born?"
+    capped = eng.retrieve(short, k=9, prior={"feedback_rounds": 2, "feedback_by_links": True})
+    assert (
+        capped.trace.rank_evidence
+        == eng.retrieve(short, k=9, prior={"feedback_rounds": 1}).trace.rank_evidence
+    )
+    assert (
+        capped.trace.rank_evidence
+        != eng.retrieve(
+            short, k=9, prior={"feedback_rounds": 2, "feedback_by_links": False}
+        ).trace.rank_evidence
+    )
+
+
+@pytest.mark.parametrize(
+    "field, bad",
+    [
+        ("feedback_rounds", 0),
+        ("feedback_rounds", 11),
+        ("feedback_by_links", "yes"),
+    ],
+)
+def test_the_feedback_fields_refuse_bad_values(field: str, bad: object) -> None:
+    from remindrag_integrations import ConfigError
+
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    with pytest.raises(ConfigError):
+        eng.retrieve("anything", prior={field: bad})

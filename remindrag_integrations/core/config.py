@@ -136,6 +136,18 @@ class PriorConfig(_Config):
     feedback_passages: int = Field(
         2, ge=1, le=100, description="How many of the first round's passages the second reads."
     )
+    feedback_rounds: int = Field(
+        2,
+        ge=1,
+        le=10,
+        description="Feedback rounds at most: each restarts also at the bridge entities of the "
+        "best passages no earlier round read (a hop further along a chain of bridges).",
+    )
+    feedback_by_links: bool = Field(
+        True,
+        description="A question gets as many rounds as the links it chains (of, where, whose, "
+        "'s, ... outside its names; core/extract_rules.py::question_links), at least 1.",
+    )
 
     if not TYPE_CHECKING:
 

@@ -235,3 +235,30 @@ def _relation_text(line: str, sentence: list[_Tok]) -> str:
     start, last = sentence[0].start, sentence[-1]
     rel = " ".join(line[start : last.start + len(last.text)].split())
     return rel if len(rel) <= 300 else rel[:299] + "…"
+
+
+# the words that turn a noun phrase into a link to another one: "the director OF the film",
+# "the city WHERE he was born", "the band WHOSE singer", "Romero'S film"
+_LINK_RE = re.compile(r"\b(?:of|where|which|whose|who|whom|that|when)\b|['’]s\b", re.IGNORECASE)
+# an "of" after these picks from a set or names a kind ("one of the stars", "the name of the
+# band", "what kind of plane"): the same thing, no hop to another
+_NO_HOP_OF = re.compile(
+    r"\b(?:one|two|three|some|any|each|all|many|most|several|both|none|either|neither|part|"
+    r"member|members|name|names|kind|kinds|type|types|sort|form|number)\s+of\b",
+    re.IGNORECASE,
+)
+
+
+def question_links(question: str, names: list[str] | tuple[str, ...] = ()) -> int:
+    """How many links a question chains outside its ``names`` and its first word: each is
+    one more hop between the name it gives and the passage that answers ("Who was in charge
+    of the country where the composer of Aschenbrodel was a citizen?" has 3: "of", "where",
+    "of"; a name's own "of", as in "Bank of America", and an "of" that picks from a set or
+    names a kind, as in "one of the stars" or "the name of the band", are not counted)."""
+    if not isinstance(question, str):
+        raise InvalidArgumentError(f"question must be a str, not {type(question).__name__}")
+    text = question
+    for name in sorted(names, key=len, reverse=True):
+        text = text.replace(name, " ")
+    rest = _NO_HOP_OF.sub(" ", text).split(maxsplit=1)
+    return len(_LINK_RE.findall(rest[1])) if len(rest) > 1 else 0

@@ -18,12 +18,13 @@ are kept for the trace. Pure functions over a :class:`~.walk.Walk` (its cached s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .config import RetrievalConfig
+from .extract_rules import question_links
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
 from .store import LexicalStore, MatrixStore
 from .walk import Walk
@@ -210,16 +211,25 @@ def restart_mass(
 
 
 def feedback_restart(
-    walk: Walk, scores: dict[str, float], ents: dict[str, float]
+    walk: Walk,
+    scores: dict[str, float],
+    ents: dict[str, float],
+    used: set[str] | None = None,
+    known: Collection[str] = (),
 ) -> dict[str, float]:
-    """Restart mass for the second round: the entities mentioned by the best
-    ``prior.feedback_passages`` passages of the first round that are not the question's and
-    lead somewhere (mentioned by 2 to ``prior.max_degree`` chunks), each weighted by its
-    passage's share of their scores × specificity (1 / mentions), scaled to
-    ``prior.feedback`` × the question entities' mass (1 when the question names none)."""
+    """Restart mass for a feedback round: the entities mentioned by the best
+    ``prior.feedback_passages`` passages of the round before (not among ``used``: passages an
+    earlier round read) that are neither the question's nor ``known`` (restarts of earlier
+    rounds) and lead somewhere (mentioned by 2 to
+    ``prior.max_degree`` chunks), each weighted by its passage's share of their scores ×
+    specificity (1 / mentions), scaled to ``prior.feedback`` × the question entities' mass (1
+    when the question names none). The passages read are added to ``used``."""
     cfg = walk.cfg
-    top = sorted(scores, key=lambda c: (-scores[c], c))[: cfg.prior.feedback_passages]
+    used = set() if used is None else used
+    fresh = [c for c in scores if c not in used]
+    top = sorted(fresh, key=lambda c: (-scores[c], c))[: cfg.prior.feedback_passages]
     top = [c for c in top if scores[c] > 0]
+    used.update(top)
     total = sum(scores[c] for c in top)
     if not top or total <= 0:
         return {}
@@ -229,7 +239,7 @@ def feedback_restart(
     for c, a in zip(top, anchors):
         for e in walk.neighbors(a):
             ent = e.other(a)
-            if e.kind == "mention" and ent not in ents:
+            if e.kind == "mention" and ent not in ents and ent not in known:
                 found[ent] = found.get(ent, 0.0) + scores[c] / total
     walk.prefetch_edges(list(found))
     out = {}
@@ -242,6 +252,16 @@ def feedback_restart(
         return {}
     mass = cfg.prior.feedback * (sum(ents.values()) or 1.0)
     return {n: mass * v / scale for n, v in out.items()}
+
+
+def feedback_rounds(query: str, names: Sequence[str], cfg: RetrievalConfig) -> int:
+    """How many feedback rounds a question gets: ``prior.feedback_rounds``, or with
+    ``prior.feedback_by_links`` as many as the links it chains (at least one, at most
+    ``prior.feedback_rounds``): a question with one link ("the city where X was born") is two
+    hops and needs the bridge of one round; each further link is one more hop."""
+    if not cfg.prior.feedback_by_links:
+        return cfg.prior.feedback_rounds
+    return max(1, min(cfg.prior.feedback_rounds, question_links(query, tuple(names))))
 
 
 def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -> Prior | None:
@@ -257,12 +277,17 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
     prior = _fuse(walk, dense, lex, restart)
-    if cfg.prior.feedback > 0 and cfg.prior.graph_weight > 0:
-        bridge = feedback_restart(walk, prior.score, ents)
-        if bridge:
-            for n, v in restart.items():
-                bridge[n] = bridge.get(n, 0.0) + v
-            prior = _fuse(walk, dense, lex, bridge)
+    if cfg.prior.feedback <= 0 or cfg.prior.graph_weight <= 0:
+        return prior
+    used: set[str] = set()
+    for _ in range(feedback_rounds(query, names, cfg)):  # each round a hop further
+        bridge = feedback_restart(walk, prior.score, ents, used, restart)
+        if not bridge:
+            break
+        for n, v in restart.items():
+            bridge[n] = bridge.get(n, 0.0) + v
+        restart = bridge
+        prior = _fuse(walk, dense, lex, restart)
     return prior
 
 
