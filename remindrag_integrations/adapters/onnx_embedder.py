@@ -212,8 +212,7 @@ class OnnxEmbedder:
         self.quantized = quantized
         self.token_budget = token_budget
         self._session: Any = None
-        self._single: dict[Path, Any] = {}  # one-thread sessions by graph file
-        self._fp32_file: Path | None = None
+        self._int8: Any = None
         self._int8_file: Path | None = None  # None: no int8 graph (or quantized=False)
         self._int8_min_tokens = INT8_MIN_TOKENS
         self._tokenizer: Any = None
@@ -247,17 +246,16 @@ class OnnxEmbedder:
                     self._int8_file = where / meta["int8"]
                     self._int8_min_tokens = int(meta["int8_min_tokens"])
                 self._session = self._new_session(where / MODEL_FILE)
-                self._fp32_file = where / MODEL_FILE
                 self._tokenizer = tok
             return self._session, self._tokenizer
 
-    def _one_thread(self, path: Path) -> Any:
-        """A session of ``path`` on one thread, created on first use: several of its calls
-        run at once, one per core."""
+    def _int8_session(self, path: Path) -> Any:
+        """The int8 graph's session (one thread per call), created on the first text long
+        enough for it."""
         with self._lock:
-            if path not in self._single:
-                self._single[path] = self._new_session(path, threads=1)
-            return self._single[path]
+            if self._int8 is None:
+                self._int8 = self._new_session(path, threads=1)
+            return self._int8
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -265,38 +263,28 @@ class OnnxEmbedder:
         session, tok = self._load()
         enc = tok.encode_batch(list(texts))
         lens = np.fromiter((len(e.ids) for e in enc), dtype=np.int64, count=len(enc))
-        order = np.argsort(lens, kind="stable")  # batches of similar length pad little
-        cut = len(order)
-        if self._int8_file is not None:
-            cut = int(np.searchsorted(lens[order], self._int8_min_tokens))
-        # the int8 graph runs one text per call (its activations get one scale per call, so a
-        # batch would make a text's vector depend on its neighbours); longest calls first
-        calls = [(order[i : i + 1], self._int8_file) for i in range(len(order) - 1, cut - 1, -1)]
-        short = _batches(order[:cut], lens, self.batch_size, self.token_budget)
-        if 1 < len(short) and len(calls) < self._workers():  # a whole round per core
-            short = _even(order[:cut], lens, -(-len(short) // self._workers()) * self._workers())
-        calls += [(rows, self._fp32_file) for rows in reversed(short)]
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        workers = min(self._workers(), len(calls))
-        if workers == 1 and len(calls) == 1 and calls[0][1] == self._fp32_file:
-            rows = calls[0][0]  # one batch (a query): every core on it
+        order = np.argsort(lens, kind="stable")  # batches of similar length pad little
+        int8_file, cut = self._int8_file, len(order)
+        if int8_file is not None:
+            cut = int(np.searchsorted(lens[order], self._int8_min_tokens))
+        for rows in _batches(order[:cut], lens, self.batch_size, self.token_budget):
             out[rows] = _pooled(session, *_padded([enc[j].ids for j in rows]))
-            return out
+        long = order[cut:].tolist()
+        if long and int8_file is not None:
+            # the int8 graph runs one text per call (its activations get one scale per call,
+            # so a batch would make a text's vector depend on its neighbours), on one thread
+            # per call and as many calls at once as there are threads
+            int8 = self._int8_session(int8_file)
 
-        def run(call: tuple[np.ndarray, Path | None]) -> np.ndarray:
-            rows, path = call
-            return _pooled(self._one_thread(path or Path()), *_padded([enc[j].ids for j in rows]))
+            def one(j: int) -> np.ndarray:
+                return _pooled(int8, *_padded([enc[j].ids]))[0]
 
-        # one thread per call and as many calls at once as there are cores, float32 batches
-        # and int8 texts alike: two one-thread calls at once beat one call on two threads
-        # (benchmarks/RESULTS.md, "Indexing at the embedding floor")
-        if workers == 1:
-            for call in calls:
-                out[call[0]] = run(call)
-            return out
-        with ThreadPoolExecutor(workers) as pool:
-            for call, vecs in zip(calls, pool.map(run, calls)):
-                out[call[0]] = vecs
+            if len(long) == 1 or self._workers() == 1:
+                out[long] = [one(j) for j in long]
+            else:
+                with ThreadPoolExecutor(self._workers()) as pool:
+                    out[long] = list(pool.map(one, long))
         return out
 
     def _workers(self) -> int:
@@ -333,14 +321,6 @@ def _padded(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         ids[i, : len(r)] = r
         mask[i, : len(r)] = 1
     return ids, mask
-
-
-def _even(rows: np.ndarray, lens: np.ndarray, n: int) -> list[np.ndarray]:
-    """``rows`` (sorted by length) cut into ``n`` runs of about equal tokens: as many batches
-    as a whole number of rounds of the cores, so none waits idle for the last one."""
-    ends = np.cumsum(lens[rows])
-    cuts = np.searchsorted(ends, ends[-1] * np.arange(1, n) / n)
-    return [part for part in np.split(rows, cuts) if len(part)]
 
 
 def _batches(rows: np.ndarray, lens: np.ndarray, most: int, budget: int) -> list[np.ndarray]:
