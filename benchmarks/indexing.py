@@ -156,6 +156,122 @@ def bench_hotpotqa(passages: list[str], backends: list[str]) -> list[dict[str, A
     return runs
 
 
+def renamed_copy(tree: Path, into: Path) -> str:
+    """``tree``'s ``remindrag_integrations`` copied into ``into`` as ``remindrag_baseline``
+    (its absolute imports renamed), so that another code's ``insert`` runs in this process."""
+    import shutil
+
+    name = "remindrag_baseline"
+    target = into / name
+    shutil.copytree(tree / "remindrag_integrations", target, ignore=shutil.ignore_patterns("*.pyc"))
+    for f in target.rglob("*.py"):
+        f.write_text(f.read_text(encoding="utf-8").replace("remindrag_integrations", name))
+    sys.path.insert(0, str(into))
+    return name
+
+
+def graph_signature(engine: Any) -> dict[str, Any]:
+    """What an insert indexed: node and edge counts, a hash of their ids (entity aliases
+    included) and the stored vectors, to compare two codes' graphs."""
+    import hashlib
+
+    import numpy as np
+
+    nodes, edges = engine.store.whole_graph()
+    ids = sorted(f"{n.id}|{'|'.join(sorted(n.aliases))}" for n in nodes)
+    vecs = engine.store.node_embeddings(sorted(n.id for n in nodes))
+    return {
+        "nodes": len(nodes),
+        "edges": len(edges),
+        "ids_sha": hashlib.sha256(
+            "\n".join(ids + sorted(e.id for e in edges)).encode()
+        ).hexdigest(),
+        "vectors": np.asarray(vecs, dtype=np.float32),
+    }
+
+
+def bench_floor(passages: list[str], n: int, rounds: int, baseline: Path | None) -> dict[str, Any]:
+    """Zero-token ``insert`` of ``n`` passages against the floor: embedding the same chunks
+    once with the same embedder, in this process; with ``baseline`` (another code tree) its
+    ``insert`` runs in turn in the same process. Rounds alternate the codes."""
+    import importlib
+    import tempfile
+
+    import numpy as np
+
+    docs = [(f"p{i}", t) for i, t in enumerate(passages[:n])]
+    codes = {"now": importlib.import_module("remindrag_integrations")}
+    tmp = tempfile.TemporaryDirectory()
+    if baseline is not None:
+        codes["baseline"] = importlib.import_module(renamed_copy(baseline, Path(tmp.name)))
+    runs: list[dict[str, Any]] = []
+    graphs: dict[str, dict[str, Any]] = {}
+    for r in range(rounds):
+        for label, mod in codes.items():
+            engine = mod.ReMindRAG()
+            plan = importlib.import_module(f"{mod.__name__}.core.insert").plan
+            chunks = [c.text for c in plan(engine.store, docs, engine.index_config).chunks]
+            engine.embedder.embed(["warm up", chunks[0]])  # model load is cold start
+            load = os.getloadavg()[0]
+            t, floor_cpu = time.perf_counter(), time.process_time()
+            engine.embedder.embed(chunks)
+            floor, floor_cpu = time.perf_counter() - t, time.process_time() - floor_cpu
+            t, cpu = time.perf_counter(), time.process_time()
+            report = engine.insert(docs)
+            secs, cpu = time.perf_counter() - t, time.process_time() - cpu
+            graphs[label] = graph_signature(engine)
+            runs.append(
+                {
+                    "round": r + 1,
+                    "code": label,
+                    "chunks": len(chunks),
+                    "entities": report.entities_added,
+                    "merged": report.entities_merged,
+                    "floor_s": floor,
+                    "floor_cpu_s": floor_cpu,
+                    "insert_s": secs,
+                    "insert_cpu_s": cpu,
+                    "ratio": secs / floor,
+                    "cpu_ratio": cpu / floor_cpu,
+                    "load": [load, os.getloadavg()[0]],
+                }
+            )
+    tmp.cleanup()
+    same = None
+    if "baseline" in graphs:
+        a, b = graphs["now"], graphs["baseline"]
+        same = {
+            "nodes": (a["nodes"], b["nodes"]),
+            "edges": (a["edges"], b["edges"]),
+            "same_ids": a["ids_sha"] == b["ids_sha"],
+            "vector_cos_min": float(np.min(np.sum(a["vectors"] * b["vectors"], axis=1)))
+            if a["vectors"].shape == b["vectors"].shape
+            else None,
+        }
+    head = ["round", "code", "chunks", "entities", "floor s", "insert s", "insert / floor"]
+    head += ["CPU s: floor", "insert", "insert / floor", "load"]
+    rows = [
+        [
+            x["round"],
+            x["code"],
+            x["chunks"],
+            x["entities"],
+            x["floor_s"],
+            x["insert_s"],
+            x["ratio"],
+            x["floor_cpu_s"],
+            x["insert_cpu_s"],
+            x["cpu_ratio"],
+            f"{x['load'][0]:.1f}-{x['load'][1]:.1f}",
+        ]
+        for x in runs
+    ]
+    table(f"Zero-token insert vs the embedding floor ({n} passages)", head, rows)
+    if same is not None:
+        print(f"same graph: {same}")
+    return {"runs": runs, "same_graph": same}
+
+
 def synthetic(passages: list[str], n: int) -> list[tuple[str, str]]:
     """``n`` distinct one-chunk documents: the corpus repeated, each copy numbered."""
     return [
@@ -214,7 +330,9 @@ def main() -> None:
     ap.add_argument("--embed-names", type=int, default=1000)
     ap.add_argument("--hash-embedder", action="store_true", help="scaling without MiniLM")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--baseline", type=Path, help="cold: another code tree, side by side")
+    ap.add_argument("--passages", type=int, default=400, help="floor: passages inserted")
+    ap.add_argument("--rounds", type=int, default=3, help="floor: rounds of each code")
+    ap.add_argument("--baseline", type=Path, help="cold, floor: another code tree, side by side")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/indexing.json"))
     args = ap.parse_args()
     DATA = args.data.resolve()
@@ -227,6 +345,8 @@ def main() -> None:
         result["embedders"] = bench_embedders(passages, args.embed_passages, args.embed_names)
     if "hotpotqa" in sections:
         result["hotpotqa"] = bench_hotpotqa(passages, backends)
+    if "floor" in sections:
+        result["floor"] = bench_floor(passages, args.passages, args.rounds, args.baseline)
     if "cold" in sections:
         import tempfile
 
