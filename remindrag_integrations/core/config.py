@@ -64,21 +64,29 @@ class RetrievalConfig(_Config):
     # many in all, seeds included): a rephrased question whose seeds moved still finds what
     # memory holds for it; such an anchor joins the subgraph only if memory leads on from it
     replay_starts: int = Field(10, ge=0, le=1000)
-    max_hops: int = Field(10, ge=0)
-    max_iterations: int = Field(20, ge=1)
-    max_neighbors_shown: int = Field(30, ge=1)
+    # the walk's bounds and prompt sizes: a first pass of a small local model stays under
+    # 5 K traversal tokens (benchmarks/RESULTS.md §9)
+    max_hops: int = Field(6, ge=0)
+    max_iterations: int = Field(10, ge=1)
+    max_neighbors_shown: int = Field(10, ge=1)
     # bounds on one query's walk: traversal tokens (prompt + completion; None = no budget),
     # and decisions in a row that read no new chunk
-    max_traversal_tokens: int | None = Field(20_000, ge=1)
-    max_idle_decisions: int = Field(6, ge=1)
+    max_traversal_tokens: int | None = Field(5_000, ge=1)
+    max_idle_decisions: int = Field(3, ge=1)
+    # when an LLM is given, who walks: "always" the LLM, "never" the zero-token navigator
+    # (the LLM still answers and judges memorize), "auto" the LLM only when the first pass is
+    # unsure of its top k: a passage ranked k+1..2k has a graph (PageRank) part above
+    # ``llm_navigation_threshold`` (core/navigate/mode.py; the trace's ``navigation``)
+    llm_navigation: Literal["always", "never", "auto"] = "auto"
+    llm_navigation_threshold: float = Field(0.25, ge=0.0, le=1.0)
     # after an unusable reply and its re-ask: the zero-token navigator's choice, or stop
     on_invalid_move: Literal["fallback", "stop"] = "fallback"
-    max_back_choices: int = Field(8, ge=0)
+    max_back_choices: int = Field(4, ge=0)
     max_subquestions: int = Field(1, ge=1, le=10)
     pre_query: bool = False
     verify_replay: bool = False
     fill_to_k: bool = True
-    chunk_chars_in_prompt: int = Field(600, ge=50)
+    chunk_chars_in_prompt: int = Field(400, ge=50)
     llm_timeout: float | None = Field(120.0, gt=0)
     feedback_max_depth: int = Field(4, ge=1, le=10)
     # ranking: final score = first-pass score (cosine, plus the prior's lexical and graph

@@ -135,6 +135,8 @@ def read_target(target: str, choices: list[tuple[str, str]], walk: Walk) -> str:
 class LLMNavigator:
     """Asks the LLM for each move with the (replaceable) traversal prompt."""
 
+    spends_tokens = True
+
     def __init__(self, template: str = TRAVERSAL_PROMPT) -> None:
         self.template = template
 
