@@ -57,8 +57,10 @@ class ReplayOrAsk:
         self.recording: RecordingLLM | None = None
         self.asked = 0
         self.served = 0
+        self.used: set[str] = set()  # the keys of every prompt this run sent
 
     def complete(self, prompt: str) -> Completion:
+        self.used.add(prompt_key(prompt))
         if prompt_key(prompt) in self.recorded.replies:
             self.served += 1
             return self.recorded.complete(prompt)
@@ -188,6 +190,10 @@ def compare(args: argparse.Namespace) -> dict:
             if args.jsonl:
                 with open(args.jsonl, "a", encoding="utf-8") as f:
                     f.write(json.dumps(row, default=float) + "\n")
+    if args.fixture:  # the replies this run used, for a test to replay
+        used = {k: v for k, v in llm.recorded.replies.items() if k in llm.used}
+        fixture = {"model": args.llm, "command": " ".join(sys.argv), "replies": used}
+        Path(args.fixture).write_text(json.dumps(fixture, indent=1, sort_keys=True) + "\n")
     return {"overrides": overrides, "k": args.k, "summary": summarize(rows), "rows": rows}
 
 
@@ -264,6 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--overrides", default="{}", help="JSON of RetrievalConfig fields")
     ap.add_argument("--out", default="")
     ap.add_argument("--jsonl", default="", help="compare: append each question's row here")
+    ap.add_argument("--fixture", default="", help="compare: save the replies it used here")
     args = ap.parse_args(argv)
     result = signals(args) if args.what == "signals" else compare(args)
     if args.what == "compare":

@@ -125,3 +125,14 @@ def test_bad_values_are_config_errors(engine_and_question, bad: dict) -> None:
     eng, q = engine_and_question
     with pytest.raises(ConfigError):
         eng.retrieve(q, **bad)
+
+
+def test_the_trace_page_and_the_path_say_who_walked_and_why(engine_and_question) -> None:
+    from remindrag_integrations.app.display import describe_path
+    from remindrag_integrations.app.html_trace import render_trace
+
+    eng, q = engine_and_question
+    r = eng.retrieve(q, llm=walker(), llm_navigation="never")
+    page = render_trace(eng.store, r.trace)
+    assert "walk: zero-token (llm_navigation=&#x27;never&#x27;)" in page
+    assert describe_path(eng, r.trace)[-1] == "walk     llm_navigation='never'"
