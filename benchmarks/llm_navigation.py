@@ -1,7 +1,12 @@
 """When should the LLM walk? (issue 25 item 2; RESULTS §9).
 
-Two measures on per-question graphs (each question's own passages, zero-token indexing,
+Three measures on per-question graphs (each question's own passages, zero-token indexing,
 the packaged MiniLM, k = 5):
+
+``bounds``: no LLM. Traversal tokens (counted) of an LLM walk by a scripted model that, like
+Qwen2.5-1.5B, never says enough and takes the suggested choice, at the old and the current
+walk defaults (and the knobs between), with the stop reasons; and whether the zero-token
+top k moves with the bounds.
 
 ``signals``: no LLM. The zero-token first pass of every question with the certainty
 signals of ``core/navigate/mode.py`` (the graph's pull beyond the top k, the margin at place
@@ -16,6 +21,7 @@ in ``--replies`` (a RecordedLLM fixture, saved after every new reply): a prompt 
 there is replayed, so "auto" (whose walks, when it asks, are "always"'s walks) costs no
 model time, and an interrupted run resumes.
 
+    python benchmarks/llm_navigation.py bounds --data ../shared/datasets --limit 20
     python benchmarks/llm_navigation.py signals --data ../shared/datasets --limit 100
     python benchmarks/llm_navigation.py compare --data ../shared/datasets --limit 20 \\
         --llm local:qwen2.5-1.5b --replies /tmp/i25-llm-replies.json \\
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -148,6 +155,89 @@ def signals(args: argparse.Namespace) -> dict:
     return out
 
 
+# the library's walk defaults before issue 25, and one knob at a time toward today's
+OLD_DEFAULTS = {
+    "max_hops": 10,
+    "max_iterations": 20,
+    "max_neighbors_shown": 30,
+    "max_back_choices": 8,
+    "chunk_chars_in_prompt": 600,
+    "max_idle_decisions": 6,
+    "max_traversal_tokens": 20_000,
+}
+BOUNDS = {
+    "old defaults": OLD_DEFAULTS,
+    "old, idle 3": {**OLD_DEFAULTS, "max_idle_decisions": 3},
+    "old, idle 3, 10 shown": {**OLD_DEFAULTS, "max_idle_decisions": 3, "max_neighbors_shown": 10},
+    "old, idle 3, 10 shown, 4 back, 400 chars": {
+        **OLD_DEFAULTS,
+        "max_idle_decisions": 3,
+        "max_neighbors_shown": 10,
+        "max_back_choices": 4,
+        "chunk_chars_in_prompt": 400,
+    },
+    "defaults": {},
+}
+
+
+def _follower(prompt: str) -> str:
+    """A model like Qwen2.5-1.5B in RESULTS §9: never says enough, takes the suggestion."""
+    m = re.search(r"Suggested by [^:]+: (\d+)", prompt)
+    return json.dumps({"enough": False, "go": int(m.group(1)) if m else 1})
+
+
+def bounds(args: argparse.Namespace) -> dict:
+    """Traversal tokens (counted) of an LLM walk that never stops itself, at each set of
+    bounds; and whether the zero-token top k moved."""
+    emb = make_embedder(args.embedder)
+    runs: dict[str, list[dict]] = {name: [] for name in BOUNDS}
+    for name in args.sets:
+        ds = load_dataset(name, args.data).head(args.limit)
+        for item in ds.questions:
+            eng = engine_for(ds, item, emb, {})
+            q = item["question"]
+            zero = ids_of(eng.retrieve(q, k=args.k))
+            for label, ov in BOUNDS.items():
+                r = eng.retrieve(q, k=args.k, llm=ScriptedLLM(_follower), **ALWAYS, **ov)
+                st = r.trace.costs.stages["traversal"]
+                moved = ids_of(eng.retrieve(q, k=args.k, **ov)) != zero
+                runs[label].append(
+                    {
+                        "tokens": st.tokens,
+                        "calls": st.calls,
+                        "moved": moved,
+                        "stop": r.trace.stop_reason,
+                    }
+                )
+    out = {}
+    print("| bounds | tokens / query | max | calls | stop reasons | zero-token top k moved |")
+    print("|---|---|---|---|---|---|")
+    for label, rs in runs.items():
+        stops: dict[str, int] = {}
+        for x in rs:
+            stops[x["stop"]] = stops.get(x["stop"], 0) + 1
+        out[label] = {
+            "tokens": sum(x["tokens"] for x in rs) / len(rs),
+            "max_tokens": max(x["tokens"] for x in rs),
+            "calls": sum(x["calls"] for x in rs) / len(rs),
+            "stop_reasons": stops,
+            "zero_token_moved": sum(x["moved"] for x in rs),
+        }
+        o = out[label]
+        print(
+            f"| {label} | {o['tokens']:,.0f} | {o['max_tokens']:,} | {o['calls']:.1f} | "
+            f"{stops} | {o['zero_token_moved']} of {len(rs)} |"
+        )
+    return {"bounds": BOUNDS, "questions": len(runs["defaults"]), "summary": out}
+
+
+def ids_of(r: Any) -> list[str]:
+    return [c.chunk.id for c in r.chunks]
+
+
+ALWAYS = {"llm_navigation": "always"}
+
+
 def _arm(eng: ReMindRAG, item: dict, ds: Dataset, llm: ReplayOrAsk, k: int, mode: str) -> dict:
     asked0, t0 = llm.asked, time.perf_counter()
     r = eng.retrieve(item["question"], llm=llm, k=k, llm_navigation=mode)
@@ -259,7 +349,7 @@ def print_table(summary: dict) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("signals", "compare"))
+    ap.add_argument("what", choices=("signals", "compare", "bounds"))
     ap.add_argument("--data", default="../shared/datasets")
     ap.add_argument("--sets", nargs="+", default=list(SETS))
     ap.add_argument("--limit", type=int, default=20)
@@ -272,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--jsonl", default="", help="compare: append each question's row here")
     ap.add_argument("--fixture", default="", help="compare: save the replies it used here")
     args = ap.parse_args(argv)
-    result = signals(args) if args.what == "signals" else compare(args)
+    result = {"signals": signals, "compare": compare, "bounds": bounds}[args.what](args)
     if args.what == "compare":
         print_table(result["summary"])
     if args.out:
