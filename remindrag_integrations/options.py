@@ -44,6 +44,8 @@ class RetrieverOptions(TypedDict, total=False):
     max_neighbors_shown: int
     max_traversal_tokens: int | None
     max_idle_decisions: int
+    llm_navigation: Literal["always", "never", "auto"]
+    llm_navigation_threshold: float
     on_invalid_move: Literal["fallback", "stop"]
     max_back_choices: int
     max_subquestions: int
