@@ -43,6 +43,7 @@ class RetrieverOptions(TypedDict, total=False):
     max_neighbors_shown: int
     max_traversal_tokens: int | None
     max_idle_decisions: int
+    llm_navigation: Literal["always", "never", "auto"]
     llm_timeout: float | None
     pre_query: bool
     max_subquestions: int

@@ -76,7 +76,7 @@ def test_the_walk_reaches_gold_chunks_the_seeds_missed(hotpot) -> None:
             c for c, s in r.trace.parents.items() if c.startswith("c-") and s[0] in r.trace.seeds
         }
         gains += len((gold & set(r.trace.chunk_ids)) - seeds_only)
-        assert r.trace.stop_reason in ("enough", "max_hops", "exhausted")
+        assert r.trace.stop_reason in ("enough", "max_hops", "exhausted", "no_progress")
     assert gains >= 3
 
 
@@ -87,7 +87,13 @@ def test_broken_llm_degrades_gracefully_and_changes_nothing(hotpot) -> None:
     eng.memorize(r0.trace_id, supporting=r0.trace.chunk_ids)
     before, counts = memory_snapshot(eng), eng.store.counts()
     broken = BrokenLLM()
-    r = eng.retrieve(qs[0]["question"], llm=broken, verify_replay=True, on_invalid_move="stop")
+    r = eng.retrieve(
+        qs[0]["question"],
+        llm=broken,
+        verify_replay=True,
+        on_invalid_move="stop",
+        llm_navigation="always",
+    )
     assert r.chunks, "seed and replay results still come back"
     assert r.trace.stop_reason in ("invalid_llm_output", "max_iterations")
     assert any(m.action == "invalid" for m in r.trace.moves)
@@ -104,7 +110,10 @@ def test_broken_llm_degrades_gracefully_and_changes_nothing(hotpot) -> None:
 def test_unusable_replies_fall_back_to_the_zero_token_choice(hotpot) -> None:
     qs, rows = hotpot
     eng, _, _ = build(qs[0], rows)
-    r = eng.retrieve(qs[0]["question"], llm=BrokenLLM())
+    # room for several fallbacks in a row (the default bounds end an idle walk after 3)
+    r = eng.retrieve(
+        qs[0]["question"], llm=BrokenLLM(), llm_navigation="always", max_idle_decisions=6
+    )
     t = r.trace
     assert t.stop_reason not in ("invalid_llm_output", "")
     assert t.fallbacks >= 1 and t.unusable_replies >= 2 * t.fallbacks
@@ -124,7 +133,7 @@ def test_timeouts_are_typed_and_lose_nothing(hotpot) -> None:
         time.sleep(0.5)
         return '{"enough": true}'
 
-    r = eng.retrieve(qs[1]["question"], llm=slow, llm_timeout=0.05)
+    r = eng.retrieve(qs[1]["question"], llm=slow, llm_timeout=0.05, llm_navigation="always")
     assert r.trace.stop_reason.startswith("llm_error") and "no reply within" in r.trace.stop_reason
     assert r.chunks
     new = [Document("new", "Paris is the capital of France.")]

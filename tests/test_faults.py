@@ -298,7 +298,7 @@ def test_hung_llm_calls_do_not_starve_a_healthy_engine() -> None:
         release.wait(30)
         return "{}"
 
-    cfg = RetrievalConfig(llm_timeout=0.2)
+    cfg = RetrievalConfig(llm_timeout=0.2, llm_navigation="always")  # every walk asks
     hung = ReMindRAG(llm=ScriptedLLM(hang), embeddings=HashEmbedder(64), retrieval_config=cfg)
     healthy = _engine(retrieval_config=cfg)
     healthy.llm = ScriptedLLM(lambda p: '{"need_retrieval": true, "subquestions": []}')

@@ -150,10 +150,13 @@ def test_a_walk_with_a_real_model_gets_only_legal_moves_and_reuses_its_prefix(sm
     the evaluated prefix of the previous step, reported as cached prompt tokens."""
     engine = ReMindRAG(llm=None, embeddings=HashEmbedder())
     engine.insert(DOCS)
-    r = engine.retrieve("Who directed Sinister?", llm=smollm2, max_iterations=3, max_hops=3)
+    walks = {"llm_navigation": "always"}  # the model walks even where the first pass is sure
+    r = engine.retrieve(
+        "Who directed Sinister?", llm=smollm2, max_iterations=3, max_hops=3, **walks
+    )
     st = r.trace.costs.stages["traversal"]
     assert st.calls >= 1 and r.trace.unusable_replies == 0
-    one_step = {"max_iterations": 1, "max_hops": 1}
+    one_step = {"max_iterations": 1, "max_hops": 1, **walks}
     engine.retrieve("Who directed Sinister?", llm=smollm2, **one_step)
     again = engine.retrieve("Who directed Sinister?", llm=smollm2, **one_step)
     cached = again.trace.costs.stages["traversal"].cached_prompt_tokens

@@ -12,16 +12,19 @@ import pytest
 
 from remindrag_integrations import ReMindRAG, Trace
 from remindrag_integrations.adapters.llm import LangChainLLM, LlamaIndexLLM
+from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.core.steps import current_ask
 from remindrag_integrations.core.types import CostLedger
 from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
+
+ALWAYS = RetrievalConfig(llm_navigation="always")  # these test the LLM's walk itself
 
 
 @pytest.fixture(scope="module")
 def engine_and_question(hotpot: Any) -> tuple[ReMindRAG, dict]:
     qs, rows = hotpot
     q = qs[1]  # "Are Christopher Nolan and Sathish Kalathil both film directors?": two seeds
-    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder(), retrieval_config=ALWAYS)
     eng.insert([(p, rows[p]["title"] + "\n" + rows[p]["text"]) for p in q["context_pids"]])
     return eng, q
 
@@ -78,7 +81,8 @@ def test_numbers_labels_and_names_all_name_a_choice(engine_and_question) -> None
 def test_the_reask_lists_the_legal_choices_then_falls_back(engine_and_question) -> None:
     eng, q = engine_and_question
     llm, seen = scripted(lambda i, ctx, p: '{"enough": false, "go": 99}')
-    r = eng.retrieve(q["question"], llm=llm, max_iterations=2, max_hops=2)
+    # the fallback weighs the choices the LLM was shown: as many as the zero-token walk weighs
+    r = eng.retrieve(q["question"], llm=llm, max_iterations=2, max_hops=2, max_neighbors_shown=30)
     assert "there is no choice 99" in seen[1]["prompt"]
     n = len(seen[1]["choices"])
     assert f'{{"enough": false, "go": {n}}}' in seen[1]["prompt"]
@@ -129,7 +133,7 @@ def test_consecutive_prompts_share_everything_but_the_choices(engine_and_questio
 def test_memory_is_shown_where_it_exists(hotpot: Any) -> None:
     qs, rows = hotpot
     q = qs[1]
-    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder(), retrieval_config=ALWAYS)
     eng.insert([(p, rows[p]["title"] + "\n" + rows[p]["text"]) for p in q["context_pids"]])
     r = eng.retrieve(q["question"])
     eng.feedback(r.trace_id, helpful=True)

@@ -99,7 +99,9 @@ def test_an_unrecorded_prompt_is_named_not_guessed(hotpot) -> None:
     eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
     eng.insert([(p, rows[p]["text"]) for p in qs[0]["context_pids"]])
     llm = RecordedLLM({"model": "none", "replies": {}})
-    r = eng.retrieve(qs[0]["question"], llm=llm, max_iterations=2, max_hops=2)
+    r = eng.retrieve(
+        qs[0]["question"], llm=llm, max_iterations=2, max_hops=2, llm_navigation="always"
+    )
     assert llm.missing and llm.missing[0].startswith("traversal: ")
     assert qs[0]["question"] in llm.missing[0]
     assert r.chunks  # an empty reply is unusable: re-asked, then the zero-token fallback

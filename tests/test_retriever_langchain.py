@@ -28,8 +28,11 @@ from remindrag_integrations import (
     ReMindRetriever,
 )
 from remindrag_integrations import Document as EngineDocument
+from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.core.indexing import make_chunks
 from remindrag_integrations.testing import HashEmbedder, OracleLLM
+
+ALWAYS = RetrievalConfig(llm_navigation="always")  # these test the LLM's walk
 
 N_QUESTIONS = 3
 
@@ -61,7 +64,9 @@ def oracle_retriever(hotpot: Any, **kwargs: Any) -> tuple[ReMindRetriever, list[
     """A retriever whose navigator is the OracleLLM (reads the real prompts, knows gold)."""
     qs, docs = lc_docs(hotpot)
     oracle = OracleLLM(gold={q["question"]: gold_chunks(q, hotpot[1]) for q in qs})
-    r = ReMindRetriever.from_documents(docs, llm=oracle, embeddings=HashEmbedder(), **kwargs)
+    r = ReMindRetriever.from_documents(
+        docs, llm=oracle, embeddings=HashEmbedder(), **{"llm_navigation": "always", **kwargs}
+    )
     oracle.store = r.engine.store
     return r, qs
 
@@ -209,7 +214,9 @@ class _AsyncOnlyModel(GenericFakeChatModel):
 def test_ainvoke_is_a_real_async_path(zero: ReMindRetriever, hotpot: Any) -> None:
     model = _AsyncOnlyModel(messages=iter(['{"enough": true}'] * 10))
     r = ReMindRetriever(
-        engine=ReMindRAG(llm=model, embeddings=HashEmbedder(), store=zero.engine.store)
+        engine=ReMindRAG(
+            llm=model, embeddings=HashEmbedder(), store=zero.engine.store, retrieval_config=ALWAYS
+        )
     )
     q = hotpot[0][0]["question"]
     docs = asyncio.run(r.ainvoke(q))
@@ -248,7 +255,12 @@ def test_inner_llm_calls_are_children_and_tokens_are_reported(
     zero: ReMindRetriever, hotpot: Any, use_async: bool
 ) -> None:
     r = ReMindRetriever(
-        engine=ReMindRAG(llm=_usage_model(10), embeddings=HashEmbedder(), store=zero.engine.store)
+        engine=ReMindRAG(
+            llm=_usage_model(10),
+            embeddings=HashEmbedder(),
+            store=zero.engine.store,
+            retrieval_config=ALWAYS,
+        )
     )
     tree, usage = _RunTree(), UsageMetadataCallbackHandler()
     config = {"callbacks": [tree, usage]}

@@ -21,9 +21,12 @@ from llama_index.core.tools import QueryEngineTool, RetrieverTool
 
 from remindrag_integrations import Document as EngineDocument
 from remindrag_integrations import IndexConfig, ReMindMemoryEventHandler, ReMindRAG, ReMindRetriever
+from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.core.indexing import make_chunks
 from remindrag_integrations.core.protocols import Completion
 from remindrag_integrations.testing import HashEmbedder, OracleLLM
+
+ALWAYS = RetrievalConfig(llm_navigation="always")  # these test the LLM's walk
 
 N_QUESTIONS = 3
 
@@ -55,7 +58,9 @@ def gold_chunks(q: dict, rows: dict) -> set[str]:
 def oracle_retriever(hotpot: Any) -> tuple[ReMindRetriever, list[dict]]:
     qs, docs = li_docs(hotpot)
     oracle = OracleLLM(gold={q["question"]: gold_chunks(q, hotpot[1]) for q in qs})
-    r = ReMindRetriever.from_documents(docs, llm=oracle, embeddings=HashEmbedder())
+    r = ReMindRetriever.from_documents(
+        docs, llm=oracle, embeddings=HashEmbedder(), llm_navigation="always"
+    )
     oracle.store = r.engine.store
     return r, qs
 
@@ -128,7 +133,12 @@ class _AsyncOnly:
 
 def test_aretrieve_is_a_real_async_path(zero: ReMindRetriever, hotpot: Any) -> None:
     r = ReMindRetriever(
-        engine=ReMindRAG(llm=_AsyncOnly(), embeddings=HashEmbedder(), store=zero.engine.store)
+        engine=ReMindRAG(
+            llm=_AsyncOnly(),
+            embeddings=HashEmbedder(),
+            store=zero.engine.store,
+            retrieval_config=ALWAYS,
+        )
     )
     q = hotpot[0][0]["question"]
     nodes = asyncio.run(r.aretrieve(q))
@@ -299,7 +309,12 @@ def test_llamaindex_navigator_calls_nest_under_the_retrieve_span(
     root.add_span_handler(spans)
     try:  # MockLLM echoes the prompt: not a legal move, so the walk stops after the re-ask
         r = ReMindRetriever(
-            engine=ReMindRAG(llm=MockLLM(), embeddings=HashEmbedder(), store=zero.engine.store)
+            engine=ReMindRAG(
+                llm=MockLLM(),
+                embeddings=HashEmbedder(),
+                store=zero.engine.store,
+                retrieval_config=ALWAYS,
+            )
         )
         r.retrieve(hotpot[0][0]["question"])
     finally:

@@ -30,4 +30,6 @@ def describe_path(engine: Any, trace: Any) -> list[str]:
         elif m.action != "read":
             lines.append(f"{m.action:<8} {name(m.from_node)} -> {name(m.node_id)}")
     lines.append(f"stop     {trace.stop_reason}")
+    if trace.navigation:
+        lines.append(f"walk     {trace.navigation.get('reason', '')}")
     return lines

@@ -212,6 +212,15 @@ def _ranking(store: GraphStore, trace: Trace) -> str:
     )
 
 
+def _walker(trace: Trace) -> str:
+    """Who walked and why (``trace.navigation``), for the header; '' when nothing was decided."""
+    nav = trace.navigation
+    if not nav:
+        return ""
+    who = "the LLM" if nav.get("llm") else "zero-token"
+    return f" &middot; walk: {who} ({escape(str(nav.get('reason', '')))})"
+
+
 def render_trace(store: GraphStore, trace: Trace) -> str:
     """The whole HTML page for ``trace`` (node and edge names are read from ``store``)."""
 
@@ -244,7 +253,7 @@ def render_trace(store: GraphStore, trace: Trace) -> str:
 <div class="meta">trace {escape(trace.trace_id)} &middot; {len(trace.seeds)} seeds &middot;
 {len(trace.replayed_edges)} replayed edges &middot; {len(trace.moves)} moves &middot;
 stop: {escape(trace.stop_reason)} &middot; memory: {memory} &middot;
-LLM cost: {escape(costs or "none (zero-token)")}</div>
+LLM cost: {escape(costs or "none (zero-token)")}{_walker(trace)}</div>
 {LEGEND}
 {_svg(store, trace)}
 <h2>Moves</h2>

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import ReMindRAG
-from ..core.config import IndexConfig
+from ..core.config import IndexConfig, RetrievalConfig
 from ..core.indexing import make_chunks
 from ..core.types import STAGES, Chunk, Retrieval
 from . import learning
@@ -71,7 +71,10 @@ def build_kb(
 ) -> KnowledgeBase:
     cfg = index_config or IndexConfig()
     llm = make_llm(llm_spec)
-    engine = ReMindRAG(llm=llm, embeddings=embedder, index_config=cfg)
+    # with an LLM the bench measures its walk (the oracle: the memory mechanism and the real
+    # prompt sizes) on every question, not only where the first pass is unsure
+    walks = RetrievalConfig(llm_navigation="always")
+    engine = ReMindRAG(llm=llm, embeddings=embedder, index_config=cfg, retrieval_config=walks)
     t0 = time.perf_counter()
     report = engine.insert(docs)
     seconds = time.perf_counter() - t0

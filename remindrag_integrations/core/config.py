@@ -195,7 +195,8 @@ class MemoryConfig(_Config):
 class NavigatorConfig(_Config):
     """The zero-token navigator (core/navigate/zero_token.py), which walks with no LLM, stands
     in for an unusable LLM reply and, as the similarity filter, judges ``memorize`` with no
-    LLM."""
+    LLM; and when it hands the walk to an LLM (``llm_navigation="auto"``,
+    core/navigate/mode.py)."""
 
     enough_chunks: int = Field(4, ge=1, description="Stop once this many chunks are read.")
     min_similarity: float = Field(
@@ -204,14 +205,21 @@ class NavigatorConfig(_Config):
     filter_top: int = Field(
         2, ge=1, description="Chunks the similarity filter names as the support (memorize)."
     )
+    llm_threshold: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="auto: the LLM walks when a passage ranked k+1..2k has a graph (PageRank) "
+        "part above this (scaled to the best passage): the first pass is unsure of its top k.",
+    )
 
 
 class PromptConfig(_Config):
     """What an LLM prompt shows (the traversal prompt, the memorize filter)."""
 
-    chunk_chars: int = Field(600, ge=50, description="Characters of a chunk's text shown.")
+    chunk_chars: int = Field(400, ge=50, description="Characters of a chunk's text shown.")
     max_back_choices: int = Field(
-        8, ge=0, description="'go back to ...' choices shown next to the forward ones."
+        4, ge=0, description="'go back to ...' choices shown next to the forward ones."
     )
 
 
@@ -266,21 +274,30 @@ class RetrievalConfig(_Config):
     )
     seeds: int = Field(2, ge=1, le=100, description="Walk start nodes per (sub)question.")
     # the walk's bounds
-    max_hops: int = Field(10, ge=0, description="Moves of the walk at most.")
-    max_iterations: int = Field(20, ge=1, description="Navigator decisions at most (>= max_hops).")
+    max_hops: int = Field(6, ge=0, description="Moves of the walk at most.")
+    max_iterations: int = Field(10, ge=1, description="Navigator decisions at most (>= max_hops).")
     max_neighbors_shown: int = Field(
-        30, ge=1, description="Forward choices offered at a step (both navigators)."
+        10,
+        ge=1,
+        description="Forward choices an LLM is shown at a step (the zero-token navigator "
+        "weighs up to 30).",
     )
     max_traversal_tokens: int | None = Field(
-        20_000, ge=1, description="Traversal prompt + completion tokens at most; None = no budget."
+        5_000, ge=1, description="Traversal prompt + completion tokens at most; None = no budget."
     )
     max_idle_decisions: int = Field(
-        6, ge=1, description="Decisions in a row that read no new chunk."
+        3, ge=1, description="LLM decisions in a row that read no new chunk."
     )
     llm_timeout: float | None = Field(
         120.0, gt=0, description="Seconds per LLM call; None = no timeout."
     )
     # the LLM's optional stages
+    llm_navigation: Literal["always", "never", "auto"] = Field(
+        "auto",
+        description="With an LLM given, who walks: the LLM (always), the zero-token navigator "
+        "(never; the LLM still answers and judges memorize), or the LLM only when the first "
+        "pass is unsure of its top k (auto; navigator.llm_threshold).",
+    )
     pre_query: bool = Field(False, description="Ask the LLM to split the question first.")
     max_subquestions: int = Field(
         1, ge=1, le=10, description="Sub-questions of that split at most."

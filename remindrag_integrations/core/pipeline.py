@@ -18,7 +18,7 @@ from .extract_rules import rule_based_extraction
 from .ids import anchor_of
 from .memory.math import rank_scores
 from .memory.replay import replay, vouched
-from .navigate import Navigator, navigate
+from .navigate import Navigator, mode, navigate
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .protocols import GraphStore
@@ -124,6 +124,7 @@ def make_trace(
         decisions=walk.asks,
         timings_ms=timings,
         rank_evidence=dict(walk.evidence),
+        navigation=dict(walk.navigation),
     )
 
 
@@ -164,7 +165,11 @@ def retrieve(
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
     elif ("replay" in walk.sources.values() or vouched(walk)) and not cfg.verify_replay:
         walk.stop_reason = "replay"
+        walk.navigation = {"mode": cfg.llm_navigation, "llm": False, "reason": "memory replay"}
     else:
+        walk.navigation = mode.decide(walk, not isinstance(navigator, ZeroTokenNavigator))
+        if not walk.navigation["llm"]:
+            navigator = ZeroTokenNavigator()
         yield from timed(navigate(walk, query, navigator, ledger), navigating)
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None

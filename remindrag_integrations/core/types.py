@@ -221,6 +221,9 @@ class Trace:
     decisions: int = 0
     # chunk id -> {"cosine", "memory", "score"}: why each returned chunk ranks where it does
     rank_evidence: dict[str, dict[str, float]] = field(default_factory=dict)
+    # who walked and why: {"mode", "llm", "reason", and in "auto" the first pass's certainty
+    # signals "margin", "agreement", "coverage"} (core/navigate/mode.py)
+    navigation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def llm_calls(self) -> dict[str, int]:
@@ -266,6 +269,7 @@ class Trace:
             "timings_ms": self.timings_ms,
             "decisions": self.decisions,
             "rank_evidence": self.rank_evidence,
+            "navigation": self.navigation,
         }
 
     @classmethod
@@ -287,6 +291,7 @@ class Trace:
             timings_ms=dict(d.get("timings_ms", {})),
             decisions=int(d.get("decisions", 0)),
             rank_evidence={k: dict(v) for k, v in d.get("rank_evidence", {}).items()},
+            navigation=dict(d.get("navigation", {})),
         )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,7 @@ class Walk:
     # chunk -> {"cosine", "memory", "score"}: the parts of its final ranking score
     evidence: dict[str, dict[str, float]] = field(default_factory=dict)
     prior: Prior | None = None  # the first pass's fused scores (core/prior.py)
+    navigation: dict[str, Any] = field(default_factory=dict)  # who walks, why (navigate/mode.py)
     _nbrs: dict[str, list[Edge]] = field(default_factory=dict)
     _plain: dict[str, list[Edge]] = field(default_factory=dict)  # _nbrs without learned edges
     _edges: dict[str, Edge] = field(default_factory=dict)

@@ -18,6 +18,11 @@ from .zero_token import choose
 
 
 class Navigator(Protocol):
+    # whether its decisions cost tokens: then ``max_neighbors_shown`` caps the choices it is
+    # shown and ``max_idle_decisions`` bounds its walk (a zero-token navigator says enough
+    # by itself and weighs up to ``ZERO_TOKEN_OPTIONS`` neighbours)
+    spends_tokens: bool
+
     def decide(
         self, walk: Walk, query: str, current: str, options: list[Option], feedback: str
     ) -> Step:
@@ -26,12 +31,16 @@ class Navigator(Protocol):
         ...
 
 
+ZERO_TOKEN_OPTIONS = 30  # neighbours the zero-token navigator weighs (its read-ahead)
+
+
 def _spent(ledger: CostLedger | None) -> int:
     return ledger.stages["traversal"].tokens if ledger and "traversal" in ledger.stages else 0
 
 
-def _bound(walk: Walk, spent: int, next_cost: int, idle: int) -> str:
-    """The bound that ends the walk before the next decision, or ''."""
+def _bound(walk: Walk, spent: int, next_cost: int, idle: int | None) -> str:
+    """The bound that ends the walk before the next decision, or '' (``idle``: None for a
+    navigator that spends no tokens)."""
     cfg = walk.cfg
     if walk.hops >= cfg.max_hops:
         return "max_hops"
@@ -43,7 +52,7 @@ def _bound(walk: Walk, spent: int, next_cost: int, idle: int) -> str:
         and spent + next_cost > cfg.max_traversal_tokens
     ):
         return "token_budget"
-    if idle >= cfg.max_idle_decisions:
+    if idle is not None and idle >= cfg.max_idle_decisions:
         return "no_progress"
     return ""
 
@@ -68,14 +77,16 @@ def navigate(
     cfg = walk.cfg
     current = next(iter(walk.parents))
     feedback, spent0, idle = "", _spent(ledger), 0
-    last_cost = prev_cost = 0  # the prompt grows each step: the next call costs about
-    # the last one plus the last growth
+    limit = None if navigator.spends_tokens else ZERO_TOKEN_OPTIONS
+    last_cost = growth = 0  # the prompt grows each step: the next call costs about the
+    # last one plus the largest growth seen (a step that reads a passage grows it most)
     while True:
-        next_cost = last_cost + max(0, last_cost - prev_cost) if prev_cost else last_cost
-        walk.stop_reason = _bound(walk, _spent(ledger) - spent0, next_cost, idle)
+        next_cost = last_cost + growth
+        idling = idle if navigator.spends_tokens else None
+        walk.stop_reason = _bound(walk, _spent(ledger) - spent0, next_cost, idling)
         if walk.stop_reason:
             return
-        opts = options(walk, current)
+        opts = options(walk, current, limit)
         if not opts and not any(walk.frontier(n) for n in walk.graph_nodes()):
             walk.stop_reason = "exhausted"
             return
@@ -105,7 +116,9 @@ def navigate(
         except LLMError as exc:
             walk.stop_reason = f"llm_error: {exc}"
             return
-        prev_cost, last_cost = last_cost, _spent(ledger) - before
+        cost = _spent(ledger) - before
+        growth = max(growth, cost - last_cost) if last_cost else growth
+        last_cost = cost
         idle = 0 if len(walk.chunk_ids) > read_before else idle + 1
 
 

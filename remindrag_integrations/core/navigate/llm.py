@@ -111,6 +111,8 @@ def render_choices(
 class LLMNavigator:
     """Asks the LLM for each move with the (replaceable) traversal prompt."""
 
+    spends_tokens = True
+
     def __init__(self, template: str = TRAVERSAL_PROMPT) -> None:
         self.template = template
 

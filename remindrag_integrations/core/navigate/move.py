@@ -56,9 +56,10 @@ class LegalMove:
         return "backward" if self.edge is None else "forward"
 
 
-def options(walk: Walk, current: str) -> list[Option]:
-    """Forward options from ``current``, best replay score first, one edge per neighbour;
-    chunk nodes are never options (entering their anchor reads them)."""
+def options(walk: Walk, current: str, limit: int | None = None) -> list[Option]:
+    """Forward options from ``current``, best replay score first, one edge per neighbour, at
+    most ``limit`` (``max_neighbors_shown`` by default); chunk nodes are never options
+    (entering their anchor reads them)."""
     edges = [e for e in walk.frontier(current) if not is_chunk(e.other(current))]
     if not edges:
         return []
@@ -75,7 +76,7 @@ def options(walk: Walk, current: str) -> list[Option]:
         if w not in best or s > best[w].score:
             best[w] = Option(e, w, float(s))
     ranked = sorted(best.values(), key=lambda o: -o.score)
-    return ranked[: walk.cfg.max_neighbors_shown]
+    return ranked[: walk.cfg.max_neighbors_shown if limit is None else limit]
 
 
 _TARGET_KEYS = ("go", "node", "target", "choice", "go_to", "goto", "id")

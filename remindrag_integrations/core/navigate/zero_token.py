@@ -116,6 +116,8 @@ def choose(walk: Walk, current: str, opts: list[Option]) -> MoveChoice:
 class ZeroTokenNavigator:
     """:func:`choose` as a :class:`~.Navigator`; spends no tokens."""
 
+    spends_tokens = False
+
     def decide(
         self, walk: Walk, query: str, current: str, opts: list[Option], feedback: str
     ) -> Step:
