@@ -92,9 +92,10 @@ class CountingPg(PostgresGraphStore):
         return super()._tx(lambda cur: fn(_Counted(cur, self.tally)), retries)
 
 
-def query(store: Any, q: np.ndarray) -> Retrieval:
+def query(store: Any, q: np.ndarray, cfg: RetrievalConfig | None = None) -> Retrieval:
     """One zero-token query through the whole pipeline (the vector given, not embedded)."""
-    step = retrieve(store, "q", RetrievalConfig(), ZeroTokenNavigator(), CostLedger())
+    cfg = cfg or RetrievalConfig()
+    step = retrieve(store, "q", cfg, ZeroTokenNavigator(), CostLedger())
     next(step)
     try:
         step.send(q[None, :])
@@ -110,19 +111,28 @@ def pcts(xs: list[float]) -> dict[str, float]:
     }
 
 
-def time_queries(stores: dict[str, Any], qs: list[np.ndarray], passes: int) -> dict:
-    """Whole-query and stage ms per store, the stores alternating query by query (pass 0 warms
-    caches and is not counted); statements and rows per query where counted."""
-    total: dict[str, list[float]] = {s: [] for s in stores}
-    stage: dict[str, dict[str, list[float]]] = {s: {k: [] for k in STAGES} for s in stores}
-    counted: dict[str, list[tuple[int, int]]] = {s: [] for s in stores}
-    chunks: dict[str, list[list[str]]] = {s: [] for s in stores}
+def time_queries(
+    stores: dict[str, Any], qs: list[np.ndarray], passes: int, configs: dict[str, dict]
+) -> dict:
+    """Whole-query and stage ms per store and config (``<store>`` for the default config,
+    ``<store>:<label>`` for the others), the stores and configs alternating query by query
+    (pass 0 warms caches and is not counted); statements and rows per query where counted."""
+    cfgs = {label: RetrievalConfig(**over) for label, over in configs.items()}
+    runs = {
+        (name if not label else f"{name}:{label}"): (store, cfg)
+        for label, cfg in cfgs.items()
+        for name, store in stores.items()
+    }
+    total: dict[str, list[float]] = {s: [] for s in runs}
+    stage: dict[str, dict[str, list[float]]] = {s: {k: [] for k in STAGES} for s in runs}
+    counted: dict[str, list[tuple[int, int]]] = {s: [] for s in runs}
+    chunks: dict[str, list[list[str]]] = {s: [] for s in runs}
     for p in range(passes + 1):
         for q in qs:
-            for name, store in stores.items():
+            for name, (store, cfg) in runs.items():
                 before = list(getattr(store, "tally", (0, 0)))
                 t = time.perf_counter()
-                r = query(store, q)
+                r = query(store, q, cfg)
                 ms = (time.perf_counter() - t) * 1e3
                 if not p:
                     continue
@@ -134,7 +144,7 @@ def time_queries(stores: dict[str, Any], qs: list[np.ndarray], passes: int) -> d
                 if p == 1:
                     chunks[name].append([c.chunk.id for c in r.chunks])
     out: dict = {}
-    for name in stores:
+    for name in runs:
         out[name] = {
             "whole_ms": pcts(total[name]),
             "stage_p50_ms": {k: pcts(v)["p50"] for k, v in stage[name].items()},
@@ -202,9 +212,17 @@ def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
     for store in (emb, counting):
         warm(store, qs)  # type: ignore[arg-type]
     row["load_avg_before_queries"] = load_avg()
-    res = time_queries({"embedded": emb, "postgres": counting}, qs, args.passes)
-    a, b = res.pop("chunks").values()
-    row["same_chunks_share"] = round(float(np.mean([x == y for x, y in zip(a, b)])), 3)
+    configs = {"": {}, **{k: v for k, v in args.configs.items()}}
+    res = time_queries({"embedded": emb, "postgres": counting}, qs, args.passes, configs)
+    chunks = res.pop("chunks")
+    row["same_chunks_share"] = same_share(chunks["embedded"], chunks["postgres"])
+    for label in args.configs:
+        e, p = chunks[f"embedded:{label}"], chunks[f"postgres:{label}"]
+        row[f"same_chunks_share:{label}"] = same_share(e, p)
+        row[f"same_chunks_as_default:{label}"] = {
+            "embedded": same_share(e, chunks["embedded"]),
+            "postgres": same_share(p, chunks["postgres"]),
+        }
     row.update(res)
     row["load_avg_after_queries"] = load_avg()
     if args.qps_seconds > 0:
@@ -217,10 +235,17 @@ def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
     return row
 
 
-def print_row(r: dict) -> None:
-    e, p = r["embedded"], r["postgres"]
+def same_share(a: list[list[str]], b: list[list[str]]) -> float:
+    """The share of queries whose result lists are the same."""
+    return round(float(np.mean([x == y for x, y in zip(a, b)])), 3)
+
+
+def print_row(r: dict, label: str = "") -> None:
+    tag = f":{label}" if label else ""
+    e, p = r[f"embedded{tag}"], r[f"postgres{tag}"]
     print(
-        f"| {r['counts']['edges']:,} | {e['whole_ms']['p50']} / {e['whole_ms']['p95']} | "
+        f"| {r['counts']['edges']:,} {label or 'default'} | "
+        f"{e['whole_ms']['p50']} / {e['whole_ms']['p95']} | "
         f"{e['prior_ms']['p50']} | {p['whole_ms']['p50']} / {p['whole_ms']['p95']} | "
         f"{p['prior_ms']['p50']} | {p.get('statements_per_query')} | {p.get('rows_per_query')} | "
         f"{r.get('pg_qps_1_client', '-')} | {r['load_avg_before_queries']} |",
@@ -238,6 +263,13 @@ def main() -> None:
     ap.add_argument("--first-query", action="store_true")
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server)")
     ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument(
+        "--configs",
+        type=json.loads,
+        default={},
+        help='more retrieval configs timed beside the default, e.g. \'{"power": '
+        '{"prior_push_epsilon": 0}}\' (label: overrides)',
+    )
     args = ap.parse_args()
     dsn = pg_dsn(args.dsn)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -251,7 +283,8 @@ def main() -> None:
         meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "args": vars(args)}
         name = f"whole_query_{n}{args.tag}.json"
         (OUT / name).write_text(json.dumps({**meta, "row": r}, indent=2))
-        print_row(r)
+        for label in ["", *args.configs]:
+            print_row(r, label)
 
 
 if __name__ == "__main__":

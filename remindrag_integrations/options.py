@@ -73,4 +73,6 @@ class RetrieverOptions(TypedDict, total=False):
     prior_passage_restart: float
     prior_feedback: float
     prior_feedback_passages: int
+    prior_push_epsilon: float
+    prior_push_max_nodes: int
     filter: dict[str, Any] | None

@@ -119,6 +119,13 @@ class RetrievalConfig(_Config):
     # question entities' restart mass; 0 = one round
     prior_feedback: float = Field(1.0, ge=0.0, le=100.0)
     prior_feedback_passages: int = Field(2, ge=1, le=100)
+    # how the PageRank mass spreads (issue 25): a forward push (core/push.py) that reads the
+    # edges only of nodes whose residual mass exceeds ``prior_push_epsilon`` × their degree,
+    # one batched read per round (at most ``prior_iterations`` rounds), at most
+    # ``prior_push_max_nodes`` nodes read; the same on every store. 0 = the power iteration
+    # (the embedded store's whole-graph matrix, else the ``prior_hops`` neighbourhood)
+    prior_push_epsilon: float = Field(3e-4, ge=0.0, le=0.1)
+    prior_push_max_nodes: int = Field(300, ge=1)
     # metadata filter on documents (LangChain syntax; see core/filters.py)
     filter: dict[str, Any] | None = None
 

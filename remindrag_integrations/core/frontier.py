@@ -67,6 +67,17 @@ class AdjacencyStore(Protocol):
         ...
 
 
+@runtime_checkable
+class SpreadStore(Protocol):
+    """A store that reads, for many nodes in one call, the other ends of their corpus edges
+    to entities and anchors (no chunk ends, no learned edges), in edge id order: what the
+    prior's push (core/push.py) spreads over, without the edges' columns."""
+
+    def spread_links(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Each distinct node's other ends (nodes without such edges: an empty list)."""
+        ...
+
+
 def adjacency(store: GraphStore, node_ids: Sequence[str]) -> dict[str, list[Edge]]:
     """The edges of each distinct node of ``node_ids``: the store's own batched read when it
     has one, else ``neighbors`` node by node (the embedded store: no round trip)."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import push
 from .config import RetrievalConfig
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
 from .protocols import LexicalStore
@@ -138,14 +139,21 @@ def neighbourhood(walk: Walk, start: Sequence[str]) -> list[str]:
     return nodes
 
 
-def spread(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
-    """Personalised PageRank from ``restart``: over the store's whole graph when it keeps one
-    as a matrix (the embedded store; not under a metadata filter), else over the local
-    :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it reaches."""
+def spread(
+    walk: Walk, restart: dict[str, float], seen: push.Local | None = None
+) -> dict[str, float]:
+    """Personalised PageRank from ``restart``: the forward push of :mod:`.push` (the best
+    ``prior_candidates`` anchors and the entities it reaches; every store) unless
+    ``prior_push_epsilon`` is 0; then the power iteration, over the store's whole graph when
+    it keeps one as a matrix (the embedded store; not under a metadata filter), else over the
+    local :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it
+    reaches."""
+    cfg = walk.cfg
+    if cfg.prior_push_epsilon > 0:
+        return push.top_anchors(push.push(walk, restart, seen), cfg.prior_candidates)
     matrix = getattr(walk.store, "graph_matrix", None)
     if matrix is None or walk.filter is not None:
         return spread_local(walk, restart)
-    cfg = walk.cfg
     g = matrix()
     x = g.pagerank(restart, cfg.prior_damping, cfg.prior_iterations, cfg.prior_max_degree)
     mass = x[g.anchors]
@@ -257,23 +265,28 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     first = {c: dense[c] + cfg.prior_lexical_weight * lex.get(c, 0.0) for c in dense}
     ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
-    prior = _fuse(walk, dense, lex, restart)
+    seen = push.Local()  # what the push read, for the feedback round
+    prior = _fuse(walk, dense, lex, restart, seen)
     if cfg.prior_feedback > 0 and cfg.prior_graph_weight > 0:
         bridge = feedback_restart(walk, prior.score, ents)
         if bridge:
             for n, v in restart.items():
                 bridge[n] = bridge.get(n, 0.0) + v
-            prior = _fuse(walk, dense, lex, bridge)
+            prior = _fuse(walk, dense, lex, bridge, seen)
     return prior
 
 
 def _fuse(
-    walk: Walk, dense: dict[str, float], lex: dict[str, float], restart: dict[str, float]
+    walk: Walk,
+    dense: dict[str, float],
+    lex: dict[str, float],
+    restart: dict[str, float],
+    seen: push.Local | None = None,
 ) -> Prior:
     """Spread from ``restart`` and fuse the three parts of every candidate (``dense`` gains
     the passages the spread reaches)."""
     cfg = walk.cfg
-    graph = spread(walk, restart) if restart and cfg.prior_graph_weight > 0 else {}
+    graph = spread(walk, restart, seen) if restart and cfg.prior_graph_weight > 0 else {}
     best = max((v for n, v in graph.items() if is_anchor(n)), default=0.0)
     reached = [n for n in graph if is_anchor(n) and chunk_of(n) not in dense]
     for a, cos in zip(reached, walk.sims(reached)):

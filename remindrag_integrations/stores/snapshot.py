@@ -115,6 +115,7 @@ def _restore(
             store._vectors.adopt_index(
                 kind, saved["ids"], saved["keys"], files[f"ann-{kind}.usearch"]
             )
+    store.lexical_index()  # the first query's BM25 index, built here rather than then
     return store
 
 
