@@ -3,8 +3,8 @@
     python benchmarks/whole_query.py --edges 100000 1000000 [--queries 30] [--first-query]
 
 Per size, the corpus-shaped synthetic graph of ``store_latency.py`` (dim 128) is loaded into
-the embedded store and (one bulk ``add_graph``) into PostgreSQL; memory is warmed as
-``pg_scale.py`` does it. Then the same queries (near random anchors; the text "q", so the
+the embedded store (not with ``--pg-only``) and (one bulk ``add_graph``) into PostgreSQL;
+memory is warmed as ``pg_scale.py`` does it, each memory write timed. Then the same queries (near random anchors; the text "q", so the
 lexical half finds nothing and the question names no entity) run through the whole pipeline
 (prior, seeds, replay, zero-token walk, rank), alternating the stores query by query:
 p50 / p95 ms of the whole ``retrieve`` and of each stage (``trace.timings_ms``), SQL
@@ -34,10 +34,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from pg_scale import load_avg, make_queries, one_batch, qps, warm  # noqa: E402
-from store_latency import pg_dsn  # noqa: E402
+from pg_scale import load_avg, make_queries, one_batch, qps  # noqa: E402
+from store_latency import pg_dsn, warm_paths  # noqa: E402
 
 from remindrag_integrations.core.config import RetrievalConfig  # noqa: E402
+from remindrag_integrations.core.memory.write import update  # noqa: E402
 from remindrag_integrations.core.navigate.zero_token import ZeroTokenNavigator  # noqa: E402
 from remindrag_integrations.core.pipeline import retrieve  # noqa: E402
 from remindrag_integrations.core.types import CostLedger, Retrieval  # noqa: E402
@@ -191,30 +192,54 @@ def first_query(store: InMemoryGraphStore, qs: list[np.ndarray]) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def timed_warm(store: Any, qs: list[np.ndarray], budget: int = 16) -> dict[str, float]:
+    """Warm memory as ``pg_scale.warm`` does (enhance, twice, the edges of a short DFS from
+    each query's seeds); p50 / p95 ms of one memory write (``update``: one atomic
+    ``update_memory`` of 16 edges)."""
+    ms = []
+    for q in qs:
+        out = warm_paths(store, q, budget)
+        for _ in range(2):
+            t = time.perf_counter()
+            update(store, out, [], q)
+            ms.append((time.perf_counter() - t) * 1e3)
+    return pcts(ms)
+
+
 def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
     row: dict[str, Any] = {"edges_target": n, "dim": args.dim, "load_avg_before": load_avg()}
     batch = one_batch(n, args.dim)
-    t = time.perf_counter()
-    emb = InMemoryGraphStore()
-    emb.add_graph(**batch)
-    row["embedded_load_s"] = round(time.perf_counter() - t, 1)
+    row["load_avg_after_build"] = load_avg()
+    stores: dict[str, Any] = {}
+    if not args.pg_only:
+        t = time.perf_counter()
+        emb = InMemoryGraphStore()
+        emb.add_graph(**batch)
+        row["embedded_load_s"] = round(time.perf_counter() - t, 1)
+        stores["embedded"] = emb
     ns = f"wholeq-{n}"
     pg = PostgresGraphStore(dsn, namespace=ns, bulk=BulkOptions(rows=1))
     pg.drop_namespace()
     t = time.perf_counter()
     pg.add_graph(**batch)
     row["pg_bulk_load_s"] = round(time.perf_counter() - t, 1)
+    row["load_avg_after_pg_load"] = load_avg()
     row["counts"] = pg.counts()
     pg.close()
     qs, _ = make_queries(batch, args.queries, args.dim)
     del batch
     counting = CountingPg(dsn, namespace=ns)
-    for store in (emb, counting):
-        warm(store, qs)  # type: ignore[arg-type]
+    stores["postgres"] = counting
+    row["memory_write_ms"] = {name: timed_warm(store, qs) for name, store in stores.items()}
     row["load_avg_before_queries"] = load_avg()
     configs = {"": {}, **{k: v for k, v in args.configs.items()}}
-    res = time_queries({"embedded": emb, "postgres": counting}, qs, args.passes, configs)
+    res = time_queries(stores, qs, args.passes, configs)
     chunks = res.pop("chunks")
+    if args.pg_only:
+        row.update(res)
+        row["load_avg_after_queries"] = load_avg()
+        counting.close()
+        return row
     row["same_chunks_share"] = same_share(chunks["embedded"], chunks["postgres"])
     for label in args.configs:
         e, p = chunks[f"embedded:{label}"], chunks[f"postgres:{label}"]
@@ -229,7 +254,7 @@ def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
         row["pg_qps_1_client"] = qps(dsn, ns, qs, 1, "threads", args.qps_seconds)
         row["load_avg_after_qps"] = load_avg()
     counting.close()
-    if args.first_query:
+    if args.first_query and not args.pg_only:
         row["embedded_after_load"] = first_query(emb, qs)
         row["load_avg_after_first_query"] = load_avg()
     return row
@@ -242,7 +267,8 @@ def same_share(a: list[list[str]], b: list[list[str]]) -> float:
 
 def print_row(r: dict, label: str = "") -> None:
     tag = f":{label}" if label else ""
-    e, p = r[f"embedded{tag}"], r[f"postgres{tag}"]
+    none = {"whole_ms": {"p50": "-", "p95": "-"}, "prior_ms": {"p50": "-"}}
+    e, p = r.get(f"embedded{tag}", none), r[f"postgres{tag}"]
     print(
         f"| {r['counts']['edges']:,} {label or 'default'} | "
         f"{e['whole_ms']['p50']} / {e['whole_ms']['p95']} | "
@@ -261,6 +287,7 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=1)
     ap.add_argument("--qps-seconds", type=float, default=10.0)
     ap.add_argument("--first-query", action="store_true")
+    ap.add_argument("--pg-only", action="store_true", help="PostgreSQL alone (10 M edges)")
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server)")
     ap.add_argument("--tag", default="", help="suffix of the result files")
     ap.add_argument(

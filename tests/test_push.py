@@ -116,3 +116,14 @@ def test_no_restart_mass_spreads_nothing() -> None:
     store, _, _ = _graph()
     assert push(_walk(store), {"e-0001": 0.0}) == {}
     assert store.read == []
+
+
+@pytest.mark.parametrize(("eps", "cap"), [(3e-4, 300), (1e-3, 20), (1e-6, 5000)])
+def test_the_matrix_push_computes_what_the_store_reads_push_does(eps: float, cap: int) -> None:
+    store, nodes, edges = _graph(n_anchors=300, n_entities=100, hub_mentions=40)
+    walk = _walk(store, prior_push_epsilon=eps, prior_push_max_nodes=cap, prior_max_degree=30)
+    by_reads = push(walk, RESTART)
+    by_rows = GraphMatrix.build(nodes, edges).push(RESTART, 0.8, eps, 20, 30, cap)
+    assert set(by_rows) == set(by_reads)
+    for n, v in by_reads.items():
+        assert by_rows[n] == pytest.approx(v, rel=1e-9, abs=1e-12), n

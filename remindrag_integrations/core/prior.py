@@ -143,15 +143,27 @@ def spread(
     walk: Walk, restart: dict[str, float], seen: push.Local | None = None
 ) -> dict[str, float]:
     """Personalised PageRank from ``restart``: the forward push of :mod:`.push` (the best
-    ``prior_candidates`` anchors and the entities it reaches; every store) unless
-    ``prior_push_epsilon`` is 0; then the power iteration, over the store's whole graph when
+    ``prior_candidates`` anchors and the entities it reaches; on every store, its reads
+    slices of the whole-graph matrix when the store keeps one) unless ``prior_push_epsilon``
+    is 0; then the power iteration, over the store's whole graph when
     it keeps one as a matrix (the embedded store; not under a metadata filter), else over the
     local :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it
     reaches."""
     cfg = walk.cfg
-    if cfg.prior_push_epsilon > 0:
-        return push.top_anchors(push.push(walk, restart, seen), cfg.prior_candidates)
     matrix = getattr(walk.store, "graph_matrix", None)
+    if cfg.prior_push_epsilon > 0:
+        if matrix is None or walk.filter is not None:
+            mass = push.push(walk, restart, seen)
+        else:  # the same push, its reads slices of the embedded store's matrix
+            mass = matrix().push(
+                restart,
+                cfg.prior_damping,
+                cfg.prior_push_epsilon,
+                cfg.prior_iterations,
+                cfg.prior_max_degree,
+                cfg.prior_push_max_nodes,
+            )
+        return push.top_anchors(mass, cfg.prior_candidates)
     if matrix is None or walk.filter is not None:
         return spread_local(walk, restart)
     g = matrix()
