@@ -127,3 +127,12 @@ def test_the_matrix_push_computes_what_the_store_reads_push_does(eps: float, cap
     assert set(by_rows) == set(by_reads)
     for n, v in by_reads.items():
         assert by_rows[n] == pytest.approx(v, rel=1e-9, abs=1e-12), n
+
+
+def test_a_load_builds_what_the_first_query_needs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store, _, _ = _graph()
+    store.save(tmp_path / "s")
+    loaded = InMemoryGraphStore.load(tmp_path / "s")
+    assert {"lexical", "matrix"} <= set(loaded._first_pass)  # the BM25 index, the matrix
+    got = loaded.graph_matrix().push(RESTART, 0.8, 3e-4, 20, 500, 300)
+    assert got == store.graph_matrix().push(RESTART, 0.8, 3e-4, 20, 500, 300)

@@ -64,8 +64,8 @@ class CountingStore(InMemoryGraphStore):
 
 
 class LocalPrior(InMemoryGraphStore):
-    """The embedded store without its whole-graph matrix: the prior's PageRank runs over the
-    question's neighbourhood, as on PostgreSQL."""
+    """The embedded store without its whole-graph matrix: the prior's push reads through the
+    walk, as on PostgreSQL."""
 
     graph_matrix = None
 
@@ -160,7 +160,7 @@ def test_a_whole_query_on_the_embedded_store_makes_few_store_calls(
 
 
 @pytest.mark.postgres
-def test_a_whole_query_on_postgres_executes_few_statements(
+def test_a_whole_query_on_postgres_executes_few_statements_and_reads_few_rows(
     pg_dsn: str,
     make_pg_store: Callable[..., PostgresGraphStore],
     hotpot: tuple[list[dict], dict[str, dict]],
@@ -169,6 +169,7 @@ def test_a_whole_query_on_postgres_executes_few_statements(
     store = CountingPg(pg_dsn, namespace="round-trips")
     eng = _engine(store, hotpot)
     ref = _engine(LocalPrior(), hotpot)
+    matrix = _engine(InMemoryGraphStore(), hotpot)  # the push over its graph matrix
     try:
         for q in _questions(hotpot):
             before, rows = store.statements, store.rows
@@ -177,7 +178,10 @@ def test_a_whole_query_on_postgres_executes_few_statements(
             assert store.rows - rows <= MAX_ROWS, (q, store.rows - rows)
             # the same path on both stores (no lexical half: BM25 and full-text rank differ;
             # the local PageRank on both): the same chunks
+            got = [c.chunk.id for c in r.chunks]
             same = ref.retrieve(q, prior_lexical_weight=0.0)
-            assert [c.chunk.id for c in r.chunks] == [c.chunk.id for c in same.chunks], q
+            assert got == [c.chunk.id for c in same.chunks], q
+            same = matrix.retrieve(q, prior_lexical_weight=0.0)
+            assert got == [c.chunk.id for c in same.chunks], q
     finally:
         store.close()
