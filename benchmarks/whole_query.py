@@ -1,18 +1,20 @@
 """A whole zero-token query at scale, embedded store and PostgreSQL side by side (issue 25).
 
     python benchmarks/whole_query.py --edges 100000 1000000 [--queries 30] [--first-query]
+        [--configs '{"power": {"prior_push_epsilon": 0}}'] [--pg-only]
 
 Per size, the corpus-shaped synthetic graph of ``store_latency.py`` (dim 128) is loaded into
 the embedded store (not with ``--pg-only``) and (one bulk ``add_graph``) into PostgreSQL;
-memory is warmed as ``pg_scale.py`` does it, each memory write timed. Then the same queries (near random anchors; the text "q", so the
-lexical half finds nothing and the question names no entity) run through the whole pipeline
-(prior, seeds, replay, zero-token walk, rank), alternating the stores query by query:
-p50 / p95 ms of the whole ``retrieve`` and of each stage (``trace.timings_ms``), SQL
-statements and rows per query on PostgreSQL, and PostgreSQL queries per second from one
-client (``--qps-seconds``). ``--first-query``: the embedded store is saved, then a fresh
-process loads it and times its first and second query. Load average (``uptime``) before and
-after. Writes ``benchmarks/results/whole_query_<edges>.json`` (summary only).
-"""
+memory is warmed as ``pg_scale.py`` does it, each memory write timed. Then the same queries
+(near random anchors; the text "q", so the lexical half finds nothing and the question names
+no entity) run through the whole pipeline (prior, seeds, replay, zero-token walk, rank),
+alternating the stores (and the ``--configs``, retrieval overrides timed beside the default)
+query by query: p50 / p95 ms of the whole ``retrieve`` and of each stage
+(``trace.timings_ms``), SQL statements and rows per query on PostgreSQL, and PostgreSQL
+queries per second from one client (``--qps-seconds``). ``--first-query``: the embedded store
+is saved, then a fresh process loads it and times its first and second query. Load average
+(``uptime``) before and after. Writes ``benchmarks/results/whole_query_<edges><tag>.json``
+(summary only)."""
 
 from __future__ import annotations
 
