@@ -1,18 +1,20 @@
 """A whole zero-token query at scale, embedded store and PostgreSQL side by side (issue 25).
 
     python benchmarks/whole_query.py --edges 100000 1000000 [--queries 30] [--first-query]
+        [--configs '{"power": {"prior": {"push_epsilon": 0}}}'] [--pg-only]
 
 Per size, the corpus-shaped synthetic graph of ``store_latency.py`` (dim 128) is loaded into
-the embedded store and (one bulk ``add_graph``) into PostgreSQL; memory is warmed as
-``pg_scale.py`` does it. Then the same queries (near random anchors; the text "q", so the
-lexical half finds nothing and the question names no entity) run through the whole pipeline
-(prior, seeds, replay, zero-token walk, rank), alternating the stores query by query:
-p50 / p95 ms of the whole ``retrieve`` and of each stage (``trace.timings_ms``), SQL
-statements and rows per query on PostgreSQL, and PostgreSQL queries per second from one
-client (``--qps-seconds``). ``--first-query``: the embedded store is saved, then a fresh
-process loads it and times its first and second query. Load average (``uptime``) before and
-after. Writes ``benchmarks/results/whole_query_<edges>.json`` (summary only).
-"""
+the embedded store (not with ``--pg-only``) and (one bulk ``add_graph``) into PostgreSQL;
+memory is warmed as ``pg_scale.py`` does it, each memory write timed. Then the same queries
+(near random anchors; the text "q", so the lexical half finds nothing and the question names
+no entity) run through the whole pipeline (prior, seeds, replay, zero-token walk, rank),
+alternating the stores (and the ``--configs``, retrieval overrides timed beside the default)
+query by query: p50 / p95 ms of the whole ``retrieve`` and of each stage
+(``trace.timings_ms``), SQL statements and rows per query on PostgreSQL, and PostgreSQL
+queries per second from one client (``--qps-seconds``). ``--first-query``: the embedded store
+is saved, then a fresh process loads it and times its first and second query. Load average
+(``uptime``) before and after. Writes ``benchmarks/results/whole_query_<edges><tag>.json``
+(summary only)."""
 
 from __future__ import annotations
 
@@ -34,10 +36,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from pg_scale import load_avg, make_queries, one_batch, qps, warm  # noqa: E402
-from store_latency import pg_dsn  # noqa: E402
+from pg_scale import load_avg, make_queries, one_batch, qps  # noqa: E402
+from store_latency import pg_dsn, warm_paths  # noqa: E402
 
 from remindrag_integrations.core.config import RetrievalConfig  # noqa: E402
+from remindrag_integrations.core.memory.write import update  # noqa: E402
 from remindrag_integrations.core.navigate.zero_token import ZeroTokenNavigator  # noqa: E402
 from remindrag_integrations.core.pipeline import retrieve  # noqa: E402
 from remindrag_integrations.core.types import CostLedger, Retrieval  # noqa: E402
@@ -92,9 +95,10 @@ class CountingPg(PostgresGraphStore):
         return super()._tx(lambda cur: fn(_Counted(cur, self.tally)), retries)
 
 
-def query(store: Any, q: np.ndarray) -> Retrieval:
+def query(store: Any, q: np.ndarray, cfg: RetrievalConfig | None = None) -> Retrieval:
     """One zero-token query through the whole pipeline (the vector given, not embedded)."""
-    step = retrieve(store, "q", RetrievalConfig(), ZeroTokenNavigator(), CostLedger())
+    cfg = cfg or RetrievalConfig()
+    step = retrieve(store, "q", cfg, ZeroTokenNavigator(), CostLedger())
     next(step)
     try:
         step.send(q[None, :])
@@ -110,19 +114,28 @@ def pcts(xs: list[float]) -> dict[str, float]:
     }
 
 
-def time_queries(stores: dict[str, Any], qs: list[np.ndarray], passes: int) -> dict:
-    """Whole-query and stage ms per store, the stores alternating query by query (pass 0 warms
-    caches and is not counted); statements and rows per query where counted."""
-    total: dict[str, list[float]] = {s: [] for s in stores}
-    stage: dict[str, dict[str, list[float]]] = {s: {k: [] for k in STAGES} for s in stores}
-    counted: dict[str, list[tuple[int, int]]] = {s: [] for s in stores}
-    chunks: dict[str, list[list[str]]] = {s: [] for s in stores}
+def time_queries(
+    stores: dict[str, Any], qs: list[np.ndarray], passes: int, configs: dict[str, dict]
+) -> dict:
+    """Whole-query and stage ms per store and config (``<store>`` for the default config,
+    ``<store>:<label>`` for the others), the stores and configs alternating query by query
+    (pass 0 warms caches and is not counted); statements and rows per query where counted."""
+    cfgs = {label: RetrievalConfig(**over) for label, over in configs.items()}
+    runs = {
+        (name if not label else f"{name}:{label}"): (store, cfg)
+        for label, cfg in cfgs.items()
+        for name, store in stores.items()
+    }
+    total: dict[str, list[float]] = {s: [] for s in runs}
+    stage: dict[str, dict[str, list[float]]] = {s: {k: [] for k in STAGES} for s in runs}
+    counted: dict[str, list[tuple[int, int]]] = {s: [] for s in runs}
+    chunks: dict[str, list[list[str]]] = {s: [] for s in runs}
     for p in range(passes + 1):
         for q in qs:
-            for name, store in stores.items():
+            for name, (store, cfg) in runs.items():
                 before = list(getattr(store, "tally", (0, 0)))
                 t = time.perf_counter()
-                r = query(store, q)
+                r = query(store, q, cfg)
                 ms = (time.perf_counter() - t) * 1e3
                 if not p:
                     continue
@@ -134,7 +147,7 @@ def time_queries(stores: dict[str, Any], qs: list[np.ndarray], passes: int) -> d
                 if p == 1:
                     chunks[name].append([c.chunk.id for c in r.chunks])
     out: dict = {}
-    for name in stores:
+    for name in runs:
         out[name] = {
             "whole_ms": pcts(total[name]),
             "stage_p50_ms": {k: pcts(v)["p50"] for k, v in stage[name].items()},
@@ -181,46 +194,86 @@ def first_query(store: InMemoryGraphStore, qs: list[np.ndarray]) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def timed_warm(store: Any, qs: list[np.ndarray], budget: int = 16) -> dict[str, float]:
+    """Warm memory as ``pg_scale.warm`` does (enhance, twice, the edges of a short DFS from
+    each query's seeds); p50 / p95 ms of one memory write (``update``: one atomic
+    ``update_memory`` of 16 edges)."""
+    ms = []
+    for q in qs:
+        out = warm_paths(store, q, budget)
+        for _ in range(2):
+            t = time.perf_counter()
+            update(store, out, [], q)
+            ms.append((time.perf_counter() - t) * 1e3)
+    return pcts(ms)
+
+
 def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
     row: dict[str, Any] = {"edges_target": n, "dim": args.dim, "load_avg_before": load_avg()}
     batch = one_batch(n, args.dim)
-    t = time.perf_counter()
-    emb = InMemoryGraphStore()
-    emb.add_graph(**batch)
-    row["embedded_load_s"] = round(time.perf_counter() - t, 1)
+    row["load_avg_after_build"] = load_avg()
+    stores: dict[str, Any] = {}
+    if not args.pg_only:
+        t = time.perf_counter()
+        emb = InMemoryGraphStore()
+        emb.add_graph(**batch)
+        row["embedded_load_s"] = round(time.perf_counter() - t, 1)
+        stores["embedded"] = emb
     ns = f"wholeq-{n}"
     pg = PostgresGraphStore(dsn, namespace=ns, bulk=BulkOptions(rows=1))
     pg.drop_namespace()
     t = time.perf_counter()
     pg.add_graph(**batch)
     row["pg_bulk_load_s"] = round(time.perf_counter() - t, 1)
+    row["load_avg_after_pg_load"] = load_avg()
     row["counts"] = pg.counts()
     pg.close()
     qs, _ = make_queries(batch, args.queries, args.dim)
     del batch
     counting = CountingPg(dsn, namespace=ns)
-    for store in (emb, counting):
-        warm(store, qs)  # type: ignore[arg-type]
+    stores["postgres"] = counting
+    row["memory_write_ms"] = {name: timed_warm(store, qs) for name, store in stores.items()}
     row["load_avg_before_queries"] = load_avg()
-    res = time_queries({"embedded": emb, "postgres": counting}, qs, args.passes)
-    a, b = res.pop("chunks").values()
-    row["same_chunks_share"] = round(float(np.mean([x == y for x, y in zip(a, b)])), 3)
+    configs = {"": {}, **{k: v for k, v in args.configs.items()}}
+    res = time_queries(stores, qs, args.passes, configs)
+    chunks = res.pop("chunks")
+    if args.pg_only:
+        row.update(res)
+        row["load_avg_after_queries"] = load_avg()
+        counting.close()
+        return row
+    row["same_chunks_share"] = same_share(chunks["embedded"], chunks["postgres"])
+    for label in args.configs:
+        e, p = chunks[f"embedded:{label}"], chunks[f"postgres:{label}"]
+        row[f"same_chunks_share:{label}"] = same_share(e, p)
+        row[f"same_chunks_as_default:{label}"] = {
+            "embedded": same_share(e, chunks["embedded"]),
+            "postgres": same_share(p, chunks["postgres"]),
+        }
     row.update(res)
     row["load_avg_after_queries"] = load_avg()
     if args.qps_seconds > 0:
         row["pg_qps_1_client"] = qps(dsn, ns, qs, 1, "threads", args.qps_seconds)
         row["load_avg_after_qps"] = load_avg()
     counting.close()
-    if args.first_query:
+    if args.first_query and not args.pg_only:
         row["embedded_after_load"] = first_query(emb, qs)
         row["load_avg_after_first_query"] = load_avg()
     return row
 
 
-def print_row(r: dict) -> None:
-    e, p = r["embedded"], r["postgres"]
+def same_share(a: list[list[str]], b: list[list[str]]) -> float:
+    """The share of queries whose result lists are the same."""
+    return round(float(np.mean([x == y for x, y in zip(a, b)])), 3)
+
+
+def print_row(r: dict, label: str = "") -> None:
+    tag = f":{label}" if label else ""
+    none = {"whole_ms": {"p50": "-", "p95": "-"}, "prior_ms": {"p50": "-"}}
+    e, p = r.get(f"embedded{tag}", none), r[f"postgres{tag}"]
     print(
-        f"| {r['counts']['edges']:,} | {e['whole_ms']['p50']} / {e['whole_ms']['p95']} | "
+        f"| {r['counts']['edges']:,} {label or 'default'} | "
+        f"{e['whole_ms']['p50']} / {e['whole_ms']['p95']} | "
         f"{e['prior_ms']['p50']} | {p['whole_ms']['p50']} / {p['whole_ms']['p95']} | "
         f"{p['prior_ms']['p50']} | {p.get('statements_per_query')} | {p.get('rows_per_query')} | "
         f"{r.get('pg_qps_1_client', '-')} | {r['load_avg_before_queries']} |",
@@ -236,8 +289,16 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=1)
     ap.add_argument("--qps-seconds", type=float, default=10.0)
     ap.add_argument("--first-query", action="store_true")
+    ap.add_argument("--pg-only", action="store_true", help="PostgreSQL alone (10 M edges)")
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server)")
     ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument(
+        "--configs",
+        type=json.loads,
+        default={},
+        help='more retrieval configs timed beside the default, e.g. \'{"power": '
+        '{"prior": {"push_epsilon": 0}}}\' (label: overrides)',
+    )
     args = ap.parse_args()
     dsn = pg_dsn(args.dsn)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -251,7 +312,8 @@ def main() -> None:
         meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "args": vars(args)}
         name = f"whole_query_{n}{args.tag}.json"
         (OUT / name).write_text(json.dumps({**meta, "row": r}, indent=2))
-        print_row(r)
+        for label in ["", *args.configs]:
+            print_row(r, label)
 
 
 if __name__ == "__main__":

@@ -148,6 +148,16 @@ class PriorConfig(_Config):
         description="A question gets as many rounds as the links it chains (of, where, whose, "
         "'s, ... outside its names; core/extract_rules.py::question_links), at least 1.",
     )
+    push_epsilon: float = Field(
+        3e-4,
+        ge=0.0,
+        le=0.1,
+        description="The PageRank spreads by a forward push (core/push.py): a node's edges are "
+        "read when its residual mass exceeds this x its degree, one read per round (at most "
+        "iterations rounds), the same on every store; 0 = the power iteration over the whole "
+        "graph matrix or the max_nodes neighbourhood.",
+    )
+    push_max_nodes: int = Field(300, ge=1, description="Nodes whose edges one push reads at most.")
 
     if not TYPE_CHECKING:
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import push
 from .config import RetrievalConfig
 from .extract_rules import question_links
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
@@ -139,17 +140,38 @@ def neighbourhood(walk: Walk, start: Sequence[str]) -> list[str]:
     return nodes
 
 
-def spread(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
-    """Personalised PageRank from ``restart``: over the store's whole graph when it keeps one
-    as a matrix (the embedded store; not under a metadata filter), else over the local
-    :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it reaches."""
-    if not isinstance(walk.store, MatrixStore) or walk.filter is not None:
+def spread(
+    walk: Walk, restart: dict[str, float], seen: push.Local | None = None
+) -> dict[str, float]:
+    """Personalised PageRank from ``restart``: the forward push of :mod:`.push` (the best
+    ``prior.candidates`` anchors and the entities it reaches; on every store, its reads
+    slices of the whole-graph matrix when the store keeps one) unless ``prior.push_epsilon``
+    is 0; then the power iteration, over the store's whole graph when
+    it keeps one as a matrix (the embedded store; not under a metadata filter), else over the
+    local :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it
+    reaches."""
+    cfg = walk.cfg.prior
+    whole = isinstance(walk.store, MatrixStore) and walk.filter is None  # not when filtered
+    matrix = walk.store.graph_matrix() if isinstance(walk.store, MatrixStore) and whole else None
+    if cfg.push_epsilon > 0:
+        if matrix is None:
+            mass = push.push(walk, restart, seen)
+        else:  # the same push, its reads slices of the embedded store's matrix
+            mass = matrix.push(
+                restart,
+                cfg.damping,
+                cfg.push_epsilon,
+                cfg.iterations,
+                cfg.max_degree,
+                cfg.push_max_nodes,
+            )
+        return push.top_anchors(mass, cfg.candidates)
+    if matrix is None:
         return spread_local(walk, restart)
-    cfg = walk.cfg
-    g = walk.store.graph_matrix()
-    x = g.pagerank(restart, cfg.prior.damping, cfg.prior.iterations, cfg.prior.max_degree)
+    g = matrix
+    x = g.pagerank(restart, cfg.damping, cfg.iterations, cfg.max_degree)
     mass = x[g.anchors]
-    n = min(cfg.prior.candidates, int((mass > 0).sum()))
+    n = min(cfg.candidates, int((mass > 0).sum()))
     if n == 0:
         return {}
     top = np.argpartition(-mass, n - 1)[:n]
@@ -276,7 +298,8 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     first = {c: dense[c] + cfg.prior.lexical_weight * lex.get(c, 0.0) for c in dense}
     ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
-    prior = _fuse(walk, dense, lex, restart)
+    seen = push.Local()  # what the push read, for the feedback rounds
+    prior = _fuse(walk, dense, lex, restart, seen)
     if cfg.prior.feedback <= 0 or cfg.prior.graph_weight <= 0:
         return prior
     used: set[str] = set()
@@ -287,17 +310,21 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
         for n, v in restart.items():
             bridge[n] = bridge.get(n, 0.0) + v
         restart = bridge
-        prior = _fuse(walk, dense, lex, restart)
+        prior = _fuse(walk, dense, lex, restart, seen)
     return prior
 
 
 def _fuse(
-    walk: Walk, dense: dict[str, float], lex: dict[str, float], restart: dict[str, float]
+    walk: Walk,
+    dense: dict[str, float],
+    lex: dict[str, float],
+    restart: dict[str, float],
+    seen: push.Local | None = None,
 ) -> Prior:
     """Spread from ``restart`` and fuse the three parts of every candidate (``dense`` gains
     the passages the spread reaches)."""
     cfg = walk.cfg
-    graph = spread(walk, restart) if restart and cfg.prior.graph_weight > 0 else {}
+    graph = spread(walk, restart, seen) if restart and cfg.prior.graph_weight > 0 else {}
     best = max((v for n, v in graph.items() if is_anchor(n)), default=0.0)
     reached = [n for n in graph if is_anchor(n) and chunk_of(n) not in dense]
     for a, cos in zip(reached, walk.sims(reached)):

@@ -273,6 +273,19 @@ class GraphMatrixView(Protocol):
         ``max_degree`` edges spread nothing."""
         ...
 
+    def push(
+        self,
+        restart: dict[str, float],
+        damping: float,
+        epsilon: float,
+        rounds: int,
+        max_degree: int,
+        max_nodes: int,
+    ) -> dict[str, float]:
+        """The prior's forward push (core/push.py) over the matrix's rows: the mass of every
+        node it reached."""
+        ...
+
 
 @runtime_checkable
 class MatrixStore(Protocol):
@@ -309,11 +322,23 @@ class TraceClaims(Protocol):
     def release_trace(self, trace_id: str) -> None: ...
 
 
+@runtime_checkable
+class SpreadStore(Protocol):
+    """A store that reads, for many nodes in one call, the other ends of their corpus edges
+    to entities and anchors (no chunk ends, no learned edges), in edge id order: what the
+    prior's push (core/push.py) spreads over, without the edges' columns."""
+
+    def spread_links(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Each distinct node's other ends (nodes without such edges: an empty list)."""
+        ...
+
+
 CAPABILITIES: Mapping[str, type] = {
     "lexical": LexicalStore,
     "snapshot": SnapshotStore,
     "frontier": FrontierStore,
     "adjacency": AdjacencyStore,
+    "spread_links": SpreadStore,
     "batch_search": BatchSearchStore,
     "graph_matrix": MatrixStore,
     "settings": SettingsStore,

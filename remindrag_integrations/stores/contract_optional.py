@@ -8,6 +8,7 @@ import numpy as np
 
 from ..core.errors import UnknownNodeError
 from ..core.frontier import read_neighborhoods
+from ..core.ids import is_chunk
 from ..core.memory.write import update
 from ..core.store import Follow
 from .contract_case import StoreUnderTest, cases, raises, write
@@ -106,6 +107,19 @@ def adjacency_matches_neighbors(s: StoreUnderTest) -> None:
     raises(UnknownNodeError, lambda: store.adjacency(["e-1001", "e-ffff"]))
 
 
+def spread_links_are_the_other_ends_of_corpus_edges(s: StoreUnderTest) -> None:
+    """spread_links() gives each distinct node the other ends of its edges to entities and
+    anchors (no chunk ends, no learned edges), in edge id order"""
+    store = s.filled()
+    got = store.spread_links(["e-1002", "a-1100", "e-1002"])
+    assert sorted(got) == ["a-1100", "e-1002"]
+    for n, ends in got.items():
+        edges = sorted(store.neighbors(n), key=lambda e: e.id)
+        want = [e.other(n) for e in edges if e.kind != "learned" and not is_chunk(e.other(n))]
+        assert ends == want and ends, n
+    assert store.spread_links([]) == {}
+
+
 def search_many_matches_one_search_per_row(s: StoreUnderTest) -> None:
     """search_many() gives, row by row, what search() gives"""
     store = s.filled()
@@ -162,6 +176,7 @@ CASES = [
     *cases("snapshot", snapshot_sees_one_version_while_others_write),
     *cases("frontier", neighborhoods_match_the_plain_reads),
     *cases("adjacency", adjacency_matches_neighbors),
+    *cases("spread_links", spread_links_are_the_other_ends_of_corpus_edges),
     *cases("batch_search", search_many_matches_one_search_per_row),
     *cases("graph_matrix", graph_matrix_spreads_over_entities_and_anchors),
     *cases("settings", settings_round_trip),

@@ -1,5 +1,6 @@
 """What the embedded store keeps for the first pass's prior (core/prior.py): a BM25 index of
-the chunk texts and the graph as a sparse matrix, each built on first use after a change
+the chunk texts (built by a load, else on first use) and the graph as a sparse matrix (for
+the power iteration, ``prior.push_epsilon`` 0), each built on first use after a change
 (each write gives the store a new, empty ``_first_pass``; a snapshot fills the one of its
 version, which is the store's own until the next write)."""
 
@@ -31,14 +32,20 @@ class FirstPassIndexes:
         self, text: str, k: int, where: Mapping[str, Any] | None = None
     ) -> list[tuple[str, float]]:
         """The top-``k`` chunks by BM25 over their texts, with their scores."""
+        index = self.lexical_index()
+        filt = filters.parse(where) if where else None
+        allowed = (lambda ids: self._passing(ids, filt)) if filt is not None else None
+        return index.search(text, k, allowed)
+
+    def lexical_index(self) -> LexicalIndex:
+        """The BM25 index of this version's chunk texts (built now if it is not yet): a load
+        builds it, so that the first query after a load does not."""
         with self._lock:
             box = self._first_pass
             if "lexical" not in box:
                 box["lexical"] = LexicalIndex((c.id, c.text) for c in self._chunks.values())
             index: LexicalIndex = box["lexical"]
-        filt = filters.parse(where) if where else None
-        allowed = (lambda ids: self._passing(ids, filt)) if filt is not None else None
-        return index.search(text, k, allowed)
+            return index
 
     def graph_matrix(self) -> GraphMatrix:
         """Entities, anchors and the edges between them as a sparse matrix (PageRank)."""

@@ -116,6 +116,8 @@ def _restore(
             store._vectors.adopt_index(
                 kind, saved["ids"], saved["keys"], files[f"ann-{kind}.usearch"]
             )
+    store.lexical_index()  # what the first query's prior needs, built here rather than then
+    store.graph_matrix()
     return store
 
 

@@ -15,7 +15,14 @@ from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, Node, NodeKind
 from .base import PgBase, _get
 from .filter_sql import where_sql
-from .sql import _ADJACENCY, _FRONTIER, _FRONTIER_FOLLOW, _NEIGHBORHOODS, _NEIGHBORS
+from .sql import (
+    _ADJACENCY,
+    _FRONTIER,
+    _FRONTIER_FOLLOW,
+    _NEIGHBORHOODS,
+    _NEIGHBORS,
+    _SPREAD_LINKS,
+)
 
 
 class Reads(PgBase):
@@ -138,6 +145,21 @@ class Reads(PgBase):
         for edges in out.values():
             edges.sort(key=lambda e: e.id)
         return {n: out[n] for n in ids}
+
+    def spread_links(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Per node the other ends of its corpus edges to entities and anchors, in edge id
+        order (what the prior's push spreads over), in one statement."""
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return {}
+        with self._cursor() as cur:
+            cur.execute(_SPREAD_LINKS, {"ns": self.namespace, "ids": ids})
+            rows = cur.fetchall()
+        rows.sort()
+        out: dict[str, list[str]] = {n: [] for n in ids}
+        for n, _, other in rows:
+            out[n].append(other)
+        return out
 
     def neighborhoods(
         self, node_ids: Sequence[str], follow: Follow | None = None

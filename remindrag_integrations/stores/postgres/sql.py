@@ -106,6 +106,18 @@ FROM f LEFT JOIN LATERAL (
   WHERE e.namespace = %(ns)s AND e.v = f.n AND e.u <> f.n) y ON true
 """
 
+# The prior's push (core/push.py): per node the edge id and the other end of its corpus edges
+# to entities and anchors (no chunk ends, no learned edges); no text, no Edge rows
+_SPREAD_LINKS = """
+WITH f(n) AS (SELECT DISTINCT unnest(%(ids)s::text[]))
+SELECT f.n, y.id, y.o FROM f CROSS JOIN LATERAL (
+  SELECT e.id, e.v AS o FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = f.n
+    AND e.kind <> 'learned' AND left(e.v, 2) <> 'c-'
+  UNION ALL
+  SELECT e.id, e.u FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = f.n AND e.u <> f.n
+    AND e.kind <> 'learned' AND left(e.u, 2) <> 'c-') y
+"""
+
 # One round trip for a frontier (core/frontier.py): a row per node (edge columns NULL), a row
 # per edge with its memory and, for remembered edges, the node at the other end. The LATERAL
 # ... LIMIT 1 subqueries keep every lookup an index probe whatever the planner estimates.
