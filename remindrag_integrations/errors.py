@@ -6,54 +6,5 @@ only :class:`ReMindError` and the few errors an application catches; the others 
 
 from __future__ import annotations
 
-from .core.errors import (
-    ConfigError,
-    EmbedderMismatchError,
-    EmbeddingError,
-    ExtractionError,
-    InvalidArgumentError,
-    InvalidDocumentError,
-    InvalidQueryError,
-    InvalidTeachPairError,
-    LLMError,
-    LLMOutputError,
-    LLMTimeoutError,
-    NotCopyableError,
-    NoTraceError,
-    ReMindDeprecationWarning,
-    ReMindError,
-    StoreConflictError,
-    StoreCorruptError,
-    StoreError,
-    StoreExistsError,
-    StoreLockedError,
-    StoreNotFoundError,
-    UnknownNodeError,
-    UnknownTraceError,
-)
-
-__all__ = [
-    "ConfigError",
-    "EmbedderMismatchError",
-    "EmbeddingError",
-    "ExtractionError",
-    "InvalidArgumentError",
-    "InvalidDocumentError",
-    "InvalidQueryError",
-    "InvalidTeachPairError",
-    "LLMError",
-    "LLMOutputError",
-    "LLMTimeoutError",
-    "NoTraceError",
-    "NotCopyableError",
-    "ReMindDeprecationWarning",
-    "ReMindError",
-    "StoreConflictError",
-    "StoreCorruptError",
-    "StoreError",
-    "StoreExistsError",
-    "StoreLockedError",
-    "StoreNotFoundError",
-    "UnknownNodeError",
-    "UnknownTraceError",
-]
+from .core.errors import *  # noqa: F403  (every name of its __all__, below)
+from .core.errors import __all__ as __all__
