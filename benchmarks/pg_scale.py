@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ from remindrag_integrations.core.memory.replay import replay  # noqa: E402
 from remindrag_integrations.core.memory.write import update  # noqa: E402
 from remindrag_integrations.core.navigate.zero_token import ZeroTokenNavigator  # noqa: E402
 from remindrag_integrations.core.pipeline import retrieve  # noqa: E402
-from remindrag_integrations.core.types import CostLedger  # noqa: E402
+from remindrag_integrations.core.types import CostLedger, Retrieval  # noqa: E402
 from remindrag_integrations.core.walk import Walk, find_seeds  # noqa: E402
 from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphStore  # noqa: E402
 
@@ -156,14 +157,15 @@ def time_replay(store: Counting, qs: list[np.ndarray]) -> dict:
     }
 
 
-def query(store: PostgresGraphStore, q: np.ndarray) -> int:
-    """One zero-token query through the whole pipeline; returns the chunks found."""
-    step = retrieve(store, "q", RetrievalConfig(), ZeroTokenNavigator(), CostLedger())
+def query(store: Any, q: np.ndarray, cfg: RetrievalConfig | None = None) -> Retrieval:
+    """One zero-token query through the whole pipeline (the text "q", the vector given, not
+    embedded), on any store."""
+    step = retrieve(store, "q", cfg or RetrievalConfig(), ZeroTokenNavigator(), CostLedger())
     next(step)  # the Embed request: answered with the precomputed vector
     try:
         step.send(q[None, :])
     except StopIteration as stop:
-        return len(stop.value.chunks)
+        return stop.value  # type: ignore[no-any-return]
     raise RuntimeError("a zero-token query asked the LLM")
 
 

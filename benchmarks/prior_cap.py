@@ -14,34 +14,20 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from pg_scale import load_avg, make_queries, one_batch, warm  # noqa: E402
+from pg_scale import load_avg, make_queries, one_batch, query, warm  # noqa: E402
 from store_latency import pg_dsn  # noqa: E402
 from whole_query import CountingPg  # noqa: E402
 
 from remindrag_integrations.core.config import RetrievalConfig  # noqa: E402
-from remindrag_integrations.core.navigate.zero_token import ZeroTokenNavigator  # noqa: E402
-from remindrag_integrations.core.pipeline import retrieve  # noqa: E402
-from remindrag_integrations.core.types import CostLedger, Retrieval  # noqa: E402
 from remindrag_integrations.stores import InMemoryGraphStore  # noqa: E402
 from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphStore  # noqa: E402
 
 CAPS = (5000, 2000, 1000, 500, 200)
-
-
-def query(store: object, q: np.ndarray, **cfg: Any) -> Retrieval:
-    step = retrieve(store, "q", RetrievalConfig(**cfg), ZeroTokenNavigator(), CostLedger())  # type: ignore[arg-type]
-    next(step)
-    try:
-        step.send(q[None, :])
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    raise RuntimeError("a zero-token query asked the LLM")
 
 
 def overlap(a: list[list[str]], b: list[list[str]]) -> float:
@@ -77,7 +63,7 @@ def main() -> None:
         ids, ms, prior = [], [], []
         for q in qs:
             t = time.perf_counter()
-            r = query(pg, q, prior={"max_nodes": cap})
+            r = query(pg, q, RetrievalConfig(prior={"max_nodes": cap}))
             ms.append((time.perf_counter() - t) * 1e3)
             prior.append(r.trace.timings_ms["prior"])
             ids.append([c.chunk.id for c in r.chunks])

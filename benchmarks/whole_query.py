@@ -36,14 +36,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from pg_scale import load_avg, make_queries, one_batch, qps  # noqa: E402
+from pg_scale import load_avg, make_queries, one_batch, qps, query  # noqa: E402
 from store_latency import pg_dsn, warm_paths  # noqa: E402
 
 from remindrag_integrations.core.config import RetrievalConfig  # noqa: E402
 from remindrag_integrations.core.memory.write import update  # noqa: E402
-from remindrag_integrations.core.navigate.zero_token import ZeroTokenNavigator  # noqa: E402
-from remindrag_integrations.core.pipeline import retrieve  # noqa: E402
-from remindrag_integrations.core.types import CostLedger, Retrieval  # noqa: E402
 from remindrag_integrations.stores import InMemoryGraphStore  # noqa: E402
 from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphStore  # noqa: E402
 
@@ -93,18 +90,6 @@ class CountingPg(PostgresGraphStore):
 
     def _tx(self, fn: Any, retries: int = 8) -> Any:
         return super()._tx(lambda cur: fn(_Counted(cur, self.tally)), retries)
-
-
-def query(store: Any, q: np.ndarray, cfg: RetrievalConfig | None = None) -> Retrieval:
-    """One zero-token query through the whole pipeline (the vector given, not embedded)."""
-    cfg = cfg or RetrievalConfig()
-    step = retrieve(store, "q", cfg, ZeroTokenNavigator(), CostLedger())
-    next(step)
-    try:
-        step.send(q[None, :])
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-    raise RuntimeError("a zero-token query asked the LLM")
 
 
 def pcts(xs: list[float]) -> dict[str, float]:
@@ -167,7 +152,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[2])
 t = time.perf_counter()
 from remindrag_integrations.stores import InMemoryGraphStore
-from whole_query import query
+from pg_scale import query
 import numpy as np
 store = InMemoryGraphStore.load(sys.argv[1])
 load_s = time.perf_counter() - t

@@ -151,8 +151,10 @@ def spread(
     local :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it
     reaches."""
     cfg = walk.cfg.prior
-    whole = isinstance(walk.store, MatrixStore) and walk.filter is None  # not when filtered
-    matrix = walk.store.graph_matrix() if isinstance(walk.store, MatrixStore) and whole else None
+    store = walk.store  # its whole-graph matrix, unless a metadata filter narrows the graph
+    matrix = (
+        store.graph_matrix() if isinstance(store, MatrixStore) and walk.filter is None else None
+    )
     if cfg.push_epsilon > 0:
         if matrix is None:
             mass = push.push(walk, restart, seen)
@@ -168,14 +170,13 @@ def spread(
         return push.top_anchors(mass, cfg.candidates)
     if matrix is None:
         return spread_local(walk, restart)
-    g = matrix
-    x = g.pagerank(restart, cfg.damping, cfg.iterations, cfg.max_degree)
-    mass = x[g.anchors]
+    x = matrix.pagerank(restart, cfg.damping, cfg.iterations, cfg.max_degree)
+    mass = x[matrix.anchors]
     n = min(cfg.candidates, int((mass > 0).sum()))
     if n == 0:
         return {}
     top = np.argpartition(-mass, n - 1)[:n]
-    return {g.ids[g.anchors[i]]: float(mass[i]) for i in top}
+    return {matrix.ids[matrix.anchors[i]]: float(mass[i]) for i in top}
 
 
 def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:

@@ -40,18 +40,21 @@ class FirstPassIndexes:
     def lexical_index(self) -> LexicalIndex:
         """The BM25 index of this version's chunk texts (built now if it is not yet): a load
         builds it, so that the first query after a load does not."""
-        with self._lock:
-            box = self._first_pass
-            if "lexical" not in box:
-                box["lexical"] = LexicalIndex((c.id, c.text) for c in self._chunks.values())
-            index: LexicalIndex = box["lexical"]
-            return index
+        index: LexicalIndex = self._built(
+            "lexical", lambda: LexicalIndex((c.id, c.text) for c in self._chunks.values())
+        )
+        return index
 
     def graph_matrix(self) -> GraphMatrix:
         """Entities, anchors and the edges between them as a sparse matrix (PageRank)."""
+        matrix: GraphMatrix = self._built(
+            "matrix", lambda: GraphMatrix.build(self._nodes.values(), self._edges.values())
+        )
+        return matrix
+
+    def _built(self, key: str, build: Callable[[], Any]) -> Any:
+        """This version's index ``key``, built once (under the store's lock)."""
         with self._lock:
-            box = self._first_pass
-            if "matrix" not in box:
-                box["matrix"] = GraphMatrix.build(self._nodes.values(), self._edges.values())
-            matrix: GraphMatrix = box["matrix"]
-            return matrix
+            if key not in self._first_pass:
+                self._first_pass[key] = build()
+            return self._first_pass[key]
