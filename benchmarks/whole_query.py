@@ -12,8 +12,8 @@ alternating the stores (and the ``--configs``, retrieval overrides timed beside 
 query by query: p50 / p95 ms of the whole ``retrieve`` and of each stage
 (``trace.timings_ms``), SQL statements and rows per query on PostgreSQL, and PostgreSQL
 queries per second from one client (``--qps-seconds``). ``--first-query``: the embedded store
-is saved, then a fresh process loads it and times its first and second query. Load average
-(``uptime``) before and after. Writes ``benchmarks/results/whole_query_<edges><tag>.json``
+is saved, then a fresh process loads it (each load step timed) and times its first and second
+query. Load average (``uptime``) before and after. Writes ``benchmarks/results/whole_query_<edges><tag>.json``
 (summary only)."""
 
 from __future__ import annotations
@@ -152,15 +152,18 @@ import json, sys, time
 sys.path.insert(0, sys.argv[2])
 t = time.perf_counter()
 from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores.snapshot import LOAD_STEPS
 from pg_scale import query
 import numpy as np
-store = InMemoryGraphStore.load(sys.argv[1])
+ends = [t]
+store = InMemoryGraphStore.load(sys.argv[1], progress=lambda done, total: ends.append(time.perf_counter()))
 load_s = time.perf_counter() - t
+steps = {s: round(b - a, 3) for s, a, b in zip(LOAD_STEPS, ends, ends[1:])}
 qs = np.load(sys.argv[3])
 t = time.perf_counter(); r = query(store, qs[0]); first = time.perf_counter() - t
 t = time.perf_counter(); query(store, qs[1]); second = time.perf_counter() - t
-print(json.dumps({"load_s": load_s, "first_query_s": first, "second_query_s": second,
-                  "first_stages_ms": r.trace.timings_ms}))
+print(json.dumps({"load_s": load_s, "load_steps_s": steps, "first_query_s": first,
+                  "second_query_s": second, "first_stages_ms": r.trace.timings_ms}))
 """
 
 

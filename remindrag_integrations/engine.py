@@ -20,6 +20,7 @@ from .adapters import embedder_record
 from .adapters.embeddings import as_embedder, identity_of
 from .adapters.llm import as_chat_llm
 from .core import arguments, persist
+from .core import progress as progress_arg
 from .core.config import IndexConfig, RetrievalConfig
 from .core.engine import Engine
 from .core.errors import EmbeddingError, StoreNotFoundError
@@ -119,11 +120,16 @@ class ReMindRAG(Engine):
         llm: Any = None,
         embeddings: Any = None,
         store: GraphStore | str | None = None,
+        progress: Any = None,
     ) -> ReMindRAG:
         """Load what :meth:`save` wrote, with the embedder it recorded unless ``embeddings``
         is given (checked against the record). Raises :class:`StoreNotFoundError` when there
-        is no such directory, :class:`StoreCorruptError` on damage."""
+        is no such directory, :class:`StoreCorruptError` on damage. ``progress=True`` draws
+        a bar of the store's load steps (a 1 M-edge store takes seconds: reading, the graph,
+        the ANN and BM25 indexes, the graph matrix), a function ``(done, total)`` is called
+        as each ends; ignored with a ``store`` given (it is loaded already)."""
         arguments.path(directory, "directory")
+        progress_arg.check(progress)
         if store is None and not Path(directory).is_dir():
             raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
         index_cfg, retrieval_cfg = persist.load_config(directory)
@@ -132,7 +138,11 @@ class ReMindRAG(Engine):
         engine = cls(
             llm=llm,
             embeddings=embedder,
-            store=store if store is not None else InMemoryGraphStore.load(directory),
+            store=(
+                store
+                if store is not None
+                else InMemoryGraphStore.load(directory, progress=progress)
+            ),
             index_config=index_cfg,
             retrieval_config=retrieval_cfg,
         )

@@ -299,11 +299,18 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike[str], *, llm: Any = None, embeddings: Any = None, **kwargs: Any
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        llm: Any = None,
+        embeddings: Any = None,
+        progress: Any = None,
+        **kwargs: Any,
     ) -> ReMindRetriever:
         """Load what :meth:`save` wrote. Pass the same kind of ``embeddings`` it was built
-        with; ``llm`` is injected again (it is never persisted)."""
-        engine = ReMindRAG.load(path, llm=llm, embeddings=embeddings)
+        with; ``llm`` is injected again (it is never persisted). ``progress`` as in
+        :meth:`ReMindRAG.load`."""
+        engine = ReMindRAG.load(path, llm=llm, embeddings=embeddings, progress=progress)
         saved = Path(path) / _RETRIEVER_FILE
         fields = json.loads(saved.read_text(encoding="utf-8")) if saved.exists() else {}
         return cls(engine=engine, **{**fields, **kwargs})

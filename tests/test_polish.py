@@ -116,6 +116,41 @@ def test_add_documents_shows_progress(capsys: pytest.CaptureFixture[str]) -> Non
     assert seen and seen[-1][0] == seen[-1][1]
 
 
+def test_load_reports_each_step_and_the_store_answers(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A big store's load takes seconds (reading, the graph, the ANN and BM25 indexes, the
+    graph matrix): ``progress=`` reports each step, and what the first query needs is built
+    by then (the store holds its BM25 index and graph matrix when load returns)."""
+    from remindrag_integrations import ReMindRAG
+    from remindrag_integrations.errors import InvalidArgumentError
+    from remindrag_integrations.stores import InMemoryGraphStore
+    from remindrag_integrations.stores.snapshot import LOAD_STEPS
+
+    small().save(tmp_path / "r")
+    seen: list[tuple[int, int]] = []
+    engine = ReMindRAG.load(
+        tmp_path / "r", embeddings=HashEmbedder(), progress=lambda d, t: seen.append((d, t))
+    )
+    n = len(LOAD_STEPS)
+    assert seen == [(i, n) for i in range(1, n + 1)]
+    assert {"lexical", "matrix"} <= set(engine.store._first_pass)  # type: ignore[attr-defined]
+    assert engine.retrieve("When are refunds paid?").chunks
+    loaded = ReMindRetriever.load(tmp_path / "r", embeddings=HashEmbedder(), progress=True)
+    err = capsys.readouterr().err
+    assert "loading the store: 100%" in err and f"| {n}/{n} [" in err
+    assert loaded.invoke("When are refunds paid?")
+    for bad in ("yes", 3):
+        with pytest.raises(InvalidArgumentError, match="progress must be"):
+            ReMindRAG.load(tmp_path / "r", embeddings=HashEmbedder(), progress=bad)
+        with pytest.raises(InvalidArgumentError, match="progress must be"):
+            InMemoryGraphStore.open(tmp_path / "empty", lock=False, progress=bad)
+    # nothing saved there: an empty store, and no bar drawn for a load that never happened
+    with InMemoryGraphStore.open(tmp_path / "empty", progress=True) as empty:
+        assert empty.counts()["documents"] == 0
+    assert "loading the store" not in capsys.readouterr().err
+
+
 def test_the_library_logs_through_logging(caplog: pytest.LogCaptureFixture) -> None:
     assert logging.getLogger("remindrag_integrations").handlers == []  # the app decides
     with caplog.at_level(logging.DEBUG, logger="remindrag_integrations"):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import IndexConfig
+from .display import progress_bar
 from .specs import CLIError, cached, load_llm
 
 CLI_FILE = "cli.json"
@@ -71,7 +72,13 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
     writing = getattr(args, "command", None) in WRITING_COMMANDS
     if not InMemoryGraphStore.exists(root) and not create:
         raise CLIError(f"no store at {root}: run 'remindrag index PATH --store {root}' first")
-    store = InMemoryGraphStore.open(root, args.namespace, lock=writing, wait=LOCK_WAIT)
+    store = InMemoryGraphStore.open(
+        root,
+        args.namespace,
+        lock=writing,
+        wait=LOCK_WAIT,
+        progress=progress_bar("loading the store", "step"),
+    )
     saved = InMemoryGraphStore.exists(root)  # under the lock: what was loaded
     if store.namespace != args.namespace:
         store.close()

@@ -1,4 +1,4 @@
-"""``progress=`` of insert and teach: ``True`` draws a tqdm bar on stderr (tqdm is a
+"""``progress=`` of insert, teach and load: ``True`` draws a tqdm bar on stderr (tqdm is a
 dependency), a function ``(done, total)`` is called as work finishes, ``False`` / ``None``
 shows nothing."""
 
@@ -14,13 +14,18 @@ ProgressFn = Callable[[int, int], None]
 
 
 def tqdm_bar(desc: str, unit: str = "chunk", *, always: bool = True) -> ProgressFn:
-    """A ``(done, total)`` callback that draws a tqdm bar and closes it when done; with
+    """A ``(done, total)`` callback that draws a tqdm bar (from its first call, so a bar
+    for work that never starts is never drawn) and closes it when done; with
     ``always=False`` (the command line) only when stderr is a terminal."""
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc=desc, unit=unit, file=sys.stderr, disable=None if not always else False)
+    bars: list[Any] = []
 
     def update(done: int, total: int) -> None:
+        if not bars:
+            disable = None if not always else False
+            bars.append(tqdm(desc=desc, total=total, unit=unit, file=sys.stderr, disable=disable))
+        bar = bars[0]
         bar.total = total
         bar.update(done - bar.n)
         if done >= total:
@@ -29,14 +34,20 @@ def tqdm_bar(desc: str, unit: str = "chunk", *, always: bool = True) -> Progress
     return update
 
 
+def check(progress: Any) -> None:
+    """Raise :class:`InvalidArgumentError` unless ``progress`` is a valid ``progress=``."""
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise InvalidArgumentError(
+            "progress must be True, False or a function (done, total), "
+            f"not {type(progress).__name__}"
+        )
+
+
 def as_progress(progress: Any, desc: str, unit: str = "chunk") -> ProgressFn | None:
     """``progress`` as a callback (or ``None``)."""
+    check(progress)
     if progress is None or progress is False:
         return None
     if progress is True:
         return tqdm_bar(desc, unit)
-    if callable(progress):
-        return progress  # type: ignore[no-any-return]
-    raise InvalidArgumentError(
-        f"progress must be True, False or a function (done, total), not {type(progress).__name__}"
-    )
+    return progress  # type: ignore[no-any-return]

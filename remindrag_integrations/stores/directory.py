@@ -12,6 +12,7 @@ from typing import Any, Self
 
 from filelock import FileLock
 
+from ..core import progress as progress_arg
 from ..core.errors import StoreConflictError, StoreExistsError
 from ..core.persist import check_folder
 from . import generations, snapshot
@@ -82,13 +83,20 @@ class Persisted:
         return generations.dir_lock(root, self.lock_wait if wait is None else wait)
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str], **options: Any) -> Self:
+    def load(
+        cls, directory: str | os.PathLike[str], *, progress: Any = None, **options: Any
+    ) -> Self:
         """Load a saved store (no lock taken); raises :class:`StoreCorruptError` on any
         damage. A later :meth:`save` there refuses to overwrite another writer's save.
-        ``options`` go to the constructor (e.g. ``vectors=``, ``ann=``)."""
+        ``options`` go to the constructor (e.g. ``vectors=``, ``ann=``). ``progress``:
+        ``True`` draws a bar of the load's steps (``snapshot.LOAD_STEPS``: reading the
+        files, the graph, memory, the ANN indexes, and the BM25 index and graph matrix the
+        first query needs), a function ``(done, total)`` is called as each ends."""
+        progress_arg.check(progress)
         root = Path(directory).resolve()
         gen, manifest, files = generations.read(root)
-        store: Self = snapshot.load(cls, manifest, files, root, options)
+        report = progress_arg.as_progress(progress, "loading the store", "step")
+        store: Self = snapshot.load(cls, manifest, files, root, options, report)
         store._bases[root] = gen
         return store
 
@@ -100,22 +108,24 @@ class Persisted:
         *,
         lock: bool = True,
         wait: float | None = 0.0,
+        progress: Any = None,
         **options: Any,
     ) -> Self:
         """The store saved in ``directory``, or an empty one if nothing is saved there. With
         ``lock`` it is opened for writing: the directory's lock is held until :meth:`close`,
         so a second writer gets :class:`StoreLockedError` (or waits up to ``wait`` s,
         ``None``: forever), and a folder of files that are not a store is refused
-        (:class:`StoreExistsError`) before the lock file is made; ``options`` go to the
-        constructor. A directory holding damaged
+        (:class:`StoreExistsError`) before the lock file is made; ``progress`` is
+        :meth:`load`'s; ``options`` go to the constructor. A directory holding damaged
         data raises :class:`StoreCorruptError`; it is never taken for empty."""
+        progress_arg.check(progress)
         root = Path(directory).resolve()
         if lock and not generations.holds_data(root):  # no lock file among the user's files
             check_folder(root, generations.own_name)
         held = generations.acquire(root, wait) if lock else None
         try:
             if generations.holds_data(root):
-                store = cls.load(root, **options)
+                store = cls.load(root, progress=progress, **options)
             else:
                 store = cls(namespace=namespace, **options)
                 store._bases[root] = None

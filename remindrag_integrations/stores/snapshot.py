@@ -10,11 +10,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import ConfigError, StoreCorruptError
+from ..core.progress import ProgressFn
 from ..core.types import Chunk, Edge, Node
 from .node_index import KINDS
 
 if TYPE_CHECKING:
     from .memory_store import InMemoryGraphStore
+
+# what a load does after reading and checking the files, in order (its progress steps)
+LOAD_STEPS = ("files read", "graph", "memory", "ANN indexes", "BM25 index", "graph matrix")
 
 FILES = (
     "documents.json",
@@ -67,10 +71,17 @@ def dump(store: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
 
 
 def load(
-    cls: Any, manifest: dict, files: dict[str, bytes], root: Path, options: dict[str, Any]
+    cls: Any,
+    manifest: dict,
+    files: dict[str, bytes],
+    root: Path,
+    options: dict[str, Any],
+    progress: ProgressFn | None = None,
 ) -> Any:
     """The store the files of a verified generation describe, made with the constructor
-    ``options`` (vectors, ANN); malformed content raises :class:`StoreCorruptError`."""
+    ``options`` (vectors, ANN); malformed content raises :class:`StoreCorruptError`.
+    ``progress(done, len(LOAD_STEPS))`` is called as each step of :data:`LOAD_STEPS` ends
+    (the first, reading the files, has ended when this is called)."""
     missing = [f for f in FILES if f not in files]
     if missing:
         raise StoreCorruptError(f"store at {root} lacks {', '.join(missing)}")
@@ -78,14 +89,28 @@ def load(
         store = cls(namespace="default", **options)
     except TypeError as exc:  # an unknown option: the caller's mistake, not damage
         raise ConfigError(f"unknown store option: {exc}") from None
+    step = _stepper(progress)
+    step()  # the files are read and verified
     try:
-        return _restore(store, manifest, files)
+        return _restore(store, manifest, files, step)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise StoreCorruptError(f"store at {root} has malformed content: {exc}") from exc
 
 
+def _stepper(progress: ProgressFn | None) -> Any:
+    """A function that reports the next of :data:`LOAD_STEPS` done."""
+    done = [0]
+
+    def step() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], len(LOAD_STEPS))
+
+    return step
+
+
 def _restore(
-    store: InMemoryGraphStore, manifest: dict, files: dict[str, bytes]
+    store: InMemoryGraphStore, manifest: dict, files: dict[str, bytes], step: Any
 ) -> InMemoryGraphStore:
     def read(name: str) -> Any:
         return json.loads(files[name])
@@ -104,20 +129,25 @@ def _restore(
         edges=edges,
         entity_aliases={},
     )
+    step()
     memory = _array(files["memory.npy"])
     mem_ids = read("memory_ids.json")
     if len(mem_ids) != len(memory) or (len(memory) and memory.shape[1] != dim):
         raise ValueError("memory rows do not match their ids or the dimension")
     store._memory = {str(e): memory[i] for i, e in enumerate(mem_ids)}
     store._traces = {t["trace_id"]: t for t in read("traces.json")}
+    step()
     for kind in KINDS:  # saved ANN indexes (older stores have none: built when needed)
         if f"ann-{kind}.json" in files and f"ann-{kind}.usearch" in files:
             saved = read(f"ann-{kind}.json")
             store._vectors.adopt_index(
                 kind, saved["ids"], saved["keys"], files[f"ann-{kind}.usearch"]
             )
+    step()
     store.lexical_index()  # what the first query's prior needs, built here rather than then
+    step()
     store.graph_matrix()
+    step()
     return store
 
 
