@@ -145,6 +145,79 @@ def test_quoted_titles_are_one_entity() -> None:
     assert ents('He called it "a masterpiece of the genre".') == []  # not a title
 
 
+def test_a_heading_in_title_case_is_one_entity_where_the_text_repeats_it() -> None:
+    # 2WikiMultihopQA / Wikipedia passages: the page title on its own line above the text;
+    # the names inside it are read as before, and the relations are theirs
+    text = (
+        "Samson and His Mighty Challenge\nSamson and His Mighty Challenge is a 1964 Italian "
+        "sword-and-sandal film directed by Gianfranco Parolini."
+    )
+    x = rule_based_extraction(text)
+    assert x.entities == [
+        "Samson and His Mighty Challenge",
+        "Samson",
+        "Mighty Challenge",
+        "Gianfranco Parolini",
+    ]
+    plain = rule_based_extraction(text.replace(" and His ", " and his "))  # no title
+    assert [(a, b) for a, _, b in x.triples] == [(a, b) for a, _, b in plain.triples]
+    x = rule_based_extraction("Meet Me in St. Louis\nMeet Me in St. Louis starred Judy Garland.")
+    assert {"Meet Me in St. Louis", "St. Louis"} <= set(x.entities)  # a title can name a place
+    # its leading function words go as in any name, on both sides of a lookup
+    text = (
+        "The Founding of a Republic\nThe Founding of a Republic is a 2009 Chinese historical "
+        "film directed by Huang Jianxin."
+    )
+    assert ents(text)[0] == "Founding of a Republic" and "Huang Jianxin" in ents(text)
+    assert ents("One Day in the Life of Andrei Arsenevich\nA film by Chris Marker.") == [
+        "Day in the Life of Andrei Arsenevich",
+        "Day",
+        "Life of Andrei Arsenevich",
+        "Chris Marker",
+    ]
+    # only as the text writes it: another spelling is read as before
+    x = rule_based_extraction("Two Idiots in Hollywood\nIt follows two idiots in Hollywood.")
+    assert x.entities == ["Two Idiots in Hollywood", "Two Idiots", "Hollywood"]
+
+
+def test_a_heading_not_in_title_case_is_read_as_before() -> None:
+    assert ents("Early life and career\nHe was born in Akkad.") == ["Early", "Akkad"]
+    assert ents("Lilu (mythology)\nA lilu is a spirit.") == ["Lilu"]  # brackets
+    assert ents("The Beatles\nThe Beatles were a band.") == ["Beatles"]  # no minor word
+    # a sentence is no heading: "and" still separates two names there
+    assert ents("Woodson Lake and Wood Hollow.") == ["Woodson Lake", "Wood Hollow"]
+    assert ents("Woodson Lake and Wood Hollow\nWoodson Lake and Wood Hollow are lakes.") == [
+        "Woodson Lake and Wood Hollow",
+        "Woodson Lake",
+        "Wood Hollow",
+    ]
+
+
+def test_title_spans_are_the_candidates_a_question_looks_up() -> None:
+    from remindrag_integrations.core.extract_rules import title_spans
+
+    assert title_spans("Are Frozen and Escape from the Dark both animated features?") == [
+        "Frozen and Escape from the Dark",
+        "Escape from the Dark",
+    ]
+    assert title_spans("Who is the spouse of the director of Jump for Glory?") == ["Jump for Glory"]
+    assert title_spans("Who directed The Founding of a Republic?") == ["Founding of a Republic"]
+    assert title_spans("Who produced Songs I Wrote with Amy?") == ["Songs I Wrote with Amy"]
+    # names the runs read whole are candidates too (looked up once with the names)
+    assert title_spans("Was Bank of America founded in New York?") == ["Bank of America"]
+    # "Pride and Prejudice" is one title: a stretch joined by "or" is a candidate too (the
+    # lookup finds no entity of that name), its parts without a minor word are not
+    assert title_spans("Which film came out first, Enemmy or Chain Camera?") == [
+        "Enemmy or Chain Camera"
+    ]
+    assert title_spans("Which came first, Chain Camera or Paul Curtin?") == [
+        "Chain Camera or Paul Curtin"
+    ]
+    assert title_spans("where was he born?") == []
+    with pytest.raises(InvalidArgumentError):
+        title_spans(None)  # type: ignore[arg-type]
+
+
 def test_parentheses_end_a_name_and_are_read_inside() -> None:
     assert ents("The Consejo Mundial de Lucha Libre (CMLL) held it in Mexico City.") == [
         "Consejo Mundial de Lucha Libre",
