@@ -226,31 +226,3 @@ def test_the_feedback_fields_refuse_bad_values(field: str, bad: object) -> None:
     eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
     with pytest.raises(ConfigError):
         eng.retrieve("anything", prior={field: bad})
-
-
-TITLES = {  # Wikipedia-style passages: the page title on its own line above the text
-    "escape": "Escape from the Dark\nEscape from the Dark is a 1976 film directed by "
-    "Charles Jarrott for Walt Disney Productions.",
-    "dark": "Dark\nDark is a German television series created by Baran bo Odar.",
-    "escape2": "Escape\nEscape is a 2012 thriller film set in the Swedish mountains.",
-    "jarrott": "Charles Jarrott\nCharles Jarrott was a British director born in London.",
-}
-
-
-def test_a_title_with_minor_words_is_linked_whole_from_the_question() -> None:
-    """The corpus keeps the heading "Escape from the Dark" as one entity and the question's
-    stretch of it finds that entity by exact name: the PageRank restarts there, not at the
-    entities "Escape" and "Dark" that the name runs split it into (which the other two
-    passages are about)."""
-    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
-    eng.insert([(k, v, {}) for k, v in TITLES.items()])
-    nodes, _ = eng.store.whole_graph()
-    names = {n.name for n in nodes if n.kind == "entity"}
-    assert {"Escape from the Dark", "Dark", "Escape", "Charles Jarrott"} <= names
-    r = eng.retrieve("Who directed Escape from the Dark?", k=4, prior={"feedback": 0.0})
-    ev = r.trace.rank_evidence
-    graph = {rc.chunk.doc_id: ev[rc.chunk.id]["graph"] for rc in r.chunks}
-    assert _docs(r)[0] == "escape" and graph["escape"] == pytest.approx(1.0)
-    # "Dark" and "Escape" get only what spreads through the title's passage, which mentions
-    # them too: less than the director it names (a restart at them would give them the most)
-    assert graph["jarrott"] > max(graph.get("dark", 0.0), graph.get("escape2", 0.0))

@@ -36,15 +36,6 @@ NAME_PARTICLES = _words(
     "of the de du des la le les von van der den da di del della dos das do y al el bin ibn"
 )
 
-# the minor words of a title in title case, left in lower case between its capitalised words
-# ("Samson and His Mighty Challenge", "The Founding of a Republic", "Two Idiots in Hollywood")
-TITLE_MINOR_WORDS = _words(
-    """
-    a an the and or nor but of in on at to for from by with into onto upon over under about
-    as vs via per off out up
-    """
-)
-
 # abbreviations written with a period that does not end the sentence ("St. Louis")
 ABBREVIATIONS = _words(
     """

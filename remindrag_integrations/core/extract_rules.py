@@ -16,12 +16,6 @@ van Beethoven") or "&" ("Simon & Schuster"), with numbers allowed after its firs
 - a final possessive goes ("Romero's film" -> "Romero"), an inner one stays ("Arthur's
   Magazine"); a lowercase hyphen suffix ends the name ("Los Angeles-based" -> "Los Angeles");
 - a short capitalised phrase in double quotes is one entity (a title: "Pride and Prejudice");
-- a heading line in title case (every word capitalised but the minor words of a title: "and",
-  "of", "a", "in", ...) declares a title, one entity wherever the text repeats it
-  ("Samson and His Mighty Challenge", "The Founding of a Republic" -> "Founding of a
-  Republic"; its leading function words go as in any name), beside the names inside it,
-  which are read as before ("Meet Me in St. Louis" also gives "St. Louis", which links it;
-  the relations are those of the names);
 - a single capitalised word opening a sentence is dropped when the text also uses it in lower
   case ("Born in Paris, ... was born" -> "Paris").
 """
@@ -31,14 +25,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .entity_words import (
-    ABBREVIATIONS,
-    DEMONYMS,
-    FUNCTION_WORDS,
-    MONTHS_AND_DAYS,
-    NAME_PARTICLES,
-    TITLE_MINOR_WORDS,
-)
+from .entity_words import ABBREVIATIONS, DEMONYMS, FUNCTION_WORDS, MONTHS_AND_DAYS, NAME_PARTICLES
 from .errors import InvalidArgumentError
 from .prompts import Extraction
 from .text import first_sentence
@@ -119,38 +106,6 @@ def _quoted_titles(line: str) -> list[tuple[int, int, str]]:
             lexical = [w.lower() for w in words if not w[0].isdigit()]
             if title[-1] not in "!?" and not all(w in _NOT_TITLE for w in lexical):
                 out.append((m.start(), m.end(), title))
-    return out
-
-
-def _declared_titles(lines: list[str]) -> list[tuple[str, str]]:
-    """(text, entity name) of each heading line in title case: 2 to ``_MAX_NAME_WORDS``
-    words, no sentence end, only words (no brackets, commas or colons), at least two of them
-    capitalised and the others minor words of a title."""
-    out = []
-    for line in lines:
-        heading = line.strip()
-        toks = _tokens(heading)
-        words = [t.text for t in toks]
-        if not 2 <= len(words) <= _MAX_NAME_WORDS or heading[-1:] in _SENTENCE_END:
-            continue
-        if not all(w[0].isalnum() for w in words) or not words[0][0].isupper():
-            continue
-        caps = [w for w in words if w[0].isupper() or w[0].isdigit()]
-        minor = [w for w in words if w not in caps]
-        if len(caps) < 2 or not minor or any(w not in TITLE_MINOR_WORDS for w in minor):
-            continue  # no minor word: the name runs already read it whole
-        name = _clean(toks, False)
-        if " " in name and any(w[0].islower() for w in name.split()):
-            out.append((heading, name))
-    return out
-
-
-def _repeated_titles(line: str, declared: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
-    """(start, end, name) of each declared title that ``line`` repeats as whole words."""
-    out = []
-    for text, name in declared:
-        for m in re.finditer(r"(?<!\w)" + re.escape(text) + r"(?!\w)", line):
-            out.append((m.start(), m.end(), name))
     return out
 
 
@@ -258,15 +213,11 @@ def rule_based_extraction(text: str, max_entities: int = 40) -> Extraction:
     lower_words = set(_LOWER_WORD_RE.findall(text))
     entities: dict[str, str] = {}
     triples: list[tuple[str, str, str]] = []
-    lines = text.splitlines()
-    declared = _declared_titles(lines)
-    for line in lines:
-        quoted = _quoted_titles(line)
-        repeated = _repeated_titles(line, declared) if declared else []
+    for line in text.splitlines():
+        titles = _quoted_titles(line)
         for sentence in _sentences(line):
-            names = list(dict.fromkeys(_sentence_entities(sentence, quoted, lower_words)))
-            lo, hi = sentence[0].start, sentence[-1].start + len(sentence[-1].text)
-            for n in [t for s, _, t in repeated if lo <= s < hi] + names:
+            names = list(dict.fromkeys(_sentence_entities(sentence, titles, lower_words)))
+            for n in names:
                 entities.setdefault(n.lower(), n)
             rel = _relation_text(line, sentence)
             triples += [(a, rel, b) for a, b in zip(names, names[1:]) if a.lower() != b.lower()]
@@ -278,41 +229,6 @@ def rule_based_extraction(text: str, max_entities: int = 40) -> Extraction:
         if a.lower() in keep and b.lower() in keep
     ]
     return Extraction(title=first_sentence(text), entities=kept, triples=triples)
-
-
-def title_spans(text: str) -> list[str]:
-    """Names in title case that keep minor words in lower case ("Escape from the Dark", "Jump
-    for Glory"), which the name runs split: each stretch of capitalised words joined by minor
-    words of a title that has a minor word inside, cleaned as a name, then, when it joins
-    others with "and" / "or", its parts ("Frozen and Escape from the Dark" -> that, then
-    "Escape from the Dark"). Candidates only: a question's are looked up by exact name."""
-    if not isinstance(text, str):
-        raise InvalidArgumentError(f"text must be a str, not {type(text).__name__}")
-    out: list[str] = []
-    for line in text.splitlines():
-        for sentence in _sentences(line):
-            stretch: list[_Tok] = []
-            for t in [*sentence, _Tok(".", -1)]:
-                if t.cap or (stretch and (t.num or t.text in TITLE_MINOR_WORDS)):
-                    stretch.append(t)
-                    continue
-                out += _stretch_titles(stretch)
-                stretch = []
-    return list(dict.fromkeys(out))
-
-
-def _stretch_titles(stretch: list[_Tok]) -> list[str]:
-    """The title of one stretch and of its parts between "and" / "or" (each with a lower-case
-    minor word inside and two capitalised words)."""
-    cut = [i for i, t in enumerate(stretch) if t.text in ("and", "or")]
-    parts = [stretch] + [stretch[a + 1 : b] for a, b in zip([-1, *cut], [*cut, len(stretch)])]
-    out = []
-    for part in parts if cut else [stretch]:
-        name = _clean(part, False)
-        words = name.split()
-        if sum(w[0].isupper() for w in words) >= 2 and any(w[0].islower() for w in words):
-            out.append(name)
-    return out
 
 
 def _relation_text(line: str, sentence: list[_Tok]) -> str:

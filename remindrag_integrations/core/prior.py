@@ -25,7 +25,7 @@ import numpy as np
 
 from . import push
 from .config import RetrievalConfig
-from .extract_rules import question_links, title_spans
+from .extract_rules import question_links
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
 from .store import LexicalStore, MatrixStore
 from .walk import Walk
@@ -70,29 +70,14 @@ def first_pass(walk: Walk, chunk_ids: Sequence[str], cosines: Sequence[float]) -
     ]
 
 
-def question_entities(
-    walk: Walk, names: Sequence[str], name_vecs: np.ndarray, query: str = ""
-) -> dict[str, float]:
+def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -> dict[str, float]:
     """Graph entities the question names, with restart weight similarity × specificity (1 /
-    the chunks that mention it): each title in title case of ``query`` that is an entity of
-    that exact name (similarity 1; "Escape from the Dark", which the name runs split), then
-    for each name the offline extractor finds outside those titles, the entity of that exact
-    name (similarity 1), else the nearest entity by embedding. (Looking up every word span of
-    the question by exact name was tried and lost: it links common nouns that happen to be
-    entities.)"""
+    the chunks that mention it): for each name the offline extractor finds in the question,
+    the entity of that exact name (similarity 1), else the nearest entity by embedding.
+    (Looking up every word span of the question by exact name was tried and lost: it links
+    common nouns that happen to be entities.)"""
     found: dict[str, float] = {}
-    titles: list[str] = []
-    given = {norm_name(n) for n in names}  # looked up below
-    for title in title_spans(query) if query else []:
-        if norm_name(title) in given or any(_inside(title, t) for t in titles):
-            continue
-        node = walk.store.find_entity_by_name(norm_name(title))
-        if node is not None:
-            found[node] = 1.0
-            titles.append(title)
     for name, vec in zip(names, name_vecs):
-        if any(_inside(name, t) for t in titles):
-            continue
         exact = walk.store.find_entity_by_name(norm_name(name))
         hits = [(exact, 1.0)] if exact is not None else walk.search(vec, 1, ("entity",))
         for node, sim in hits:
@@ -104,11 +89,6 @@ def question_entities(
         if 0 < mentions <= cap:
             out[node] = max(sim, 1e-6) / mentions
     return out
-
-
-def _inside(name: str, title: str) -> bool:
-    """Whether ``name`` is whole words of ``title`` (case aside)."""
-    return f" {norm_name(name)} " in f" {norm_name(title)} "
 
 
 def _mentions(walk: Walk, entity: str) -> int:
@@ -317,7 +297,7 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     if not dense:
         return None
     first = {c: dense[c] + cfg.prior.lexical_weight * lex.get(c, 0.0) for c in dense}
-    ents = question_entities(walk, names, name_vecs, query)
+    ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
     seen = push.Local()  # what the push read, for the feedback rounds
     prior = _fuse(walk, dense, lex, restart, seen)
