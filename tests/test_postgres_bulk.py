@@ -102,10 +102,8 @@ def test_a_bulk_load_builds_back_every_index_and_key_and_reports_its_phases(
     store = make_pg_store("bulk-phases", bulk=opts)
     store.add_graph(**contract_graph(DOCS, dim=dim))
     phases = [p for p, _ in seen]
-    assert phases[:4] == ["prepare", "chunks", "nodes", "edges"] and phases[-2:] == [
-        "hnsw",
-        "analyze",
-    ]
+    assert phases[:5] == ["prepare", "chunks", "nodes", "edges", "analyze"]
+    assert phases[-1] == "hnsw"
     built = {p.split(" ", 1)[1] for p in phases if p.startswith(("index ", "fkey "))}
     assert built == {
         "rr_chunks_doc",
@@ -138,9 +136,12 @@ def test_bulk_memory_is_sized_for_the_hnsw_graph() -> None:
     assert BulkOptions(memory="3GB").memory_for(1_930_000, 128) == "3GB"
 
 
-def test_a_bulk_load_stopped_before_its_indexes_are_built_leaves_nothing(
-    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+@pytest.mark.parametrize("last", ["edges", "index rr_edges_v"])
+def test_a_bulk_load_stopped_midway_leaves_nothing(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore], last: str
 ) -> None:
+    """Stopped once its rows are in (no index or key built yet), or once every btree and
+    key is built again (the HNSW index not yet): the store and its schema are as before."""
     store = make_pg_store("bulk-stop", bulk=NEVER)
     store.add_graph(**contract_graph(("d1",), dim=DIM))
     before = (store.counts(), store.whole_graph())
@@ -150,7 +151,7 @@ def test_a_bulk_load_stopped_before_its_indexes_are_built_leaves_nothing(
         pass
 
     def stop_after_the_rows(phase: str, secs: float) -> None:
-        if phase == "edges":  # every row is in; no index or key is built yet
+        if phase == last:
             raise Stop
 
     loader = PostgresGraphStore(
@@ -165,7 +166,7 @@ def test_a_bulk_load_stopped_before_its_indexes_are_built_leaves_nothing(
     assert _schema(pg_dsn) == schema
 
 
-def test_a_bulk_load_that_fails_in_its_last_phase_raises_a_typed_error(
+def test_a_bulk_load_that_fails_after_its_rows_are_in_raises_a_typed_error(
     pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
 ) -> None:
     store = make_pg_store("bulk-late", bulk=NEVER)
@@ -175,7 +176,7 @@ def test_a_bulk_load_that_fails_in_its_last_phase_raises_a_typed_error(
     loader = PostgresGraphStore(
         pg_dsn + "?options=-c%20lock_timeout%3D300ms", namespace="bulk-late", bulk=ALWAYS
     )
-    with psycopg.connect(pg_dsn) as blocker:  # only ANALYZE (the last phase) waits for this
+    with psycopg.connect(pg_dsn) as blocker:  # only ANALYZE (after the COPY) waits for this
         blocker.execute("LOCK TABLE rr_entity_names IN SHARE UPDATE EXCLUSIVE MODE")
         with pytest.raises(BulkLoadError, match="phase 'analyze'"):
             loader.add_graph(**contract_graph(("d1", "d2", "d3"), dim=DIM, salt="new"))

@@ -217,12 +217,19 @@ class BulkLoad:
             self.opts.progress(name, time.perf_counter() - t)
 
     def finish(self) -> None:
-        """Build what :meth:`start` dropped (btrees, then foreign keys, then HNSW) with the
-        session's ``maintenance_work_mem`` and parallel workers raised for this transaction,
-        then refresh the planner's statistics. Still inside the batch's transaction."""
+        """Refresh the planner's statistics, then build what :meth:`start` dropped (btrees,
+        foreign keys, then HNSW) with the session's ``maintenance_work_mem`` and parallel
+        workers raised for this transaction. Still inside the batch's transaction.
+
+        Statistics first: a foreign key is checked by one anti-join of the edges against the
+        nodes, and with the estimates of the tables before the COPY the planner picks a
+        nested loop of index probes (43 s at 3 M edges) over a hash join (9 s)."""
         cur = self.cur
         if cur is None:
             return
+        if self.rows >= ANALYZE_ROWS or self.dropped or self.hnsw_vectors:
+            with self.phase("analyze"):
+                cur.execute("ANALYZE rr_nodes, rr_edges, rr_chunks, rr_entity_names")
         if self.dropped or self.hnsw_vectors:
             mem = self.opts.memory_for(self.hnsw_vectors, self.dim or 0)
             cur.execute("SELECT set_config('maintenance_work_mem', %s, true)", (mem,))
@@ -241,9 +248,6 @@ class BulkLoad:
         if self.hnsw_vectors and self.dim is not None:
             with self.phase("hnsw"):
                 cur.execute(hnsw_index_sql(self.dim, self.opts.m, self.opts.ef_construction))
-        if self.rows >= ANALYZE_ROWS or self.dropped or self.hnsw_vectors:
-            with self.phase("analyze"):
-                cur.execute("ANALYZE rr_nodes, rr_edges, rr_chunks, rr_entity_names")
 
 
 def _outgrown(held: float, new: int, ratio: float) -> bool:
