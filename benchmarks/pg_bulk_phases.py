@@ -6,7 +6,9 @@ Builds the corpus-shaped synthetic graph of ``store_latency.py`` (dim 128) and l
 fresh namespace in one ``add_graph`` batch on the bulk path, timing every SQL statement and
 COPY of that transaction on the cursor (so it times any version of the store the same way:
 run it with an older checkout on ``PYTHONPATH`` for a "before"), and, where the store reports
-them, its ``BulkOptions.progress`` phases. Prints the statements over 50 ms and writes
+them, its ``BulkOptions.progress`` phases. ``--stop-after PHASE`` abandons the load once that
+phase is done (the transaction rolls back): the phases before the HNSW build of a large graph
+without waiting for it. Prints the statements over 50 ms and writes
 ``benchmarks/results/pg_bulk_phases_<edges><tag>.json`` with the load average.
 """
 
@@ -33,6 +35,10 @@ from store_latency import pg_dsn  # noqa: E402
 from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphStore  # noqa: E402
 
 OUT = ROOT / "results"
+
+
+class Stopped(Exception):
+    """Raised by the progress callback after ``--stop-after``'s phase."""
 
 
 def load_avg() -> list[float]:
@@ -67,6 +73,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server)")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--stop-after", default=None, help="a phase name, e.g. 'index rr_edges_v'")
     args = ap.parse_args()
     t = time.perf_counter()
     batch = one_batch(args.edges, args.dim)
@@ -75,17 +82,27 @@ def main() -> None:
     phases: list[tuple[str, float]] = []
     opts: dict[str, Any] = {"rows": 1}
     if "progress" in inspect.signature(BulkOptions).parameters:  # older stores: statements only
-        opts["progress"] = lambda p, s: phases.append((p, round(s, 2)))
+
+        def progress(phase: str, secs: float) -> None:
+            phases.append((phase, round(secs, 2)))
+            print(f"  {phase}: {secs:.1f} s, load {load_avg()}", flush=True)
+            if phase == args.stop_after:
+                raise Stopped
+
+        opts["progress"] = progress
     store = PostgresGraphStore(dsn, namespace=f"phases-{args.edges}", bulk=BulkOptions(**opts))
     store.drop_namespace()
     log: list[tuple[float, float, str]] = []
     timed_statements(log)
     before = load_avg()
     t0 = time.perf_counter()
-    store.add_graph(**batch)
+    try:
+        store.add_graph(**batch)
+    except Stopped:
+        print(f"stopped after {args.stop_after!r}, rolled back")
     total = time.perf_counter() - t0
     after = load_avg()
-    counts = store.counts()
+    counts = store.counts()  # zero after --stop-after
     store.close()
     statements = [
         {"at_s": round(a - t0, 2), "s": round(b - a, 2), "sql": q[:120]}
@@ -105,6 +122,7 @@ def main() -> None:
         "counts": counts,
         "batch_build_s": round(built, 1),
         "add_graph_s": round(total, 1),
+        "stopped_after": args.stop_after,
         "statements_over_50ms": statements,
         "phases": phases,
         "load_avg_before": before,
