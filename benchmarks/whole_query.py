@@ -198,7 +198,9 @@ def timed_warm(store: Any, qs: list[np.ndarray], budget: int = 16) -> dict[str, 
 
 def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
     row: dict[str, Any] = {"edges_target": n, "dim": args.dim, "load_avg_before": load_avg()}
+    t = time.perf_counter()
     batch = one_batch(n, args.dim)
+    row["batch_build_s"] = round(time.perf_counter() - t, 1)
     row["load_avg_after_build"] = load_avg()
     stores: dict[str, Any] = {}
     if not args.pg_only:
@@ -208,11 +210,18 @@ def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
         row["embedded_load_s"] = round(time.perf_counter() - t, 1)
         stores["embedded"] = emb
     ns = f"wholeq-{n}"
-    pg = PostgresGraphStore(dsn, namespace=ns, bulk=BulkOptions(rows=1))
+    phases: dict[str, Any] = {}
+
+    def note(phase: str, secs: float) -> None:  # BulkOptions.progress: one line per phase
+        phases[phase] = {"s": round(secs, 1), "load_avg_after": load_avg()}
+        print(f"  bulk load {n:,} edges: {phase} {secs:.1f} s, load {load_avg()}", flush=True)
+
+    pg = PostgresGraphStore(dsn, namespace=ns, bulk=BulkOptions(rows=1, progress=note))
     pg.drop_namespace()
     t = time.perf_counter()
     pg.add_graph(**batch)
     row["pg_bulk_load_s"] = round(time.perf_counter() - t, 1)
+    row["pg_bulk_phases"] = phases
     row["load_avg_after_pg_load"] = load_avg()
     row["counts"] = pg.counts()
     pg.close()

@@ -5,6 +5,7 @@ load that fails mid-way leaves the store as it was; readers wait and then see th
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from remindrag_integrations.core.frontier import Follow, read_neighborhoods
 from remindrag_integrations.core.memory.replay import replay
 from remindrag_integrations.core.memory.write import update
 from remindrag_integrations.core.walk import Walk
-from remindrag_integrations.errors import UnknownNodeError
+from remindrag_integrations.errors import BulkLoadError, UnknownNodeError
 from remindrag_integrations.stores import InMemoryGraphStore
 from remindrag_integrations.stores.contract import StoreContract
 from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphStore
@@ -38,7 +39,8 @@ TEXTS = [
     ("d2", "Ed Wood was an American filmmaker. Conrad Brooks acted in films by Ed Wood."),
     ("d3", "Sinister is a horror film. Ethan Hawke starred in Sinister."),
 ]
-ALWAYS = BulkOptions(rows=1)  # every batch takes the bulk path
+# every batch takes the bulk path and strips every table it writes (indexes, foreign keys)
+ALWAYS = BulkOptions(rows=1, rebuild_ratio=math.inf)
 NEVER = BulkOptions(rows=None)
 
 
@@ -74,6 +76,113 @@ def test_bulk_and_row_paths_build_the_same_graph(
     assert bulk.search(q, 5, kinds) == rows.search(q, 5, kinds)
     a, b = (e.retrieve("Who directed Sinister?") for e in engines)
     assert [c.chunk.id for c in a.chunks] == [c.chunk.id for c in b.chunks]
+
+
+def _schema(dsn: str) -> list[tuple[str, str]]:
+    """Every index and constraint of the store's tables, with its definition."""
+    with psycopg.connect(dsn) as conn:
+        idx = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE 'rr\\_%%'"
+        ).fetchall()
+        con = conn.execute(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid::regclass::text LIKE 'rr\\_%%'"
+        ).fetchall()
+    return sorted((str(a), str(b)) for a, b in idx + con)
+
+
+def test_a_bulk_load_builds_back_every_index_and_key_and_reports_its_phases(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    dim = 44  # a dimension no other test uses: the load builds its HNSW index
+    seen: list[tuple[str, float]] = []
+    opts = BulkOptions(rows=1, rebuild_ratio=math.inf, progress=lambda p, s: seen.append((p, s)))
+    make_pg_store("bulk-phases-ref", bulk=NEVER).add_graph(**contract_graph(("d0",), dim=dim))
+    schema = _schema(pg_dsn)
+    store = make_pg_store("bulk-phases", bulk=opts)
+    store.add_graph(**contract_graph(DOCS, dim=dim))
+    phases = [p for p, _ in seen]
+    assert phases[:5] == ["prepare", "chunks", "nodes", "edges", "analyze"]
+    assert phases[-1] == "hnsw"
+    built = {p.split(" ", 1)[1] for p in phases if p.startswith(("index ", "fkey "))}
+    assert built == {
+        "rr_chunks_doc",
+        "rr_chunks_fts",
+        "rr_nodes_doc",
+        "rr_edges_u",
+        "rr_edges_v",
+        "rr_edges_namespace_u_fkey",
+        "rr_edges_namespace_v_fkey",
+    }
+    assert all(s >= 0 for _, s in seen)
+    assert _schema(pg_dsn) == schema  # the same indexes and keys, defined the same way
+    # the keys are enforced again: deleting a document cascades to its edges
+    before = store.counts()["edges"]
+    store.delete_documents(["d1"])
+    assert 0 < store.counts()["edges"] < before
+    with psycopg.connect(pg_dsn) as conn:
+        orphans = conn.execute(
+            "SELECT count(*) FROM rr_edges e WHERE e.namespace = 'bulk-phases' AND NOT EXISTS "
+            "(SELECT 1 FROM rr_nodes n WHERE n.namespace = e.namespace AND n.id = e.u)"
+        ).fetchone()
+    assert orphans == (0,)
+
+
+def test_bulk_memory_is_sized_for_the_hnsw_graph() -> None:
+    auto = BulkOptions()
+    assert auto.memory_for(1_930_000, 128) == "2945MB"  # 10 M edges: 1.93 M vectors
+    assert auto.memory_for(1_000, 128) == "64MB"
+    assert auto.memory_for(50_000_000, 768) == "8192MB"
+    assert BulkOptions(memory="3GB").memory_for(1_930_000, 128) == "3GB"
+
+
+@pytest.mark.parametrize("last", ["edges", "index rr_edges_v"])
+def test_a_bulk_load_stopped_midway_leaves_nothing(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore], last: str
+) -> None:
+    """Stopped once its rows are in (no index or key built yet), or once every btree and
+    key is built again (the HNSW index not yet): the store and its schema are as before."""
+    store = make_pg_store("bulk-stop", bulk=NEVER)
+    store.add_graph(**contract_graph(("d1",), dim=DIM))
+    before = (store.counts(), store.whole_graph())
+    schema = _schema(pg_dsn)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_the_rows(phase: str, secs: float) -> None:
+        if phase == last:
+            raise Stop
+
+    loader = PostgresGraphStore(
+        pg_dsn,
+        namespace="bulk-stop",
+        bulk=BulkOptions(rows=1, rebuild_ratio=math.inf, progress=stop_after_the_rows),
+    )
+    with pytest.raises(Stop):
+        loader.add_graph(**contract_graph(("d1", "d2", "d3"), dim=DIM, salt="new"))
+    loader.close()
+    assert (store.counts(), store.whole_graph()) == before
+    assert _schema(pg_dsn) == schema
+
+
+def test_a_bulk_load_that_fails_after_its_rows_are_in_raises_a_typed_error(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    store = make_pg_store("bulk-late", bulk=NEVER)
+    store.add_graph(**contract_graph(("d1",), dim=DIM))
+    before = (store.counts(), store.whole_graph())
+    schema = _schema(pg_dsn)
+    loader = PostgresGraphStore(
+        pg_dsn + "?options=-c%20lock_timeout%3D300ms", namespace="bulk-late", bulk=ALWAYS
+    )
+    with psycopg.connect(pg_dsn) as blocker:  # only ANALYZE (after the COPY) waits for this
+        blocker.execute("LOCK TABLE rr_entity_names IN SHARE UPDATE EXCLUSIVE MODE")
+        with pytest.raises(BulkLoadError, match="phase 'analyze'"):
+            loader.add_graph(**contract_graph(("d1", "d2", "d3"), dim=DIM, salt="new"))
+    loader.close()
+    assert (store.counts(), store.whole_graph()) == before
+    assert _schema(pg_dsn) == schema
 
 
 def test_a_bulk_load_that_fails_midway_leaves_the_store_as_it_was(
@@ -209,6 +318,10 @@ def test_bulk_options_are_validated(pg_dsn: str) -> None:
         {"memory": "lots"},
         {"memory": "1 GB; DROP TABLE x"},
         {"workers": -1},
+        {"memory": "Auto"},
+        {"rebuild_ratio": -1},
+        {"rebuild_ratio": math.nan},
+        {"progress": "print"},
     ):
         with pytest.raises(ConfigError):
             BulkOptions(**bad)  # type: ignore[arg-type]

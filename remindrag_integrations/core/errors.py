@@ -72,6 +72,12 @@ class StoreError(ReMindError):
     """A graph store failed to read or write."""
 
 
+class BulkLoadError(StoreError):
+    """A bulk load into PostgreSQL failed (the message names the phase: COPY, an index build,
+    a foreign key check, ...). The batch's transaction was rolled back: nothing of it was
+    written, and the indexes and constraints it had dropped are back."""
+
+
 class StoreNotFoundError(StoreError, FileNotFoundError):
     """There is no saved engine where one was to be loaded."""
 
@@ -142,6 +148,7 @@ def warn_deprecated(old: str, new: str) -> None:
 
 
 __all__ = [
+    "BulkLoadError",
     "ConfigError",
     "EmbedderMismatchError",
     "EmbeddingError",

@@ -10,8 +10,10 @@
 - Neighbour, memory and embedding lookups are indexed point queries; the graph is never loaded.
   :meth:`~.reads.Reads.neighborhoods` reads a whole frontier (and what memory leads to from
   it) in one statement, so replay costs one round trip.
-- A large ``add_graph`` batch (``BulkOptions.rows``) is bulk-loaded: COPY with the HNSW index
-  dropped and rebuilt once, in the batch's transaction (:mod:`.bulk`).
+- A large ``add_graph`` batch (``BulkOptions.rows``) is bulk-loaded: COPY into tables with
+  their HNSW, btree and full-text indexes and the edges' foreign keys dropped, all built once
+  afterwards, in the batch's transaction; phases reported, a failure rolls all of it back
+  (:mod:`.bulk`).
 - Foreign keys cascade node → edges → memory, so a deleted node leaves no orphan behind.
 - A retrieve reads through :meth:`~.base.PgBase.snapshot`: one ``REPEATABLE READ READ ONLY``
   transaction, so it sees the database of one moment while other connections commit.

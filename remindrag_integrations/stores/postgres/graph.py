@@ -20,6 +20,17 @@ from .base import PgBase, _bulk
 from .sql import _ORPHAN_ENTITIES
 
 
+def _new_rows(chunks: Sequence[Chunk], nodes: Sequence[Node], edges: Sequence[Edge]) -> dict:
+    """A batch's rows per table, and under ``vectors`` its nodes the HNSW index holds."""
+    vectors = sum(n.kind != "chunk" for n in nodes)
+    return {
+        "rr_chunks": len(chunks),
+        "rr_nodes": len(nodes),
+        "rr_edges": len(edges),
+        "vectors": vectors,
+    }
+
+
 class GraphWrites(PgBase):
     """Adding and deleting documents with their graph, each in one transaction."""
 
@@ -42,7 +53,6 @@ class GraphWrites(PgBase):
             dim = self._set_dim(cur, int(emb.shape[1])) if len(nodes) else self._dim
             validate.edge_endpoints(edges, nodes, lambda ids: self._known(cur, ids))
             large = self.bulk.rows is not None and len(nodes) + len(edges) >= self.bulk.rows
-            rebuild = large and bulk.begin(cur, self.bulk, dim, len(nodes))
             near: list[str] = []
             carried: dict[str, np.ndarray] = {}
             if replace:  # the old versions go in this transaction, but not what the batch uses
@@ -50,24 +60,32 @@ class GraphWrites(PgBase):
                 near = self._memory_at(cur, sorted(set(replace)))
                 carried = self._memory_rows(cur, sorted(moves))
                 self._delete(cur, sorted(set(replace)), sorted(keep))
-            self._write_documents(cur, documents, chunks)
-            self._write_nodes(cur, nodes, emb, dim)
-            for node_id, aliases in entity_aliases.items():
-                self._add_aliases(cur, node_id, aliases)
+            # after the deletes: they cascade through the foreign keys a bulk load drops
+            load = (
+                bulk.BulkLoad.start(cur, self.bulk, dim, _new_rows(chunks, nodes, edges))
+                if large
+                else bulk.BulkLoad.off(self.bulk)
+            )
+            with load.phase("chunks"):
+                self._write_documents(cur, documents, chunks)
+            with load.phase("nodes"):
+                self._write_nodes(cur, nodes, emb, dim)
+                for node_id, aliases in entity_aliases.items():
+                    self._add_aliases(cur, node_id, aliases)
             try:
-                _bulk(
-                    cur,
-                    "rr_edges",
-                    ("namespace", "id", "u", "v", "kind", "text"),
-                    [(self.namespace, e.id, e.u, e.v, e.kind, e.text) for e in edges],
-                    "ON CONFLICT (namespace, id) DO NOTHING",
-                )
+                with load.phase("edges"):
+                    _bulk(
+                        cur,
+                        "rr_edges",
+                        ("namespace", "id", "u", "v", "kind", "text"),
+                        [(self.namespace, e.id, e.u, e.v, e.kind, e.text) for e in edges],
+                        "ON CONFLICT (namespace, id) DO NOTHING",
+                    )
             except errors.ForeignKeyViolation as exc:  # a node deleted meanwhile
                 raise UnknownNodeError(
                     f"an edge joins unknown node(s): {exc.diag.message_detail}"
                 ) from None
-            if large:
-                bulk.end(cur, self.bulk, dim, rebuild, len(nodes) + len(edges))
+            load.finish()
             moved = self._carry(cur, carried, moves)
             kept = len(self._memory_rows(cur, near))
             return {"kept": kept, "moved": moved, "dropped": len(near) - kept - moved}
