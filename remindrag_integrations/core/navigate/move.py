@@ -160,6 +160,9 @@ def apply(walk: Walk, move: LegalMove, current: str, note: str = "") -> str:
     """Make a legal move from ``current``; returns the new current node."""
     edge = move.edge
     if edge is not None:
+        # the node, its embedding, edges and their memory in one read (one statement on
+        # PostgreSQL): what entering it and the next step's options read
+        walk.prefetch([move.node])
         walk.add(move.node, current, edge, "traversal")
         walk.hops += 1
     edge_id = edge.id if edge is not None else None

@@ -9,9 +9,10 @@ import numpy as np
 import psycopg
 
 from ...core import filters
-from ...core.errors import EmbeddingError, UnknownNodeError
+from ...core.errors import EmbeddingError, InvalidArgumentError, UnknownNodeError
 from ...core.frontier import Follow, Neighborhood
 from ...core.memory import math as mem
+from ...core.store import ReadAhead
 from ...core.types import Chunk, Edge, Node, NodeKind
 from .base import PgBase, _get
 from .filter_sql import where_sql
@@ -22,6 +23,7 @@ from .sql import (
     _NEIGHBORHOODS,
     _NEIGHBORS,
     _SPREAD_LINKS,
+    _SPREAD_LINKS_AHEAD,
 )
 
 
@@ -91,6 +93,19 @@ class Reads(PgBase):
             raise UnknownNodeError(f"unknown chunk id {chunk_id!r}")
         return Chunk(*row)
 
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The chunks in the order asked, in one statement."""
+        if not chunk_ids:
+            return []
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT id, doc_id, idx, text, start_char, end_char, metadata "
+                "FROM rr_chunks WHERE namespace = %s AND id = ANY(%s)",
+                (self.namespace, list(dict.fromkeys(chunk_ids))),
+            )
+            found = {r[0]: Chunk(*r) for r in cur}
+        return [_get(found, c, "chunk") for c in chunk_ids]
+
     def get_edge(self, edge_id: str) -> Edge:
         with self._cursor() as cur:
             row = cur.execute(
@@ -146,19 +161,39 @@ class Reads(PgBase):
             edges.sort(key=lambda e: e.id)
         return {n: out[n] for n in ids}
 
-    def spread_links(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
+    def spread_links(
+        self, node_ids: Sequence[str], ahead: ReadAhead | None = None
+    ) -> dict[str, list[str]]:
         """Per node the other ends of its corpus edges to entities and anchors, in edge id
-        order (what the prior's push spreads over), in one statement."""
+        order (what the prior's push spreads over), and with ``ahead`` those of the push's
+        next round (see :class:`~...core.store.SpreadStore`), in one statement."""
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
+        params: dict[str, Any] = {"ns": self.namespace, "ids": ids}
+        sql = _SPREAD_LINKS
+        if ahead is not None and ahead.room > 0:
+            if len(ahead.residual) != len(ids):
+                raise InvalidArgumentError("read ahead: one residual per distinct node")
+            sql = _SPREAD_LINKS_AHEAD
+            params.update(
+                r=[float(x) for x in ahead.residual],
+                eps=float(ahead.epsilon),
+                d=float(ahead.damping),
+                hub=int(ahead.max_degree),
+                room=int(ahead.room),
+                known=list(ahead.known),
+            )
         with self._cursor() as cur:
-            cur.execute(_SPREAD_LINKS, {"ns": self.namespace, "ids": ids})
-            rows = cur.fetchall()
-        rows.sort()
+            cur.execute(sql, params)
+            rows = cur.fetchall()  # one call: iterating the cursor costs more per row
         out: dict[str, list[str]] = {n: [] for n in ids}
-        for n, _, other in rows:
-            out[n].append(other)
+        for n, other in rows:
+            links = out.get(n)
+            if links is None:
+                links = out[n] = []
+            if other is not None:
+                links.append(other)
         return out
 
     def neighborhoods(
