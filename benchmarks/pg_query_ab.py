@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,31 +42,52 @@ STAGES = ("prior", "seed_search", "replay", "navigate", "bookkeeping")
 # ---- the child: one checkout's code, queries in blocks on stdin, results on stdout ----------
 
 
+PER_STATEMENT: dict[str, list[float]] = {}  # caller -> [statements, ms, rows] (--per-statement)
+_WATCH: list[bool] = [False]
+
+
+def _caller() -> str:
+    """Where in the method a statement comes from: the last two frames in ``core/``."""
+    frames = [f for f in traceback.extract_stack() if "/core/" in f.filename]
+    return " < ".join(f"{Path(f.filename).stem}.{f.name}" for f in reversed(frames[-2:]))
+
+
 def _counting_store(dsn: str, ns: str) -> Any:
     from remindrag_integrations.stores.postgres import PostgresGraphStore
 
     class Cursor:
         def __init__(self, cur: Any, tally: list[int]) -> None:
             self._cur, self._tally = cur, tally
+            self._mine: list[float] = [0, 0.0, 0]
 
         def execute(self, *args: Any, **kwargs: Any) -> Any:
             self._tally[0] += 1
+            t = time.perf_counter()
             self._cur.execute(*args, **kwargs)
+            if _WATCH[0]:
+                self._mine = PER_STATEMENT.setdefault(_caller(), [0, 0.0, 0])
+                self._mine[0] += 1
+                self._mine[1] += (time.perf_counter() - t) * 1e3
             return self
 
         def fetchall(self) -> list:
+            t = time.perf_counter()
             rows = self._cur.fetchall()
             self._tally[1] += len(rows)
+            self._mine[1] += (time.perf_counter() - t) * 1e3 if _WATCH[0] else 0.0
+            self._mine[2] += len(rows) if _WATCH[0] else 0
             return rows  # type: ignore[no-any-return]
 
         def fetchone(self) -> Any:
             row = self._cur.fetchone()
             self._tally[1] += row is not None
+            self._mine[2] += row is not None and _WATCH[0]
             return row
 
         def __iter__(self) -> Iterator[Any]:
             for row in self._cur:
                 self._tally[1] += 1
+                self._mine[2] += _WATCH[0]
                 yield row
 
         def __getattr__(self, name: str) -> Any:
@@ -115,6 +137,8 @@ def child(args: argparse.Namespace) -> None:
                 n, i = n + 1, i + 1
             print(json.dumps({"qps": n / cmd["qps"]}), flush=True)
             continue
+        _WATCH[0] = bool(cmd.get("per_statement"))
+        PER_STATEMENT.clear()
         out = []
         for i in cmd["block"]:
             s0, r0 = store.tally
@@ -131,7 +155,7 @@ def child(args: argparse.Namespace) -> None:
                     "chunks": [c.chunk.id for c in r.chunks],
                 }
             )
-        print(json.dumps({"results": out}), flush=True)
+        print(json.dumps({"results": out, "per_statement": PER_STATEMENT}), flush=True)
 
 
 # ---- the parent: data, the children taking turns, the summary -------------------------------
@@ -196,6 +220,9 @@ def main() -> None:
     ap.add_argument("--qps-seconds", type=float, default=5.0)
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server)")
     ap.add_argument("--tag", default="")
+    ap.add_argument(
+        "--per-statement", action="store_true", help="one more round: statements by caller"
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ns", default="", help=argparse.SUPPRESS)
     ap.add_argument("--queries", default="", help=argparse.SUPPRESS)
@@ -245,6 +272,15 @@ def main() -> None:
             if b:
                 runs[label] += got
     row["load_avg_after_queries"] = load_avg()
+    if args.per_statement:  # one more round, each statement timed and traced to its caller
+        row["per_statement"] = {}
+        for label in codes:
+            got = ask(label, {"block": list(range(n)), "per_statement": True})["per_statement"]
+            row["per_statement"][label] = {
+                k: {"per_query": round(c / n, 2), "ms": round(ms / n, 2), "rows": round(r / n)}
+                for k, (c, ms, r) in sorted(got.items(), key=lambda kv: -kv[1][1])
+            }
+        row["load_avg_after_per_statement"] = load_avg()
     if args.qps_seconds > 0:
         qps: dict[str, list[float]] = {label: [] for label in codes}
         for rnd in range(2):
@@ -288,6 +324,10 @@ def main() -> None:
             f"{row.get('qps_1_client', {}).get(label, '-')} | {r['same_chunks_as_' + first]} |"
         )
     print("load average:", row["load_avg_before_queries"], "->", row.get("load_avg_after_qps"))
+    for label, per in row.get("per_statement", {}).items():
+        print(f"\n{label}: statements per query by caller (count, ms, rows per query)")
+        for caller, x in per.items():
+            print(f"  {caller:60s} {x['per_query']:6.2f} {x['ms']:8.2f} {x['rows']:7d}")
 
 
 if __name__ == "__main__":

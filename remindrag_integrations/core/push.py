@@ -28,6 +28,11 @@ from .ids import is_anchor, is_chunk, is_entity
 from .store import ReadAhead, SpreadStore
 from .walk import Walk
 
+# a round reading at most this many nodes reads the next round's with it (larger rounds: the
+# next round's mass comes mostly from nodes read before, which the store does not see, and
+# predicting it costs the store more than the round trip it would save)
+AHEAD_BATCH = 64
+
 
 class Local:
     """The part of the graph the push has seen: node positions by first sight, and for each
@@ -122,9 +127,10 @@ def _read(
 ) -> tuple[dict[str, list[str]], list[str]]:
     """The neighbours in the spread of ``nodes`` (their edges read in one store call; a hub
     entity's: none), and the nodes the metadata filter shuts out (their edges not read).
-    Without a filter the store call also reads ahead the links of the nodes this round will
-    hand enough mass to (``ahead``, kept in ``seen.ahead`` until a round reads them): the
-    next round then needs no call of its own. What the push reads is decided here alone."""
+    Without a filter, a round of at most ``AHEAD_BATCH`` nodes also reads ahead the links of
+    the nodes it will hand enough mass to (``ahead``, kept in ``seen.ahead`` until a round
+    reads them): the next round then needs no call of its own. What the push reads is
+    decided here alone."""
     shut: list[str] = []
     if walk.filter is not None:
         ok = walk.allowed(nodes)
@@ -134,7 +140,7 @@ def _read(
         need = [n for n in nodes if n not in seen.ahead]
         if need:
             plan = None
-            if walk.filter is None:
+            if walk.filter is None and len(need) <= AHEAD_BATCH:
                 share = dict(zip(nodes, ahead.residual))
                 ids = seen.ids()
                 known = [*(ids[i] for i in np.flatnonzero(seen.start >= 0)), *seen.ahead]

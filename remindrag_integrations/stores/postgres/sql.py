@@ -130,11 +130,10 @@ l AS MATERIALIZED (
 p AS (
   SELECT f.n, f.r / count(*) AS share FROM f JOIN l ON l.n = f.n GROUP BY f.n, f.r
   HAVING f.r > %(eps)s * count(*) AND NOT (left(f.n, 2) = 'e-' AND count(*) > %(hub)s)),
-k(n) AS (SELECT unnest(%(known)s::text[])),
-g AS MATERIALIZED (
+g AS MATERIALIZED (  -- NOT IN (subquery): one hash of each list, not a scan per row
   SELECT l.o AS n FROM l JOIN p ON p.n = l.n
-  WHERE NOT EXISTS (SELECT 1 FROM f WHERE f.n = l.o)
-    AND NOT EXISTS (SELECT 1 FROM k WHERE k.n = l.o)
+  WHERE l.o NOT IN (SELECT f.n FROM f)
+    AND l.o NOT IN (SELECT unnest(%(known)s::text[]))
   GROUP BY l.o HAVING %(d)s * sum(p.share) > %(eps)s
   ORDER BY sum(p.share) DESC, l.o LIMIT %(room)s)
 SELECT n, o FROM (
