@@ -20,18 +20,12 @@ node a metadata filter shuts out takes no mass.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
 from .ids import is_anchor, is_chunk, is_entity
-from .store import ReadAhead, SpreadStore
+from .store import SpreadStore
 from .walk import Walk
-
-# a round reading at most this many nodes reads the next round's with it (larger rounds: the
-# next round's mass comes mostly from nodes read before, which the store does not see, and
-# predicting it costs the store more than the round trip it would save)
-AHEAD_BATCH = 64
 
 
 class Local:
@@ -44,9 +38,6 @@ class Local:
         self.start = np.zeros(0, np.int64)  # -1 until a node's edges are read
         self.count = np.zeros(0, np.int64)
         self.shut = np.zeros(0, bool)  # shut out by the metadata filter
-        # links a store read ahead of the push (the next round's, in the same call): not
-        # counted as read until a round reads them
-        self.ahead: dict[str, list[str]] = {}
 
     def see(self, nodes: list[str]) -> None:
         """Give ``nodes`` positions (their edges not read yet)."""
@@ -99,8 +90,7 @@ def push(walk: Walk, restart: dict[str, float], seen: Local | None = None) -> di
             new = new[np.lexsort((new, -residual[new]))][:room]  # largest residual first
             room -= len(new)
             ids = g.ids()
-            ahead = ReadAhead(residual[new].tolist(), eps, d, cfg.prior.max_degree, room)
-            g.add(*_read(walk, [ids[i] for i in new], cfg.prior.max_degree, g, ahead))
+            g.add(*_read(walk, [ids[i] for i in new], cfg.prior.max_degree))
             grow = len(g.start) - len(residual)
             residual, mass = np.pad(residual, (0, grow)), np.pad(mass, (0, grow))
         due = np.flatnonzero((residual > eps * np.maximum(g.count, 1)) & (g.start >= 0) & ~g.shut)
@@ -122,31 +112,16 @@ def push(walk: Walk, restart: dict[str, float], seen: Local | None = None) -> di
     return {ids[i]: float(mass[i]) for i in np.flatnonzero(mass > 0)}
 
 
-def _read(
-    walk: Walk, nodes: list[str], max_degree: int, seen: Local, ahead: ReadAhead
-) -> tuple[dict[str, list[str]], list[str]]:
+def _read(walk: Walk, nodes: list[str], max_degree: int) -> tuple[dict[str, list[str]], list[str]]:
     """The neighbours in the spread of ``nodes`` (their edges read in one store call; a hub
-    entity's: none), and the nodes the metadata filter shuts out (their edges not read).
-    Without a filter, a round of at most ``AHEAD_BATCH`` nodes also reads ahead the links of
-    the nodes it will hand enough mass to (``ahead``, kept in ``seen.ahead`` until a round
-    reads them): the next round then needs no call of its own. What the push reads is
-    decided here alone."""
+    entity's: none), and the nodes the metadata filter shuts out (their edges not read)."""
     shut: list[str] = []
     if walk.filter is not None:
         ok = walk.allowed(nodes)
         shut = [n for n, passes in zip(nodes, ok) if not passes]
         nodes = [n for n, passes in zip(nodes, ok) if passes]
     if isinstance(walk.store, SpreadStore):  # one statement, other ends only (PostgreSQL)
-        need = [n for n in nodes if n not in seen.ahead]
-        if need:
-            plan = None
-            if walk.filter is None and len(need) <= AHEAD_BATCH:
-                share = dict(zip(nodes, ahead.residual))
-                ids = seen.ids()
-                known = [*(ids[i] for i in np.flatnonzero(seen.start >= 0)), *seen.ahead]
-                plan = replace(ahead, residual=[share[n] for n in need], known=known)
-            seen.ahead.update(walk.store.spread_links(need, plan))
-        links = {n: seen.ahead.pop(n) for n in nodes}
+        links = walk.store.spread_links(nodes)
     else:  # the walk's cached reads (the embedded store: no round trip)
         walk.prefetch_edges(nodes)
         links = {

@@ -322,35 +322,14 @@ class TraceClaims(Protocol):
     def release_trace(self, trace_id: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class ReadAhead:
-    """What a store needs to read the push's next round with this one (core/push.py): the
-    residual of each node read (in order), the push's threshold, damping and hub degree, the
-    room left and the nodes whose links are known already."""
-
-    residual: Sequence[float]
-    epsilon: float
-    damping: float
-    max_degree: int
-    room: int
-    known: Sequence[str] = ()
-
-
 @runtime_checkable
 class SpreadStore(Protocol):
     """A store that reads, for many nodes in one call, the other ends of their corpus edges
     to entities and anchors (no chunk ends, no learned edges), in edge id order: what the
     prior's push (core/push.py) spreads over, without the edges' columns."""
 
-    def spread_links(
-        self, node_ids: Sequence[str], ahead: ReadAhead | None = None
-    ) -> dict[str, list[str]]:
-        """Each distinct node's other ends (nodes without such edges: an empty list). With
-        ``ahead`` (``node_ids`` distinct) also, in the same call, those of the next round's
-        nodes: the ends to which the nodes of ``node_ids`` that push now (residual above
-        ``epsilon`` × their ends, no entity with more than ``max_degree``) hand more than
-        ``epsilon`` in all (``damping`` × residual / ends each), not in ``node_ids`` or
-        ``known``, the most first, at most ``room``. A read ahead: any subset would do."""
+    def spread_links(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Each distinct node's other ends (nodes without such edges: an empty list)."""
         ...
 
 

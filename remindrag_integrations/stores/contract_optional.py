@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.errors import InvalidArgumentError, UnknownNodeError
+from ..core.errors import UnknownNodeError
 from ..core.frontier import read_neighborhoods
 from ..core.ids import is_chunk
 from ..core.memory.write import update
-from ..core.store import Follow, ReadAhead
+from ..core.store import Follow
 from .contract_case import StoreUnderTest, cases, raises, write
 from .contract_graph import contract_graph
 
@@ -109,8 +109,7 @@ def adjacency_matches_neighbors(s: StoreUnderTest) -> None:
 
 def spread_links_are_the_other_ends_of_corpus_edges(s: StoreUnderTest) -> None:
     """spread_links() gives each distinct node the other ends of its edges to entities and
-    anchors (no chunk ends, no learned edges), in edge id order; with a ReadAhead, also those
-    of the ends the push hands enough mass to"""
+    anchors (no chunk ends, no learned edges), in edge id order"""
     store = s.filled()
     got = store.spread_links(["e-1002", "a-1100", "e-1002"])
     assert sorted(got) == ["a-1100", "e-1002"]
@@ -119,26 +118,6 @@ def spread_links_are_the_other_ends_of_corpus_edges(s: StoreUnderTest) -> None:
         want = [e.other(n) for e in edges if e.kind != "learned" and not is_chunk(e.other(n))]
         assert ends == want and ends, n
     assert store.spread_links([]) == {}
-    # read ahead: also the links of the ends e-1002 hands more than epsilon to (all of them
-    # here), not those known, at most ``room``; none when it does not push (residual too low)
-    ends = [e for e in got["e-1002"] if e != "e-1002"]
-    far = store.spread_links(["e-1002"], ReadAhead([1.0], 1e-6, 0.8, 100, 100))
-    assert sorted(far) == sorted({"e-1002", *ends})
-    for n, links in far.items():
-        edges = sorted(store.neighbors(n), key=lambda e: e.id)
-        assert links == [
-            e.other(n) for e in edges if e.kind != "learned" and not is_chunk(e.other(n))
-        ]
-    known = store.spread_links(["e-1002"], ReadAhead([1.0], 1e-6, 0.8, 100, 100, ends[1:]))
-    assert sorted(known) == sorted({"e-1002", ends[0]})
-    assert len(store.spread_links(["e-1002"], ReadAhead([1.0], 1e-6, 0.8, 100, 1))) == 2
-    assert list(store.spread_links(["e-1002"], ReadAhead([1e-9], 1e-6, 0.8, 100, 100))) == [
-        "e-1002"
-    ]
-    assert list(store.spread_links(["e-1002"], ReadAhead([1.0], 1e-6, 0.8, 0, 100))) == [
-        "e-1002"
-    ]  # a hub (more ends than max_degree) spreads nothing
-    raises(InvalidArgumentError, lambda: store.spread_links(["e-1002"], ReadAhead([], 0, 0, 1, 1)))
 
 
 def get_chunks_match_get_chunk(s: StoreUnderTest) -> None:

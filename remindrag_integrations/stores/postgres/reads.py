@@ -9,10 +9,9 @@ import numpy as np
 import psycopg
 
 from ...core import filters
-from ...core.errors import EmbeddingError, InvalidArgumentError, UnknownNodeError
+from ...core.errors import EmbeddingError, UnknownNodeError
 from ...core.frontier import Follow, Neighborhood
 from ...core.memory import math as mem
-from ...core.store import ReadAhead
 from ...core.types import Chunk, Edge, Node, NodeKind
 from .base import PgBase, _get
 from .filter_sql import where_sql
@@ -23,7 +22,6 @@ from .sql import (
     _NEIGHBORHOODS,
     _NEIGHBORS,
     _SPREAD_LINKS,
-    _SPREAD_LINKS_AHEAD,
 )
 
 
@@ -161,39 +159,19 @@ class Reads(PgBase):
             edges.sort(key=lambda e: e.id)
         return {n: out[n] for n in ids}
 
-    def spread_links(
-        self, node_ids: Sequence[str], ahead: ReadAhead | None = None
-    ) -> dict[str, list[str]]:
+    def spread_links(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
         """Per node the other ends of its corpus edges to entities and anchors, in edge id
-        order (what the prior's push spreads over), and with ``ahead`` those of the push's
-        next round (see :class:`~...core.store.SpreadStore`), in one statement."""
+        order (what the prior's push spreads over), in one statement."""
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
-        params: dict[str, Any] = {"ns": self.namespace, "ids": ids}
-        sql = _SPREAD_LINKS
-        if ahead is not None and ahead.room > 0:
-            if len(ahead.residual) != len(ids):
-                raise InvalidArgumentError("read ahead: one residual per distinct node")
-            sql = _SPREAD_LINKS_AHEAD
-            params.update(
-                r=[float(x) for x in ahead.residual],
-                eps=float(ahead.epsilon),
-                d=float(ahead.damping),
-                hub=int(ahead.max_degree),
-                room=int(ahead.room),
-                known=list(ahead.known),
-            )
         with self._cursor() as cur:
-            cur.execute(sql, params)
-            rows = cur.fetchall()  # one call: iterating the cursor costs more per row
+            cur.execute(_SPREAD_LINKS, {"ns": self.namespace, "ids": ids})
+            rows = cur.fetchall()
+        rows.sort()
         out: dict[str, list[str]] = {n: [] for n in ids}
-        for n, other in rows:
-            links = out.get(n)
-            if links is None:
-                links = out[n] = []
-            if other is not None:
-                links.append(other)
+        for n, _, other in rows:
+            out[n].append(other)
         return out
 
     def neighborhoods(

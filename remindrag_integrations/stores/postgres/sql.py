@@ -106,41 +106,16 @@ FROM f LEFT JOIN LATERAL (
   WHERE e.namespace = %(ns)s AND e.v = f.n AND e.u <> f.n) y ON true
 """
 
-# The prior's push (core/push.py): per node the other ends of its corpus edges to entities and
-# anchors (no chunk ends, no learned edges) in edge id order; no text, no Edge rows
-_LINKS = """
-  SELECT e.id, e.v AS o FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = {node}
+# The prior's push (core/push.py): per node the edge id and the other end of its corpus edges
+# to entities and anchors (no chunk ends, no learned edges); no text, no Edge rows
+_SPREAD_LINKS = """
+WITH f(n) AS (SELECT DISTINCT unnest(%(ids)s::text[]))
+SELECT f.n, y.id, y.o FROM f CROSS JOIN LATERAL (
+  SELECT e.id, e.v AS o FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = f.n
     AND e.kind <> 'learned' AND left(e.v, 2) <> 'c-'
   UNION ALL
-  SELECT e.id, e.u FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = {node} AND e.u <> {node}
-    AND e.kind <> 'learned' AND left(e.u, 2) <> 'c-'"""
-_SPREAD_LINKS = f"""
-WITH f(n) AS (SELECT DISTINCT unnest(%(ids)s::text[]))
-SELECT f.n, y.o FROM f CROSS JOIN LATERAL ({_LINKS.format(node="f.n")}) y
-ORDER BY f.n, y.id COLLATE "C"
-"""
-# ... and the links of the next round's nodes (a row with a NULL end for one without): the ends
-# that the nodes pushing this round (residual %(r)s above %(eps)s x links, no hub entity) hand
-# more than %(eps)s to, not among %(known)s, the most first, at most %(room)s: two rounds of the
-# push in one statement (a read ahead: the push in core/push.py decides what it reads)
-_SPREAD_LINKS_AHEAD = f"""
-WITH f(n, r) AS (SELECT * FROM unnest(%(ids)s::text[], %(r)s::float8[])),
-l AS MATERIALIZED (
-  SELECT f.n, y.id, y.o FROM f CROSS JOIN LATERAL ({_LINKS.format(node="f.n")}) y),
-p AS (
-  SELECT f.n, f.r / count(*) AS share FROM f JOIN l ON l.n = f.n GROUP BY f.n, f.r
-  HAVING f.r > %(eps)s * count(*) AND NOT (left(f.n, 2) = 'e-' AND count(*) > %(hub)s)),
-g AS MATERIALIZED (  -- NOT IN (subquery): one hash of each list, not a scan per row
-  SELECT l.o AS n FROM l JOIN p ON p.n = l.n
-  WHERE l.o NOT IN (SELECT f.n FROM f)
-    AND l.o NOT IN (SELECT unnest(%(known)s::text[]))
-  GROUP BY l.o HAVING %(d)s * sum(p.share) > %(eps)s
-  ORDER BY sum(p.share) DESC, l.o LIMIT %(room)s)
-SELECT n, o FROM (
-  SELECT n, id, o FROM l
-  UNION ALL
-  SELECT g.n, y.id, y.o FROM g LEFT JOIN LATERAL ({_LINKS.format(node="g.n")}) y ON true) z
-ORDER BY n, id COLLATE "C"
+  SELECT e.id, e.u FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = f.n AND e.u <> f.n
+    AND e.kind <> 'learned' AND left(e.u, 2) <> 'c-') y
 """
 
 # One round trip for a frontier (core/frontier.py): a row per node (edge columns NULL), a row
