@@ -89,14 +89,15 @@ def rank(walk: Walk, merged: bool = False) -> list[RetrievedChunk]:
     scored = [(c, s, walk.sources[c]) for c, s in zip(ids, final.tolist())]
     walk.evidence = {c: _evidence(walk, c, x, m, s) for c, s, x, m in zip(ids, final, cos, mem)}
     fill = _fill(walk, set(ids), cfg.k if merged else cfg.k - len(ids)) if cfg.fill_to_k else []
-    for cid, s in fill:
-        walk.evidence[cid] = _evidence(walk, cid, walk.sims([anchor_of(cid)])[0], 0.0, s)
+    for (cid, s), sim in zip(fill, walk.sims([anchor_of(c) for c, _ in fill])):  # one read
+        walk.evidence[cid] = _evidence(walk, cid, sim, 0.0, s)
     if merged:
         scored = sorted([*scored, *((c, s, "dense_fill") for c, s in fill)], key=lambda t: -t[1])
     else:
         scored = sorted(scored, key=lambda t: -t[1]) + [(c, s, "dense_fill") for c, s in fill]
-    out = [RetrievedChunk(walk.chunk(c), s, how) for c, s, how in scored[: cfg.k]]  # type: ignore[arg-type]
-    return out
+    top = scored[: cfg.k]
+    chunks = walk.chunks([c for c, _, _ in top])  # one read
+    return [RetrievedChunk(ch, s, how) for ch, (_, s, how) in zip(chunks, top)]  # type: ignore[arg-type]
 
 
 def _evidence(walk: Walk, chunk_id: str, cos: float, mem: float, score: float) -> dict:

@@ -333,12 +333,24 @@ class SpreadStore(Protocol):
         ...
 
 
+@runtime_checkable
+class ChunkBatchStore(Protocol):
+    """Reads many chunks in one call (PostgreSQL: one statement): what ranking a query's
+    results reads. Without it, ``get_chunk`` chunk by chunk."""
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The chunks, in the order asked (repeats included); an unknown id raises
+        :class:`~.errors.UnknownNodeError`."""
+        ...
+
+
 CAPABILITIES: Mapping[str, type] = {
     "lexical": LexicalStore,
     "snapshot": SnapshotStore,
     "frontier": FrontierStore,
     "adjacency": AdjacencyStore,
     "spread_links": SpreadStore,
+    "chunks": ChunkBatchStore,
     "batch_search": BatchSearchStore,
     "graph_matrix": MatrixStore,
     "settings": SettingsStore,

@@ -15,6 +15,7 @@ from .config import RetrievalConfig
 from .frontier import Follow, adjacency, neighborhoods
 from .ids import is_chunk
 from .protocols import GraphStore
+from .store import ChunkBatchStore
 from .types import Chunk, Edge, Move, Node, NodeKind, Triple
 
 if TYPE_CHECKING:
@@ -141,6 +142,14 @@ class Walk:
         if chunk_id not in self._chunks:
             self._chunks[chunk_id] = self.store.get_chunk(chunk_id)
         return self._chunks[chunk_id]
+
+    def chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The chunks, those not read yet in one store call when the store reads many at
+        once (one statement on PostgreSQL), else one by one."""
+        missing = [c for c in dict.fromkeys(chunk_ids) if c not in self._chunks]
+        if missing and isinstance(self.store, ChunkBatchStore):
+            self._chunks.update(zip(missing, self.store.get_chunks(missing)))
+        return [self.chunk(c) for c in chunk_ids]
 
     def sims(self, node_ids: Sequence[str]) -> list[float]:
         """cos(q̂, node) for each node (embeddings are unit rows)."""

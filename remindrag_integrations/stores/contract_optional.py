@@ -120,6 +120,15 @@ def spread_links_are_the_other_ends_of_corpus_edges(s: StoreUnderTest) -> None:
     assert store.spread_links([]) == {}
 
 
+def get_chunks_match_get_chunk(s: StoreUnderTest) -> None:
+    """get_chunks() gives the chunks in the order asked, repeats included, as get_chunk()"""
+    store = s.filled()
+    ids = ["c-2200", "c-1100", "c-2200", "c-1200"]
+    assert store.get_chunks(ids) == [store.get_chunk(c) for c in ids]
+    assert store.get_chunks([]) == []
+    raises(UnknownNodeError, lambda: store.get_chunks(["c-1100", "c-ffff"]))
+
+
 def search_many_matches_one_search_per_row(s: StoreUnderTest) -> None:
     """search_many() gives, row by row, what search() gives"""
     store = s.filled()
@@ -177,6 +186,7 @@ CASES = [
     *cases("frontier", neighborhoods_match_the_plain_reads),
     *cases("adjacency", adjacency_matches_neighbors),
     *cases("spread_links", spread_links_are_the_other_ends_of_corpus_edges),
+    *cases("chunks", get_chunks_match_get_chunk),
     *cases("batch_search", search_many_matches_one_search_per_row),
     *cases("graph_matrix", graph_matrix_spreads_over_entities_and_anchors),
     *cases("settings", settings_round_trip),
