@@ -234,19 +234,15 @@ def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
     configs = {"": {}, **{k: v for k, v in args.configs.items()}}
     res = time_queries(stores, qs, args.passes, configs)
     chunks = res.pop("chunks")
-    if args.pg_only:
-        row.update(res)
-        row["load_avg_after_queries"] = load_avg()
-        counting.close()
-        return row
-    row["same_chunks_share"] = same_share(chunks["embedded"], chunks["postgres"])
-    for label in args.configs:
-        e, p = chunks[f"embedded:{label}"], chunks[f"postgres:{label}"]
-        row[f"same_chunks_share:{label}"] = same_share(e, p)
-        row[f"same_chunks_as_default:{label}"] = {
-            "embedded": same_share(e, chunks["embedded"]),
-            "postgres": same_share(p, chunks["postgres"]),
-        }
+    if not args.pg_only:
+        row["same_chunks_share"] = same_share(chunks["embedded"], chunks["postgres"])
+        for label in args.configs:
+            e, p = chunks[f"embedded:{label}"], chunks[f"postgres:{label}"]
+            row[f"same_chunks_share:{label}"] = same_share(e, p)
+            row[f"same_chunks_as_default:{label}"] = {
+                "embedded": same_share(e, chunks["embedded"]),
+                "postgres": same_share(p, chunks["postgres"]),
+            }
     row.update(res)
     row["load_avg_after_queries"] = load_avg()
     if args.qps_seconds > 0:

