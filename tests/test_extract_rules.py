@@ -205,6 +205,10 @@ def test_a_capitalised_particle_opens_a_name_before_a_capitalised_word() -> None
         "La Paz",
     ]
     assert ents("Al Pacino starred beside Robert De Niro.") == ["Al Pacino", "Robert De Niro"]
+    assert ents("the Mobile, AL Combined Statistical Area") == [
+        "Mobile",
+        "Combined Statistical Area",
+    ]
     # a function word still goes, and a particle alone is no name
     assert ents("The Beatles played Of Mice and Men in La.") == ["Beatles", "Mice", "Men"]
 

@@ -183,11 +183,13 @@ def _ends_name(suffix: str) -> bool:
 
 
 def _opens_name(words: list[str]) -> bool:
-    """A capitalised name particle before a capitalised word: "Des Moines", "Le Mans"."""
+    """A capitalised name particle before a capitalised word: "Des Moines", "Le Mans" (not
+    an acronym: "AL East", "DE" are the league and the state)."""
     first = words[0]
     return (
         len(words) > 1
         and first[0].isupper()
+        and first[1:] == first[1:].lower()
         and first.lower() in _OPENING_PARTICLES
         and words[1][0].isupper()
     )
