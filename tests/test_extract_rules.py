@@ -196,23 +196,6 @@ def test_an_english_word_after_a_hyphen_still_ends_the_name() -> None:
     ]
 
 
-def test_a_capitalised_particle_opens_a_name_before_a_capitalised_word() -> None:
-    assert ents("He moved to Des Moines, Iowa, in 1990.") == ["Des Moines", "Iowa"]
-    assert ents("De Gaulle met Van Morrison at Le Mans and in La Paz.") == [
-        "De Gaulle",
-        "Van Morrison",
-        "Le Mans",
-        "La Paz",
-    ]
-    assert ents("Al Pacino starred beside Robert De Niro.") == ["Al Pacino", "Robert De Niro"]
-    assert ents("the Mobile, AL Combined Statistical Area") == [
-        "Mobile",
-        "Combined Statistical Area",
-    ]
-    # a function word still goes, and a particle alone is no name
-    assert ents("The Beatles played Of Mice and Men in La.") == ["Beatles", "Mice", "Men"]
-
-
 def test_a_common_word_opening_a_sentence_is_dropped_but_a_heading_is_kept() -> None:
     text = "Lilu (mythology)\nA lilu is a spirit. Born in Paris, she was born in Akkad."
     assert ents(text) == ["Lilu", "Paris", "Akkad"]

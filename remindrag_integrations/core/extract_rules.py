@@ -17,8 +17,6 @@ van Beethoven") or "&" ("Simon & Schuster"), with numbers allowed after its firs
   Magazine"); a lowercase hyphen suffix that is an English word ends the name ("Los
   Angeles-based" -> "Los Angeles", "Vietnam-era", "Paris-born"), one romanised syllable
   (Chinese, Korean, ...) stays part of it ("Kim Jong-il", "Chiang Kai-shek");
-- a capitalised particle that is not a function word opens a name when a capitalised word
-  follows ("Des Moines", "De Gaulle", "Van Morrison"; "The Beatles" still -> "Beatles");
 - a short capitalised phrase in double quotes is one entity (a title: "Pride and Prejudice");
 - a single capitalised word opening a sentence is dropped when the text also uses it in lower
   case ("Born in Paris, ... was born" -> "Paris").
@@ -52,7 +50,6 @@ _MAX_TITLE_WORDS = 8
 _MAX_NAME_WORDS = 10
 _EDGE_WORDS = FUNCTION_WORDS | NAME_PARTICLES  # never the first or last word of a name
 _NOT_TITLE = MONTHS_AND_DAYS | DEMONYMS | {"a", "an", "the"}
-_OPENING_PARTICLES = NAME_PARTICLES - FUNCTION_WORDS  # "Des Moines", "Van Morrison"
 # one syllable of a romanised name (pinyin, Wade-Giles, Korean, ...): an optional onset (one
 # consonant, a digraph, an aspiration mark, a glide), one to three vowels, an optional final
 # n / ng / m / k / l / p / t / h: "shek", "il", "chul", "hwan", "t'ung", "young", "kuo".
@@ -182,23 +179,10 @@ def _ends_name(suffix: str) -> bool:
     return _SYLLABLE_RE.fullmatch(word) is None
 
 
-def _opens_name(words: list[str]) -> bool:
-    """A capitalised name particle before a capitalised word: "Des Moines", "Le Mans" (not
-    an acronym: "AL East", "DE" are the league and the state)."""
-    first = words[0]
-    return (
-        len(words) > 1
-        and first[0].isupper()
-        and first[1:] == first[1:].lower()
-        and first.lower() in _OPENING_PARTICLES
-        and words[1][0].isupper()
-    )
-
-
 def _clean(run: list[_Tok], after_the: bool) -> str:
     """The entity name of one run, or "" when the run names nothing."""
     words = [t.text for t in run]
-    while words and words[0].lower() in _EDGE_WORDS and not _opens_name(words):
+    while words and words[0].lower() in _EDGE_WORDS:
         after_the = words[0].lower() == "the"
         words = words[1:]
     if not (after_the and words and _YEAR_RE.fullmatch(words[0])):
