@@ -162,6 +162,40 @@ def test_hyphens() -> None:
     assert ents("Europe after post-World War II rebuilding.") == ["Europe", "World War II"]
 
 
+def test_a_romanised_syllable_after_a_hyphen_stays_in_the_name() -> None:
+    text = "Kim Jong-il succeeded Kim Il-sung in 1994; Kim Jong-chul is Kim Jong-il's son."
+    assert ents(text) == ["Kim Jong-il", "Kim Il-sung", "Kim Jong-chul"]
+    assert ents("Chiang Kai-shek fled to Taipei with Chiang Ching-kuo.") == [
+        "Chiang Kai-shek",
+        "Taipei",
+        "Chiang Ching-kuo",
+    ]
+    assert ents("It was directed by Wong Kar-wai and scored by Hwang Yau-tai.") == [
+        "Wong Kar-wai",
+        "Hwang Yau-tai",
+    ]
+    assert ents("The band's guitarist Jung Joon-young met Uhm Ji-won.") == [
+        "Jung Joon-young",
+        "Uhm Ji-won",
+    ]
+
+
+def test_an_english_word_after_a_hyphen_still_ends_the_name() -> None:
+    text = "A Vietnam-era film by a Paris-born director for a Hong Kong-owned firm."
+    assert ents(text) == ["Vietnam", "Paris", "Hong Kong"]
+    assert ents("The Nimitz-class carrier carried Oscar-winning Tamil-language films.") == [
+        "Nimitz",
+        "Oscar",
+        "Tamil",
+    ]
+    # syllable-shaped English ("-run", "-out") is cut as before; "ray" is no syllable
+    assert ents("The Taliban-run town had a Burnt-out church and a Blu-ray shop.") == [
+        "Taliban",
+        "Burnt",
+        "Blu",
+    ]
+
+
 def test_a_common_word_opening_a_sentence_is_dropped_but_a_heading_is_kept() -> None:
     text = "Lilu (mythology)\nA lilu is a spirit. Born in Paris, she was born in Akkad."
     assert ents(text) == ["Lilu", "Paris", "Akkad"]

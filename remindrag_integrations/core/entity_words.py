@@ -36,6 +36,11 @@ NAME_PARTICLES = _words(
     "of the de du des la le les von van der den da di del della dos das do y al el bin ibn"
 )
 
+# English particles and heads that follow a name's hyphen ("Taliban-run", "Burnt-out"), some
+# of a romanised syllable's shape: they end the name like any other English suffix; the
+# function words above are read the same way
+HYPHEN_ENGLISH = _words("out up off down back away run long")
+
 # abbreviations written with a period that does not end the sentence ("St. Louis")
 ABBREVIATIONS = _words(
     """

@@ -14,7 +14,9 @@ van Beethoven") or "&" ("Simon & Schuster"), with numbers allowed after its firs
 - a nationality adjective alone is no entity ("a 1994 American film" -> nothing), inside a
   name it stays ("American Civil War");
 - a final possessive goes ("Romero's film" -> "Romero"), an inner one stays ("Arthur's
-  Magazine"); a lowercase hyphen suffix ends the name ("Los Angeles-based" -> "Los Angeles");
+  Magazine"); a lowercase hyphen suffix that is an English word ends the name ("Los
+  Angeles-based" -> "Los Angeles", "Vietnam-era", "Paris-born"), one romanised syllable
+  (Chinese, Korean, ...) stays part of it ("Kim Jong-il", "Chiang Kai-shek");
 - a short capitalised phrase in double quotes is one entity (a title: "Pride and Prejudice");
 - a single capitalised word opening a sentence is dropped when the text also uses it in lower
   case ("Born in Paris, ... was born" -> "Paris").
@@ -25,7 +27,14 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .entity_words import ABBREVIATIONS, DEMONYMS, FUNCTION_WORDS, MONTHS_AND_DAYS, NAME_PARTICLES
+from .entity_words import (
+    ABBREVIATIONS,
+    DEMONYMS,
+    FUNCTION_WORDS,
+    HYPHEN_ENGLISH,
+    MONTHS_AND_DAYS,
+    NAME_PARTICLES,
+)
 from .errors import InvalidArgumentError
 from .prompts import Extraction
 from .text import first_sentence
@@ -41,6 +50,16 @@ _MAX_TITLE_WORDS = 8
 _MAX_NAME_WORDS = 10
 _EDGE_WORDS = FUNCTION_WORDS | NAME_PARTICLES  # never the first or last word of a name
 _NOT_TITLE = MONTHS_AND_DAYS | DEMONYMS | {"a", "an", "the"}
+# one syllable of a romanised name (pinyin, Wade-Giles, Korean, ...): an optional onset (one
+# consonant, a digraph, an aspiration mark, a glide), one to three vowels, an optional final
+# n / ng / m / k / l / p / t / h: "shek", "il", "chul", "hwan", "t'ung", "young", "kuo".
+# English attributive suffixes rarely have that shape: "based", "born", "era", "class",
+# "style", "owned", "language", "speaking"
+_VOWEL = "aeiouàáâãäåèéêëìíîïòóôõöùúûüāēīōūŏŭə"
+_SYLLABLE_RE = re.compile(
+    rf"(?:(?:ch|sh|zh|ts|tz|hs|jj|kk|pp|ss|tt|[bcdfghjklmnpqrstxz])['’]?[hwy]?|[wy])?"
+    rf"[{_VOWEL}]{{1,3}}(?:ng|[nmklpth])?"
+)
 
 
 class _Tok(NamedTuple):
@@ -134,7 +153,7 @@ def _runs(sentence: list[_Tok], skip: list[tuple[int, int, str]]) -> list[tuple[
             cur += [*pending, t]
             pending = []
             head, _, tail = t.text.rpartition("-")
-            if t.cap and head and tail[:1].islower():  # "Los Angeles-based": ends here
+            if t.cap and head and _ends_name(tail):  # "Los Angeles-based": ends here
                 cur[-1] = _Tok(head, t.start)
                 flush()
         elif cur and not quoted and (t.text in NAME_PARTICLES or t.text == "&"):
@@ -144,6 +163,20 @@ def _runs(sentence: list[_Tok], skip: list[tuple[int, int, str]]) -> list[tuple[
         prev = t.text.lower()
     flush()
     return runs
+
+
+def _ends_name(suffix: str) -> bool:
+    """Whether a lowercase hyphen suffix is English that ends the name before it ("-based",
+    "-born", "-era") rather than a syllable of a romanised name ("-il", "-shek")."""
+    if not suffix[:1].islower():
+        return False
+    word = suffix.lower()
+    if word[-2:] in ("'s", "’s"):  # "Kim Il-sung's": the possessive goes later
+        word = word[:-2]
+    word = word.rstrip("'’")
+    if word in FUNCTION_WORDS or word in HYPHEN_ENGLISH:
+        return True
+    return _SYLLABLE_RE.fullmatch(word) is None
 
 
 def _clean(run: list[_Tok], after_the: bool) -> str:
