@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,6 +36,9 @@ from remindrag_integrations.adapters.onnx_embedder import MODEL_FILE, _batches, 
 from remindrag_integrations.core import indexing
 from remindrag_integrations.core.extract_rules import rule_based_extraction
 from remindrag_integrations.core.insert import plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from indexing import table  # noqa: E402  (the same printed tables as the floor's)
 
 QUANTIZED = {
     "int8/token q,k,v,up": lambda name: "/attention/self/" in name or "/intermediate/" in name,
@@ -213,16 +217,6 @@ def merge_check(
             "differing": sum(a != b for a, b in zip(truth, got)),
         }
     return out
-
-
-def table(title: str, header: list[str], rows: list[list[Any]]) -> None:
-    print(f"\n{title}")
-    cells = [header] + [[f"{c:.3f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    for i, r in enumerate(cells):
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
 
 
 def corpus(data: Path, name: str) -> list[tuple[str, str]]:

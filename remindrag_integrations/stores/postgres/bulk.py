@@ -201,14 +201,8 @@ class BulkLoad:
         t = time.perf_counter()
         try:
             yield
-        except _RETRYABLE:
-            raise
-        except psycopg.OperationalError as exc:
-            raise BulkLoadError(
-                f"bulk load failed in phase {name!r}, nothing of the batch was written: {exc}"
-            ) from exc
-        except (errors.ForeignKeyViolation, errors.UniqueViolation):
-            raise
+        except (*_RETRYABLE, errors.ForeignKeyViolation, errors.UniqueViolation):
+            raise  # retried with the whole transaction, or the caller's typed error
         except psycopg.Error as exc:
             raise BulkLoadError(
                 f"bulk load failed in phase {name!r}, nothing of the batch was written: {exc}"
