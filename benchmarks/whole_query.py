@@ -1,7 +1,7 @@
 """A whole zero-token query at scale, embedded store and PostgreSQL side by side (issue 25).
 
     python benchmarks/whole_query.py --edges 100000 1000000 [--queries 30] [--first-query]
-        [--configs '{"power": {"prior": {"push_epsilon": 0}}}'] [--pg-only]
+        [--configs '{"power": {"prior": {"push_epsilon": 0}}}'] [--pg-only] [--pg-ef-search 200]
 
 Per size, the corpus-shaped synthetic graph of ``store_latency.py`` (dim 128) is loaded into
 the embedded store (not with ``--pg-only``) and (one bulk ``add_graph``) into PostgreSQL;
@@ -230,6 +230,8 @@ def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
     counting = CountingPg(dsn, namespace=ns)
     stores["postgres"] = counting
     row["memory_write_ms"] = {name: timed_warm(store, qs) for name, store in stores.items()}
+    for ef in args.pg_ef_search:  # the same tenant read with another hnsw.ef_search (no writes)
+        stores[f"postgres_ef{ef}"] = CountingPg(dsn, namespace=ns, ef_search=ef)
     row["load_avg_before_queries"] = load_avg()
     configs = {"": {}, **{k: v for k, v in args.configs.items()}}
     res = time_queries(stores, qs, args.passes, configs)
@@ -243,6 +245,10 @@ def run_size(n: int, args: argparse.Namespace, dsn: str) -> dict:
                 "embedded": same_share(e, chunks["embedded"]),
                 "postgres": same_share(p, chunks["postgres"]),
             }
+    for ef in args.pg_ef_search:
+        other = chunks[f"postgres_ef{ef}"]
+        row[f"same_chunks_as_postgres:ef{ef}"] = same_share(other, chunks["postgres"])
+        stores[f"postgres_ef{ef}"].close()
     row.update(res)
     row["load_avg_after_queries"] = load_avg()
     if args.qps_seconds > 0:
@@ -284,6 +290,13 @@ def main() -> None:
     ap.add_argument("--first-query", action="store_true")
     ap.add_argument("--pg-only", action="store_true", help="PostgreSQL alone (10 M edges)")
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server)")
+    ap.add_argument(
+        "--pg-ef-search",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also time PostgreSQL with these hnsw.ef_search values (the store's default: 800)",
+    )
     ap.add_argument("--tag", default="", help="suffix of the result files")
     ap.add_argument(
         "--configs",
