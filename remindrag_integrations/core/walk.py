@@ -12,7 +12,7 @@ import numpy as np
 
 from . import filters
 from .config import RetrievalConfig
-from .frontier import Follow, adjacency, neighborhoods
+from .frontier import Follow, FrontierStore, adjacency, neighborhoods
 from .ids import is_chunk
 from .protocols import GraphStore
 from .store import ChunkBatchStore
@@ -195,7 +195,12 @@ class Walk:
 
     # --- growing the subgraph ---------------------------------------------------------------
     def add(self, node_id: str, parent: str | None, edge: Edge | None, source: str) -> None:
-        """Add a node; entering an anchor reads its chunk (a free ``read`` move)."""
+        """Add a node; entering an anchor reads its chunk (a free ``read`` move). A node a
+        move enters is read whole (node, embedding, edges, their memory: what entering it and
+        the next step's options read) in one call on a store that answers neighbourhoods in
+        one round trip (PostgreSQL: one statement instead of three)."""
+        if source == "traversal" and isinstance(self.store, FrontierStore):
+            self.prefetch([node_id])
         self.parents[node_id] = (parent, edge.id if edge else None)
         (node,) = self.nodes([node_id])
         if node.kind == "chunk":

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,20 +99,23 @@ def load(
         raise StoreCorruptError(f"store at {root} has malformed content: {exc}") from exc
 
 
-def _stepper(progress: ProgressFn | None) -> Any:
+def _stepper(progress: ProgressFn | None) -> Callable[[], None]:
     """A function that reports the next of :data:`LOAD_STEPS` done."""
-    done = [0]
+    count = itertools.count(1)
 
     def step() -> None:
-        done[0] += 1
+        done = next(count)
         if progress is not None:
-            progress(done[0], len(LOAD_STEPS))
+            progress(done, len(LOAD_STEPS))
 
     return step
 
 
 def _restore(
-    store: InMemoryGraphStore, manifest: dict, files: dict[str, bytes], step: Any
+    store: InMemoryGraphStore,
+    manifest: dict,
+    files: dict[str, bytes],
+    step: Callable[[], None],
 ) -> InMemoryGraphStore:
     def read(name: str) -> Any:
         return json.loads(files[name])

@@ -17,7 +17,6 @@ from ..errors import LLMOutputError
 from ..ids import is_chunk, norm_name
 from ..memory.math import replay_scores
 from ..prompts import extract_json
-from ..store import FrontierStore
 from ..types import Edge, Move
 from ..walk import Walk
 
@@ -161,10 +160,6 @@ def apply(walk: Walk, move: LegalMove, current: str, note: str = "") -> str:
     """Make a legal move from ``current``; returns the new current node."""
     edge = move.edge
     if edge is not None:
-        if isinstance(walk.store, FrontierStore):  # a round trip per read (PostgreSQL)
-            # the node, its embedding, edges and their memory in one read: what entering it
-            # and the next step's options read (three statements else)
-            walk.prefetch([move.node])
         walk.add(move.node, current, edge, "traversal")
         walk.hops += 1
     edge_id = edge.id if edge is not None else None

@@ -170,9 +170,10 @@ class BulkLoad:
             for table in ("rr_chunks", "rr_nodes", "rr_edges"):  # the order writers lock them
                 if table == "rr_nodes":
                     load._drop_hnsw(new.get("vectors", 0))
+                if not _outgrown(held[table], new.get(table, 0), opts.rebuild_ratio):
+                    continue
                 for item in DEFERRED:
-                    stale = _outgrown(held[table], new.get(table, 0), opts.rebuild_ratio)
-                    if item.table == table and stale and _exists(cur, item):
+                    if item.table == table and _exists(cur, item):
                         cur.execute(item.drop)
                         load.dropped.append(item)
         return load
