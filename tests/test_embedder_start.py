@@ -59,6 +59,68 @@ def test_a_text_gets_the_same_vector_in_any_batch():
     np.testing.assert_allclose(together, reversed_, atol=1e-5)
 
 
+FACT = "The Zorblax lighthouse at the end of the pier is painted a vivid orange."
+
+
+def long_text() -> str:
+    """Real passages well past the model's 256 word pieces, a fact planted at the end."""
+    return "\n".join([*passages(10), FACT])
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-fp32", "torch"])
+def test_a_long_text_is_read_whole_not_cut_at_the_window(backend):
+    """The packaged model reads 256 word pieces: a longer chunk's vector was its first
+    window alone, so a question about its end did not match it. Now it is the mean of its
+    windows on every backend; ``long_texts="truncate"`` keeps the first window."""
+    if backend != "torch":
+        pytest.importorskip("onnxruntime")
+    from remindrag_integrations.adapters import embeddings
+
+    def make(how: str):
+        if backend == "torch":
+            return SentenceTransformerEmbedder(long_texts=how)
+        from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
+
+        return OnnxEmbedder(packaged_model_path(), quantized=backend == "onnx", long_texts=how)
+
+    text, question = long_text(), "What colour is the Zorblax lighthouse painted?"
+    whole, cut = make("windows"), make("truncate")
+    assert embeddings.default_embedder().long_texts == "windows"  # type: ignore[attr-defined]
+    first = cut.embed([passages(1)[0], text])
+    q = whole.embed([question])[0]
+    v_whole, v_cut = whole.embed([text])[0], first[1]
+    assert float(q @ v_whole) > float(q @ v_cut) + 0.05
+    # a text inside the window gets the same vector either way
+    np.testing.assert_allclose(whole.embed(passages(1))[0], first[0], atol=1e-5)
+    # and a long text's vector does not depend on what else is in the call
+    np.testing.assert_allclose(whole.embed(["Paris", text, *passages(3)])[1], v_whole, atol=1e-5)
+
+
+def test_backends_agree_on_long_texts():
+    pytest.importorskip("onnxruntime")
+    from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
+
+    texts = [long_text(), "Paris", *passages(2), long_text()[500:]]
+    ref = SentenceTransformerEmbedder(batch_size=2).embed(texts)
+    exact = OnnxEmbedder(packaged_model_path(), quantized=False).embed(texts)
+    assert np.sum(exact * ref, axis=1).min() >= 0.999
+
+
+def test_an_unknown_long_texts_mode_is_a_config_error(monkeypatch):
+    from remindrag_integrations.adapters.embeddings import default_embedder
+
+    with pytest.raises(ConfigError, match="long_texts"):
+        default_embedder("mean")
+    with pytest.raises(ConfigError, match="long_texts"):
+        SentenceTransformerEmbedder(long_texts="first")
+    monkeypatch.setenv("REMINDRAG_LONG_TEXTS", "truncate")
+    assert default_embedder().long_texts == "truncate"  # type: ignore[attr-defined]
+    assert default_embedder("windows").long_texts == "windows"  # type: ignore[attr-defined]
+    monkeypatch.setenv("REMINDRAG_LONG_TEXTS", "half")
+    with pytest.raises(ConfigError, match="REMINDRAG_LONG_TEXTS"):
+        default_embedder()
+
+
 def test_short_texts_never_load_the_int8_graph():
     """A question or an entity name stays on float32: the query path loads one session."""
     pytest.importorskip("onnxruntime")

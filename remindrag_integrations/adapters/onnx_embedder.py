@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import EmbeddingError
+from .embeddings import WINDOW_STRIDE, check_long_texts, mean_of_windows
 
 EXPORT_VERSION = 2  # bump when the exported graph changes (2: eager attention, int8 graph)
 MODEL_FILE = "model.onnx"
@@ -205,12 +206,14 @@ class OnnxEmbedder:
         threads: int | None = None,
         quantized: bool = True,
         token_budget: int = TOKEN_BUDGET,
+        long_texts: str = "windows",
     ) -> None:
         self.model_dir = Path(model_dir)
         self.batch_size = batch_size  # texts per batch at most
         self.threads = threads
         self.quantized = quantized
         self.token_budget = token_budget
+        self.long_texts = check_long_texts(long_texts)
         self._session: Any = None
         self._int8: Any = None
         self._int8_file: Path | None = None  # None: no int8 graph (or quantized=False)
@@ -240,7 +243,8 @@ class OnnxEmbedder:
                 where = export(self.model_dir)
                 meta = json.loads((where / META_FILE).read_text(encoding="utf-8"))
                 tok = Tokenizer.from_file(str(where / "tokenizer.json"))
-                tok.enable_truncation(int(meta["max_seq_length"]))
+                # a longer text's further windows in each encoding's ``overflowing``
+                tok.enable_truncation(int(meta["max_seq_length"]), stride=WINDOW_STRIDE)
                 tok.no_padding()  # batches are padded here, to their own longest text
                 if self.quantized and meta.get("int8"):
                     self._int8_file = where / meta["int8"]
@@ -262,8 +266,18 @@ class OnnxEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         session, tok = self._load()
         enc = tok.encode_batch(list(texts))
+        if self.long_texts == "truncate" or not any(e.overflowing for e in enc):
+            return self._embed_encoded(session, enc)
+        windows = [w for e in enc for w in e.overflowing]
+        owner = list(range(len(enc))) + [i for i, e in enumerate(enc) for _ in e.overflowing]
+        pieces = np.fromiter((len(e.ids) for e in enc + windows), dtype=np.int64)
+        vecs = self._embed_encoded(session, enc + windows)
+        return mean_of_windows(vecs, owner, pieces, len(enc))
+
+    def _embed_encoded(self, session: Any, enc: list[Any]) -> np.ndarray:
+        """One unit vector per encoding (one window of a text)."""
         lens = np.fromiter((len(e.ids) for e in enc), dtype=np.int64, count=len(enc))
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        out = np.zeros((len(enc), self.dimension), dtype=np.float32)
         order = np.argsort(lens, kind="stable")  # batches of similar length pad little
         int8_file, cut = self._int8_file, len(order)
         if int8_file is not None:

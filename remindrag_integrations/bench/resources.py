@@ -79,19 +79,28 @@ class CachedEmbedder:
         self._disk = merged
 
 
-def make_embedder(spec: str, cache_dir: str | os.PathLike[str] | None = None) -> CachedEmbedder:
+def make_embedder(
+    spec: str, cache_dir: str | os.PathLike[str] | None = None, long_texts: str = "windows"
+) -> CachedEmbedder:
     """``hash`` (tests), ``minilm`` (the packaged default) or a sentence-transformers model;
-    with ``cache_dir`` the vectors are kept on disk between runs."""
+    with ``cache_dir`` the vectors are kept on disk between runs; ``long_texts``: how the
+    packaged model embeds texts longer than its window (``windows``, the default, or
+    ``truncate``)."""
     if spec == "hash":
         return CachedEmbedder(_UnitHash())
     from ..adapters.embeddings import SentenceTransformerEmbedder, default_embedder
 
     # minilm: the library's default (onnxruntime unless REMINDRAG_EMBEDDER_BACKEND=torch), so
     # the bench times what a user's queries do; each backend keeps its own cache file
-    inner = default_embedder() if spec == "minilm" else SentenceTransformerEmbedder(spec)
+    inner = (
+        default_embedder(long_texts)
+        if spec == "minilm"
+        else SentenceTransformerEmbedder(spec, long_texts=long_texts)
+    )
     name = spec.replace("/", "_")
     if spec == "minilm" and not isinstance(inner, SentenceTransformerEmbedder):
         name += "-onnx-int8" if getattr(inner, "quantized", False) else "-onnx"
+    name += "-win" if long_texts == "windows" else ""  # long texts' vectors differ
     path = Path(cache_dir) / f"{name}.npz" if cache_dir else None
     return CachedEmbedder(inner, path)
 
