@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import EmbeddingError
-from .embeddings import WINDOW_STRIDE, check_long_texts, mean_of_windows
+from .windows import WINDOW_STRIDE, check_long_texts, mean_of_windows
 
 EXPORT_VERSION = 2  # bump when the exported graph changes (2: eager attention, int8 graph)
 MODEL_FILE = "model.onnx"
