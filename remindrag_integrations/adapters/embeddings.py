@@ -102,8 +102,9 @@ class SentenceTransformerEmbedder:
             stride=WINDOW_STRIDE,
             return_overflowing_tokens=True,
         )
-        ids, owner = enc["input_ids"], enc["overflow_to_sample_mapping"]
-        if len(ids) == len(texts):  # nothing past the window
+        owner = enc.get("overflow_to_sample_mapping")  # none from a slow (Python) tokenizer
+        ids = enc["input_ids"]
+        if owner is None or len(ids) == len(texts):  # nothing past the window, or no windows
             return self._encode(model, texts)
         vecs = np.zeros((len(ids), self.dimension), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda j: len(ids[j]))  # batches that pad little
