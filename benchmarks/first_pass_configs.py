@@ -19,6 +19,7 @@ import os
 import time
 from typing import Any
 
+from remindrag_integrations.adapters.windows import LONG_TEXTS
 from remindrag_integrations.bench import metrics as M
 from remindrag_integrations.bench.data import Dataset, load_dataset
 from remindrag_integrations.bench.resources import make_embedder
@@ -79,7 +80,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument(
         "--long-texts",
-        choices=("windows", "truncate"),
+        choices=LONG_TEXTS,
         default="windows",
         help="how the packaged embedder reads chunks past its 256 word pieces",
     )

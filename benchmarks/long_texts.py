@@ -26,14 +26,14 @@ from indexing import table  # benchmarks/indexing.py, next to this script
 
 from remindrag_integrations import ReMindRAG
 from remindrag_integrations.adapters.embeddings import default_embedder
+from remindrag_integrations.bench.data import load_dataset
 
 MODES = ("truncate", "windows")
 
 
 def corpus(data: Path, name: str) -> list[tuple[str, str]]:
-    path = data / f"{name}.corpus.jsonl"
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    return [(r["pid"], r["text"]) for r in rows]
+    """The set's passages as (id, text): the raw corpus rows, no title line added."""
+    return [(pid, row["text"]) for pid, row in load_dataset(name, data).corpus.items()]
 
 
 def pieces(embedder: Any, texts: list[str]) -> tuple[int, int, int]:

@@ -90,8 +90,8 @@ class SentenceTransformerEmbedder:
         return np.asarray(vecs, dtype=np.float32)
 
     def _embed_windows(self, model: Any, texts: list[str]) -> np.ndarray:
-        """As :meth:`_encode` when every text fits the model's window; else every window of
-        every text through the model (the tokenizer cuts them), each text the mean of its."""
+        """Every window of every text through the model (the tokenizer cuts them, once), each
+        text the mean of its windows: a text that fits is its one window."""
         import torch
 
         tok = model.tokenizer
@@ -102,19 +102,19 @@ class SentenceTransformerEmbedder:
             stride=WINDOW_STRIDE,
             return_overflowing_tokens=True,
         )
-        owner = enc.get("overflow_to_sample_mapping")  # none from a slow (Python) tokenizer
-        ids = enc["input_ids"]
-        if owner is None or len(ids) == len(texts):  # nothing past the window, or no windows
+        owner = enc.get("overflow_to_sample_mapping")
+        if owner is None:  # a slow (Python) tokenizer cuts no windows: the first one
             return self._encode(model, texts)
+        ids = enc["input_ids"]
         vecs = np.zeros((len(ids), self.dimension), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda j: len(ids[j]))  # batches that pad little
         for at in range(0, len(order), self.batch_size):
             rows = order[at : at + self.batch_size]
             batch = tok.pad({"input_ids": [ids[j] for j in rows]}, return_tensors="pt")
-            feats = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+            feats = {k: batch[k].to(model.device) for k in ("input_ids", "attention_mask")}
             with torch.inference_mode():
                 emb = model(feats)["sentence_embedding"]
-            vecs[rows] = torch.nn.functional.normalize(emb, dim=1).numpy()
+            vecs[rows] = torch.nn.functional.normalize(emb, dim=1).cpu().numpy()
         pieces = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         return mean_of_windows(vecs, owner, pieces, len(texts))
 
@@ -203,7 +203,6 @@ def default_embedder(long_texts: str | None = None) -> Embedder:
             raise ConfigError(
                 f"{LONG_TEXTS_ENV} must be 'windows' or 'truncate', not {long_texts!r}"
             )
-    check_long_texts(long_texts)
 
     backend = os.environ.get(BACKEND_ENV, "").lower()
     if backend not in ("", "onnx", "onnx-fp32", "torch"):
