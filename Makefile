@@ -19,13 +19,21 @@ export PIP_NO_INPUT := 1
 CONSTRAINTS ?= .ci/constraints.txt
 PIN    := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 
-.PHONY: demo test lint clean constraints
+# the processor-drift mode: the packaged embedder's vectors moved as another CPU's kernels would
+DRIFT  := REMINDRAG_TEST_EMBED_NOISE=1e-3
+
+.PHONY: demo test test-drift lint clean constraints
 
 demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/remindrag demo
 
+# the whole suite, then its packaged-embedder tests again under drift (docs/install.md)
 test: $(VENV)/.stamp-test lint
 	$(PY) -m pytest -q
+	$(DRIFT) $(PY) -m pytest -q -p no:cacheprovider -m packaged_embedder
+
+test-drift: $(VENV)/.stamp-test
+	$(DRIFT) $(PY) -m pytest -q -p no:cacheprovider -m packaged_embedder
 
 lint: $(VENV)/.stamp-test
 	$(PY) -m ruff check remindrag_integrations tests benchmarks tools

@@ -67,13 +67,15 @@ class ReplayOrAsk:
         self.used: set[str] = set()  # the keys of every prompt this run sent
 
     def complete(self, prompt: str) -> Completion:
-        self.used.add(prompt_key(prompt))
-        if prompt_key(prompt) in self.recorded.replies:
+        found = self.recorded.lookup(prompt)  # the exact prompt, else the same ask reordered
+        if found is not None:
             self.served += 1
+            self.used.add(found[0])
             return self.recorded.complete(prompt)
         if self.recording is None:
             self.recording = RecordingLLM(as_chat_llm(load_llm(self.spec)), self.spec)
         c = self.recording.complete(prompt)
+        self.used.add(prompt_key(prompt))
         self.asked += 1
         call = self.recording.calls[-1]
         print(f"    {call['stage']}: {c.prompt_tokens} tok, {call['seconds']:.1f} s", flush=True)

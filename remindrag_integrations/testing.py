@@ -167,6 +167,47 @@ def prompt_key(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
+def ask_key(ask: Ask | None) -> str | None:
+    """What the model was asked, whatever order its candidates were listed in: the sha256 of
+    the :class:`~.core.steps.Ask`'s stage and structured facts, every list in them taken as a
+    set (the traversal's options, choices, subgraph and collected chunks; an answer's
+    passages). Two prompts with this key differ at most in the order of near-tied candidates
+    (and the figures printed beside them), as on another processor whose float kernels round
+    a last bit otherwise; a candidate that is new or gone changes the key. None outside an
+    ask."""
+    if ask is None:
+        return None
+    facts = {
+        k: sorted(map(str, v)) if isinstance(v, list | tuple | set | frozenset) else v
+        for k, v in ask.context.items()
+    }
+    text = json.dumps({"stage": ask.stage, "facts": facts}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_CHOICE_NUMBER = re.compile(
+    r'("(?:go|node|target|choice|go_to|goto|id)"\s*:\s*"?\s*(?:choice|option|n|#)?\s*)(\d{1,4})',
+    re.IGNORECASE,
+)
+
+
+def renumbered(reply: str, recorded: list[str], now: list[str]) -> str | None:
+    """A traversal reply given for choices listed as ``recorded`` (node ids in prompt order),
+    said again for the same choices listed as ``now``: a choice number names the same node
+    (the model's pick, not its position); ``None`` when that node is not among ``now``.
+    Replies that name no number (stop, an id, a name) are returned as they are."""
+    m = _CHOICE_NUMBER.search(reply)
+    if m is None or recorded == now:
+        return reply
+    i = int(m.group(2))
+    if not 1 <= i <= len(recorded):
+        return reply  # an out-of-range pick stays the unusable reply it was
+    node = recorded[i - 1]
+    if node not in now:
+        return None
+    return reply[: m.start(2)] + str(now.index(node) + 1) + reply[m.end(2) :]
+
+
 class RecordingLLM:
     """Wraps a :class:`ChatLLM` and keeps every call: prompt hash, stage, reply and usage, in
     call order (``calls``). :meth:`fixture` gives what :class:`RecordedLLM` replays."""
@@ -177,9 +218,12 @@ class RecordingLLM:
 
     def _keep(self, prompt: str, c: Completion, seconds: float) -> Completion:
         ask = current_ask()
+        choices = ask.context.get("choices") if ask else None
         self.calls.append(
             {
                 "key": prompt_key(prompt),
+                "ask": ask_key(ask),
+                "choices": list(choices) if isinstance(choices, list) else None,
                 "stage": ask.stage if ask else "",
                 "reply": c.text,
                 "prompt_tokens": c.prompt_tokens,
@@ -202,16 +246,12 @@ class RecordingLLM:
         return self._keep(prompt, c, time.perf_counter() - t0)
 
     def fixture(self, **meta: Any) -> dict[str, Any]:
+        kept = ("stage", "reply", "prompt_tokens", "completion_tokens", "cached_prompt_tokens")
         replies = {
             c["key"]: {
-                k: c[k]
-                for k in (
-                    "stage",
-                    "reply",
-                    "prompt_tokens",
-                    "completion_tokens",
-                    "cached_prompt_tokens",
-                )
+                **{k: c[k] for k in kept},
+                # what RecordedLLM matches when the exact prompt differs (see ask_key)
+                **{k: c[k] for k in ("ask", "choices") if c.get(k) is not None},
             }
             for c in self.calls
         }
@@ -220,9 +260,14 @@ class RecordingLLM:
 
 class RecordedLLM:
     """Replays replies a real model gave (a :meth:`RecordingLLM.fixture`, or the path of its
-    JSON file) with their recorded usage. A prompt that was not recorded is answered with an
-    empty reply and listed in ``missing`` (stage and the prompt's start), so a test can say
-    exactly which prompt changed."""
+    JSON file) with their recorded usage.
+
+    A prompt is found by its exact text, else by what it asks (:func:`ask_key`: the stage and
+    the set of candidates, so a near-tie that another processor's float kernels order the
+    other way finds its reply; a choice number is said again for the node it picked,
+    :func:`renumbered`). A prompt whose candidates changed is answered with an empty reply
+    and listed in ``missing`` (stage and the prompt's start), so a test can say exactly which
+    prompt changed; ``reordered`` counts the replies whose choice number was said again."""
 
     def __init__(self, fixture: dict[str, Any] | str | Any) -> None:
         if not isinstance(fixture, dict):
@@ -232,16 +277,45 @@ class RecordedLLM:
         self.replies: dict[str, dict[str, Any]] = fixture["replies"]
         self.missing: list[str] = []
         self.served: list[dict[str, Any]] = []
+        self.reordered = 0
+
+    def lookup(self, prompt: str) -> tuple[str, dict[str, Any]] | None:
+        """The recorded key and reply for ``prompt`` (asked through the engine), or None."""
+        key = prompt_key(prompt)
+        if key in self.replies:
+            return key, self.replies[key]
+        ask = current_ask()
+        wanted = ask_key(ask)
+        if ask is None or wanted is None:
+            return None
+        now = list(ask.context.get("choices", []))
+        # searched on each miss: the replies dict may be updated by its owner between calls
+        said: dict[str | None, str] = {}  # the reply each matching record gives here -> key
+        for key, entry in self.replies.items():
+            if entry.get("ask") == wanted:
+                reply = entry["reply"]
+                if entry.get("choices") is not None:
+                    reply = renumbered(reply, entry["choices"], now)
+                said.setdefault(reply, key)
+        if len(said) != 1:
+            return None  # none, or records that disagree on the pick
+        ((reply, key),) = said.items()
+        if reply is None:
+            return None  # the recorded pick is no longer a choice: the candidates changed
+        entry = self.replies[key]
+        self.reordered += reply != entry["reply"]
+        return key, {**entry, "reply": reply}
 
     def complete(self, prompt: str) -> Completion:
-        hit = self.replies.get(prompt_key(prompt))
-        if hit is None:
+        found = self.lookup(prompt)
+        if found is None:
             ask = current_ask()
             stage, query = (ask.stage, ask.context.get("query", "")) if ask else ("?", "")
             self.missing.append(
                 f"{stage}: {prompt_key(prompt)[:12]} query {query!r}, prompt {prompt[:200]!r}"
             )
             return Completion("", count_tokens(prompt), 0)
+        hit = found[1]
         self.served.append(hit)
         return Completion(
             hit["reply"],

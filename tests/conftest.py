@@ -6,12 +6,21 @@ import json
 import os
 from pathlib import Path
 
+import embed_noise
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 DATA = Path(__file__).parent / "data"
+
+# the processor-drift mode (tests/embed_noise.py): the packaged embedder's vectors moved by a
+# seeded relative noise, here and in every Python subprocess a test starts
+if embed_noise.install():
+    _site = str(Path(__file__).parent / "_noise_site")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_site, os.environ.get("PYTHONPATH", "")) if p
+    )
 
 
 def load_jsonl(path: Path) -> list[dict]:

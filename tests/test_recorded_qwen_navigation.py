@@ -26,6 +26,7 @@ from remindrag_integrations.testing import RecordedLLM
 
 DATA = Path(__file__).parent / "data"
 FIXTURE = DATA / "qwen2.5-1.5b_nav_replies.json"
+pytestmark = pytest.mark.packaged_embedder  # run again under drift by make test
 SETS = ("hotpotqa_train100_sample", "musique_train100_sample")
 PER_SET = 3
 
