@@ -198,7 +198,7 @@ class ReMindRAG(Engine):
     def delete(self, doc_ids: Any) -> DeleteReport:
         report = super().delete(doc_ids)
         self._maybe_empty = self.directory is not None
-        self._wrote(report.documents > 0)
+        self._wrote(report["documents"] > 0)
         return report
 
     def memorize(self, *args: Any, **kwargs: Any) -> MemoryWrite:
@@ -259,7 +259,7 @@ class ReMindRAG(Engine):
         if directory is None:
             if self.directory is None:
                 raise InvalidArgumentError(
-                    "save() needs a directory: this engine's store is not kept in a folder"
+                    "save() needs a directory path: this engine's store is not kept in a folder (store=PATH)"
                 )
             directory = self.directory
         directory = Path(arguments.path(directory, "directory")).expanduser()
