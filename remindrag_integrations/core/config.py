@@ -83,10 +83,16 @@ class _Config(BaseModel):
 
 def _config_error(owner: type, exc: ValidationError) -> ConfigError:
     """One line per bad field, each with the value given and what to do; pydantic's own
-    report (its text, its links) is not chained on as well, so it is printed once."""
-    problems = []
+    report (its text, its links) is not chained on as well, so it is printed once. A nested
+    config's error (raised inside a validator) is named by its path: ``prior.damping``."""
+    problems: list[str] = []
     for e in exc.errors():
-        where = ".".join(map(str, e["loc"])) or "(the values)"
+        where = ".".join(map(str, e["loc"]))
+        inner = (e.get("ctx") or {}).get("error")
+        if isinstance(getattr(inner, "problems", None), list):  # a nested config's own
+            problems.extend(f"{where}.{p}" if where else p for p in inner.problems)
+            continue
+        where = where or "(the values)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             problems.append(f"{where}: no such field (check its spelling)")
@@ -94,10 +100,12 @@ def _config_error(owner: type, exc: ValidationError) -> ConfigError:
         given = repr(e.get("input"))
         given = given if len(given) <= 80 else given[:77] + "..."
         problems.append(f"{where}: {msg} (got {given})")
-    return ConfigError(
+    error = ConfigError(
         f"{owner.__name__}: " + "; ".join(problems) + ". Give a value in range: docs/config.md "
         "lists every field"
     )
+    error.problems = problems  # type: ignore[attr-defined]
+    return error
 
 
 # ---------------------------------------------------------------------------------------------
