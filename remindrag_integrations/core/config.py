@@ -88,9 +88,9 @@ def _config_error(owner: type, exc: ValidationError) -> ConfigError:
     problems: list[str] = []
     for e in exc.errors():
         where = ".".join(map(str, e["loc"]))
-        inner = (e.get("ctx") or {}).get("error")
-        if isinstance(getattr(inner, "problems", None), list):  # a nested config's own
-            problems.extend(f"{where}.{p}" if where else p for p in inner.problems)
+        nested = getattr((e.get("ctx") or {}).get("error"), "problems", None)
+        if isinstance(nested, list):  # a nested config's own, raised in a validator
+            problems.extend(f"{where}.{p}" if where else p for p in nested)
             continue
         where = where or "(the values)"
         msg = e["msg"].removeprefix("Value error, ")
