@@ -172,7 +172,7 @@ def test_an_http_client_that_leaves_prints_no_traceback(tmp_path: Path) -> None:
     import socket
 
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client
 
     from remindrag_integrations.app.cli import main
 
@@ -198,7 +198,7 @@ def test_an_http_client_that_leaves_prints_no_traceback(tmp_path: Path) -> None:
             time.sleep(0.2)
 
         async def visit() -> None:  # a whole session, then the client closes it and leaves
-            async with streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _):
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     await session.call_tool("search", {"query": "Which river?"})
