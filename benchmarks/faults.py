@@ -262,7 +262,7 @@ def savers_threads(rounds: int, tmp: Path) -> dict:
 
 
 def _process_saver(root: str, query: str, barrier: Any, out: Any) -> None:
-    eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=root)
+    eng = ReMindRAG.load(root, embeddings=HashEmbedder(DIM))  # a copy: saved when asked
     memorize(eng, query)
     mine = eng.store.export_memory()
     barrier.wait()

@@ -7,6 +7,15 @@ embedding model or its name, the packaged MiniLM when none is given
 DSN, an embedded store when none is given (:func:`~.stores.open_store`); and it saves and
 loads an engine with the record of the embedder that built it
 (:mod:`~.adapters.embedder_record`).
+
+``store="PATH"`` is the store in that folder, like Chroma's ``persist_directory``: the
+folder is made when missing, a saved engine there is opened with its configuration and
+embedder record, and every write (insert, delete, memorize, feedback, teach, the memory
+admin) is saved there before the call returns, once per call and only when something
+changed. A retrieval while it holds no documents raises :class:`StoreEmptyError` (a mistyped
+path must not look like an empty knowledge base). ``ReMindRAG.load(PATH)`` is the strict
+open: no such saved engine is a :class:`StoreNotFoundError`; what it loads is a copy kept
+in memory until :meth:`ReMindRAG.save`.
 """
 
 from __future__ import annotations
@@ -23,12 +32,60 @@ from .core import arguments, persist
 from .core import progress as progress_arg
 from .core.config import IndexConfig, RetrievalConfig
 from .core.engine import Engine
-from .core.errors import EmbeddingError, StoreNotFoundError
+from .core.errors import (
+    EmbeddingError,
+    InvalidArgumentError,
+    StoreEmptyError,
+    StoreError,
+    StoreNotFoundError,
+)
+from .core.memory.teach import TeachReport
+from .core.persist import ENGINE_FILE, check_folder
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM, GraphStore
-from .stores import InMemoryGraphStore, open_store
+from .core.types import DeleteReport, IndexReport, MemoryWrite
+from .stores import InMemoryGraphStore, generations, is_postgres_dsn, open_store
 
 log = logging.getLogger(__name__)
+
+
+def folder_of(store: Any) -> Path | None:
+    """The folder a ``store=`` argument names (``~`` expanded, resolved), or None for a
+    store object, a DSN or None."""
+    if isinstance(store, (str, os.PathLike)) and not is_postgres_dsn(store):
+        arguments.path(store, "store")
+        return Path(store).expanduser().resolve()
+    return None
+
+
+def _make_folder(root: Path) -> bool:
+    """Make ``root`` for a store (True when it was missing); a file or a folder of other files
+    is refused now, before any work would be lost to a refused save."""
+    if generations.holds_data(root):
+        return False
+    check_folder(root, generations.own_name)
+    created = not root.exists()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot make the store folder {root}: {exc.strerror or exc}; give a folder you "
+            "can write to"
+        ) from exc
+    return created
+
+
+class _Committed:
+    """``on_batch`` for an insert that saves: notes that a batch was written, then calls the
+    user's ``on_batch``."""
+
+    def __init__(self, then: Any) -> None:
+        self.then, self.any = then, False
+
+    def __call__(self, report: IndexReport) -> None:
+        self.any = True
+        if self.then is not None:
+            self.then(report)
 
 
 class ReMindRAG(Engine):
@@ -38,30 +95,52 @@ class ReMindRAG(Engine):
     :class:`~.core.protocols.ChatLLM`; ``None`` selects zero-token mode. ``embeddings`` is a
     sentence-transformers name or path, a LangChain / LlamaIndex embedding object or an
     :class:`~.core.protocols.Embedder`; ``None`` loads the packaged all-MiniLM-L6-v2.
-    ``store`` is a :class:`~.core.protocols.GraphStore`, a saved folder or a
-    ``postgresql://`` DSN; ``None`` makes an embedded store.
+    ``store`` is a :class:`~.core.protocols.GraphStore`, a ``postgresql://`` DSN, or a
+    folder path: the store kept in that folder, made when missing and saved after every
+    write (see the module; :attr:`directory`); ``None`` makes an embedded store in memory.
+    ``namespace`` selects the tenant of a DSN or folder store.
     """
+
+    directory: Path | None
+    """The folder every write is saved to (``store="PATH"``), else None."""
 
     def __init__(
         self,
         llm: Any = None,
         embeddings: Any = None,
-        store: GraphStore | str | None = None,
+        store: GraphStore | str | os.PathLike[str] | None = None,
         index_config: IndexConfig | None = None,
         retrieval_config: RetrievalConfig | None = None,
         max_cached_traces: int = 1000,
         prompts: Prompts | None = None,
+        *,
+        namespace: str = "default",
     ) -> None:
+        root, probe, created = folder_of(store), None, False
+        if root is not None:
+            created = _make_folder(root)
+            if (root / ENGINE_FILE).exists():  # a saved engine: its embedder and config
+                recorded = persist.load_embedder(root)
+                embeddings, probe = embedder_record.embedder_for_record(recorded, embeddings)
+                saved_index, saved_retrieval = persist.load_config(root)
+                index_config = index_config or saved_index
+                retrieval_config = retrieval_config or saved_retrieval
+            store = root
         super().__init__(
             as_chat_llm(llm),
             as_embedder(embeddings),
-            open_store(store),
+            open_store(store, namespace),
             index_config,
             retrieval_config,
             max_cached_traces,
             prompts,
         )
+        self.directory = root
+        self._created = created  # the folder did not exist: said when a retrieval finds it empty
+        self._maybe_empty = root is not None  # checked before a retrieval until documents come
         self._probe: tuple[Any, list[float] | None] = (None, None)  # embedder, fingerprint
+        if probe is not None:
+            self._probe = (self.embedder, probe)
 
     def _chat_llm(self, llm: Any) -> ChatLLM | None:
         return as_chat_llm(llm)
@@ -76,15 +155,114 @@ class ReMindRAG(Engine):
 
         return to_networkx(self.store)
 
+    # --- a store kept in a folder: every write saved ------------------------------------------
+    def _call(self, make: Any, query: str, llm: Any, overrides: dict) -> tuple:
+        if self._maybe_empty:  # retrieve, answer and their async twins
+            if not self.store.document_ids():
+                how = "it did not exist and was made empty" if self._created else "it is empty"
+                raise StoreEmptyError(
+                    f"the store at {self.directory} holds no documents ({how}): a mistyped "
+                    "path? Give the folder of a saved store (ReMindRAG.load(path) refuses a "
+                    "folder that holds none), or add documents first"
+                )
+            self._maybe_empty = False
+        return super()._call(make, query, llm, overrides)
+
+    def _wrote(self, changed: bool) -> None:
+        """Save to :attr:`directory` after a write that changed something."""
+        if changed and self.directory is not None:
+            self.save(self.directory)
+
+    def insert(self, documents: Any, *, progress: Any = None, on_batch: Any = None) -> IndexReport:
+        if self.directory is None:
+            return super().insert(documents, progress=progress, on_batch=on_batch)
+        done = _Committed(on_batch)
+        try:
+            return super().insert(documents, progress=progress, on_batch=done)
+        finally:  # an interrupted insert keeps (and saves) the batches it finished
+            self._wrote(done.any)
+
+    async def ainsert(
+        self, documents: Any, *, progress: Any = None, on_batch: Any = None
+    ) -> IndexReport:
+        import asyncio
+
+        if self.directory is None:
+            return await super().ainsert(documents, progress=progress, on_batch=on_batch)
+        done = _Committed(on_batch)
+        try:
+            return await super().ainsert(documents, progress=progress, on_batch=done)
+        finally:
+            await asyncio.to_thread(self._wrote, done.any)
+
+    def delete(self, doc_ids: Any) -> DeleteReport:
+        report = super().delete(doc_ids)
+        self._maybe_empty = self.directory is not None
+        self._wrote(report["documents"] > 0)
+        return report
+
+    def memorize(self, *args: Any, **kwargs: Any) -> MemoryWrite:
+        write = super().memorize(*args, **kwargs)
+        self._wrote(write.applied)
+        return write
+
+    async def amemorize(self, *args: Any, **kwargs: Any) -> MemoryWrite:
+        import asyncio
+
+        write = await super().amemorize(*args, **kwargs)
+        await asyncio.to_thread(self._wrote, write.applied)
+        return write
+
+    def feedback(self, *args: Any, **kwargs: Any) -> MemoryWrite:
+        write = super().feedback(*args, **kwargs)
+        self._wrote(write.applied)
+        return write
+
+    def teach(self, *args: Any, **kwargs: Any) -> TeachReport:
+        report = super().teach(*args, **kwargs)
+        self._wrote(report.taught > 0)
+        return report
+
+    async def ateach(self, *args: Any, **kwargs: Any) -> TeachReport:
+        import asyncio
+
+        report = await super().ateach(*args, **kwargs)
+        await asyncio.to_thread(self._wrote, report.taught > 0)
+        return report
+
+    def reset_memory(self) -> int:
+        n = super().reset_memory()
+        self._wrote(n > 0)
+        return n
+
+    def decay_memory(self, factor: float) -> int:
+        n = super().decay_memory(factor)
+        self._wrote(n > 0)
+        return n
+
+    def import_memory(self, path: Any, *, skip_unknown: bool = False) -> int:
+        n = super().import_memory(path, skip_unknown=skip_unknown)
+        self._wrote(n > 0)
+        return n
+
     # --- persistence ---------------------------------------------------------------------
-    def save(self, directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    def save(
+        self, directory: str | os.PathLike[str] | None = None, *, overwrite: bool = False
+    ) -> Path:
         """Persist the store (atomically: a new generation, then one rename), the
         configuration and which embedder built it (:mod:`.adapters.embedder_record`).
+        ``directory`` defaults to :attr:`directory` (``store="PATH"``; ``~`` is expanded).
         Saving again where this engine's store was loaded from or saved to updates it; a
         folder holding another store raises :class:`StoreExistsError` unless ``overwrite``
         (which replaces it, learned memory included), and a folder of other files is never
         written into."""
-        arguments.path(directory, "directory")
+        if directory is None:
+            if self.directory is None:
+                raise InvalidArgumentError(
+                    "save() needs a directory path: this engine's store is not kept in a folder (store=PATH)"
+                )
+            directory = self.directory
+        directory = Path(arguments.path(directory, "directory")).expanduser()
         used = embedder_record.record(self.embedder, self.store.dim, self._fingerprint())
         root = persist.save(
             self.store,
@@ -128,7 +306,7 @@ class ReMindRAG(Engine):
         a bar of the store's load steps (a 1 M-edge store takes seconds: reading, the graph,
         the ANN and BM25 indexes, the graph matrix), a function ``(done, total)`` is called
         as each ends; ignored with a ``store`` given (it is loaded already)."""
-        arguments.path(directory, "directory")
+        directory = Path(arguments.path(directory, "directory")).expanduser()
         progress_arg.check(progress)
         if store is None and not Path(directory).is_dir():
             raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")

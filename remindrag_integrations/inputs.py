@@ -1,42 +1,41 @@
-"""What a framework's document becomes in the engine: its metadata as JSON (NumPy numbers kept
-as numbers), its id (the one given, else its loader's source, else a content hash) and the
+"""What a framework's document becomes in the engine: its metadata as JSON (converted as the
+engine's insert converts it), its id (the one given, else its loader's source, else a content hash) and the
 LlamaIndex display settings it carries (kept beside the metadata, under the library's key)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
-
+from .core.arguments import json_metadata
 from .core.ids import hex_id
-from .core.indexing import source_of
+from .core.indexing import describe, source_of
 from .core.types import Document
 from .results import NAMESPACE  # an input's own value under it is dropped
 
 
-def jsonable(metadata: Any) -> dict[str, Any]:
-    """Metadata as plain JSON values (the store persists it): NumPy scalars as the Python
-    numbers and bools they hold, NumPy arrays as lists; other odd values become strings."""
-    return json.loads(json.dumps(dict(metadata or {}), default=_plain))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return str(value)
+def jsonable(metadata: Any, name: str = "a document") -> dict[str, Any]:
+    """Metadata as plain JSON values (the store persists it), converted as the engine's
+    insert converts it (:func:`.core.arguments.json_metadata`: dates as ISO strings, sets
+    as sorted lists, NumPy numbers as numbers); what has no JSON form (bytes, objects) is
+    an :class:`InvalidDocumentError`, on every path the same."""
+    return json_metadata(metadata, name)
 
 
 def content_id(text: str) -> str:
     return "doc-" + hex_id(text, n=16)
 
 
-def user_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """An input's metadata without the library's key, as JSON."""
-    return jsonable({k: v for k, v in metadata.items() if k != NAMESPACE})
+def user_metadata(metadata: Mapping[str, Any], given_id: Any = None) -> dict[str, Any]:
+    """An input's metadata without the library's key, as JSON (:func:`jsonable`); errors
+    name the document by ``given_id`` and its source."""
+    mine = {k: v for k, v in metadata.items() if k != NAMESPACE}
+    if given_id:
+        name = describe(given_id, mine)
+    else:
+        source = source_of(mine)
+        name = f"the document from {source}" if source else "a document without an id"
+    return jsonable(mine, name)
 
 
 class FromSource(Document):

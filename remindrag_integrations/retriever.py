@@ -30,6 +30,7 @@ from .core import filters
 from .core.config import IndexConfig, RetrievalConfig
 from .core.errors import ConfigError, InvalidArgumentError, NoTraceError
 from .core.memory.teach import TeachReport
+from .core.persist import ENGINE_FILE
 from .core.types import (
     DeleteReport,
     Document,
@@ -39,7 +40,7 @@ from .core.types import (
     Retrieval,
     Trace,
 )
-from .engine import ReMindRAG
+from .engine import ReMindRAG, folder_of
 from .inputs import content_id, jsonable, number_sources
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import from_langchain_document, to_langchain_document
@@ -187,8 +188,9 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         engine's own inputs) into a new graph. ``llm`` navigates and extracts (``None``:
         zero-token mode); ``embeddings`` defaults to the packaged all-MiniLM-L6-v2. Other
         keyword arguments are :class:`IndexConfig` / :class:`RetrievalConfig` fields (``k``
-        included), ``store=`` a :class:`~.protocols.GraphStore` or a ``postgresql://`` DSN,
-        and ``namespace=`` the tenant whose graph and memory this retriever sees. ``llm`` may
+        included), ``store=`` a :class:`~.protocols.GraphStore`, a ``postgresql://`` DSN or
+        a folder (made when missing, every write saved there: see :class:`ReMindRAG`), and
+        ``namespace=`` the tenant whose graph and memory this retriever sees. ``llm`` may
         also be a ``--llm`` spec of the command line (``"local:smollm2"``,
         ``"openai:gpt-4o-mini"``). Loader documents without an id are named by their
         ``source`` (see :func:`.inputs.number_sources`); empty ones are skipped and identical
@@ -204,15 +206,25 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             config["k"] = mine.pop("k")
         where = config.pop("store", None), config.pop("namespace", "default")
         index_cfg, retrieval_cfg = split_config(config)  # checked before the store is opened
-        store = open_store(where[0], namespace=where[1])
+        folder = folder_of(where[0])  # a folder: the engine opens it, and saves each write
+        saved = folder is not None and (folder / ENGINE_FILE).exists()
         engine = ReMindRAG(
             llm=llm,
             embeddings=embeddings,
-            store=store,
-            index_config=index_cfg,
-            retrieval_config=retrieval_cfg,
+            store=where[0] if folder is not None else open_store(where[0], namespace=where[1]),
+            index_config=None if saved else index_cfg,
+            retrieval_config=None if saved else retrieval_cfg,
+            namespace=where[1],
         )
+        if saved:  # the saved engine's config, with the fields given here changed
+            idx = {k: v for k, v in config.items() if IndexConfig.accepts(k)}
+            engine.index_config = engine.index_config.with_overrides(**idx)
+            engine.retrieval_config = engine.retrieval_config.with_overrides(
+                **{k: v for k, v in config.items() if k not in idx}
+            )
         retriever = cls(engine=engine, **mine)
+        if folder is not None and mine:  # what ReMindRetriever.load(folder) reads back
+            retriever._write_fields(folder)
         if docs:
             retriever.engine.insert(docs, progress=progress)
         return retriever
@@ -243,7 +255,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             Document(
                 ids[i] if ids is not None else content_id(t),
                 t,
-                jsonable(metadatas[i] if metadatas is not None else {}),
+                jsonable(metadatas[i] if metadatas is not None else {}, f"text {i}"),
             )
             for i, t in enumerate(texts)
         ]
@@ -292,10 +304,13 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         holding another store raises :class:`StoreExistsError` unless ``overwrite=True``
         (which replaces it, learned memory included); a folder of other files is refused."""
         root = self.engine.save(path, overwrite=overwrite)
+        self._write_fields(root)
+        return root
+
+    def _write_fields(self, root: Path) -> None:
         (root / _RETRIEVER_FILE).write_text(
             json.dumps({"k": self.k, "filter": self.filter}), encoding="utf-8"
         )
-        return root
 
     @classmethod
     def load(

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from ..core.errors import ConfigError
@@ -25,11 +26,14 @@ def load_llm(spec: str | None) -> Any:
     if not sep or not model:
         raise ConfigError(f"LLM spec {spec!r}: expected {SPECS}")
     if provider == "local":
-        try:
-            from .local_llm import LlamaCppChatModel, resolve_model_path
-        except ImportError as exc:
-            raise ConfigError(f"LLM spec {spec!r} needs the 'local' extra ({exc})") from exc
+        from .local_llm import LlamaCppChatModel, install_line, resolve_model_path
+
         resolve_model_path(model)  # fail now, not at the first call
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError(
+                f"LLM spec {spec!r} runs on llama-cpp-python, which is not installed: "
+                f"{install_line(model)}"
+            )
         if model.startswith("qwen2.5-"):  # room for a walk's growing prompt; short replies
             return LlamaCppChatModel(model_path=model, n_ctx=8192, max_tokens=128)
         return LlamaCppChatModel(model_path=model)

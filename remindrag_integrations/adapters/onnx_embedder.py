@@ -22,6 +22,7 @@ each), which pads little and keeps each matrix product in cache.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -30,7 +31,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,9 @@ def _quantize(src: Path, out: Path) -> None:
     stay float32 (quantizing them too was 2.2× faster than float32 but moved passages to
     cosine 0.989 and names to 0.96)."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _root_logger_kept():  # onnxruntime.quantization calls logging.basicConfig on import
+        from onnxruntime.quantization import QuantType, quantize_dynamic
 
     graph = onnx.load(str(src)).graph
     weights = {w.name for w in graph.initializer}
@@ -178,8 +181,7 @@ def _quantize(src: Path, out: Path) -> None:
     ]
     if not nodes:
         raise EmbeddingError(f"{src}: no projection to quantize in the exported graph")
-    logging.disable(logging.WARNING)  # its advice to pre-process, on the root logger
-    try:
+    with _root_logger_kept():  # its advice to pre-process, through the root logger
         quantize_dynamic(
             str(src),
             str(out),
@@ -189,8 +191,24 @@ def _quantize(src: Path, out: Path) -> None:
             nodes_to_quantize=nodes,
             op_types_to_quantize=["MatMul"],
         )
+
+
+@contextlib.contextmanager
+def _root_logger_kept() -> Iterator[None]:
+    """Run code that logs through the root logger (``logging.warning``, which installs a
+    handler when the root has none; ``logging.basicConfig``) without a trace: its records
+    are dropped, and the root logger's handlers and level are put back as they were, so an
+    app's own ``logging.basicConfig`` still works afterwards."""
+    root = logging.getLogger()
+    handlers, level, disabled = list(root.handlers), root.level, root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        yield
     finally:
-        logging.disable(logging.NOTSET)
+        logging.disable(disabled)
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
 
 
 class OnnxEmbedder:

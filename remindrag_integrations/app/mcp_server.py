@@ -274,13 +274,16 @@ def parse_bind(text: str) -> tuple[str, int]:
 
 def require_token(app: Any, token: str) -> Any:
     """An ASGI app that answers 401 to an HTTP request without ``Authorization: Bearer
-    <token>``, and passes everything else to ``app``."""
-    expected = f"Bearer {token}".encode()
+    <token>`` (the scheme in any case, as RFC 7235 has it), and passes everything else to
+    ``app``."""
+    expected = token.encode()
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):
+            scheme, _, credentials = given.strip().partition(b" ")
+            ok = scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), expected)
+            if not ok:
                 await send(
                     {
                         "type": "http.response.start",
@@ -298,11 +301,52 @@ def require_token(app: Any, token: str) -> Any:
     return guarded
 
 
+# the loggers that report a client hanging up (the SDK's streams closing under it, the ASGI
+# server's connection lost) with a full traceback
+DISCONNECT_LOGGERS = (
+    "mcp.server.streamable_http",
+    "mcp.server.streamable_http_manager",
+    "uvicorn.error",
+)
+
+
+def _hang_up(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or every exception of a group) is a client going away: a stream
+    closed or broken under the server, the connection reset."""
+    import anyio
+
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_hang_up(e) for e in exc.exceptions)
+    ordinary = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+    return isinstance(exc, (*ordinary, ConnectionError))
+
+
+class QuietHangUps(logging.Filter):
+    """Drops the SDK's and uvicorn's error records whose exception is a client hanging up
+    (each ordinary disconnect printed a full traceback); real errors pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and _hang_up(record.exc_info[1]))
+
+
+def quiet_hang_ups() -> None:
+    for name in DISCONNECT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, QuietHangUps) for f in logger.filters):
+            logger.addFilter(QuietHangUps())
+
+
 def serve(args: argparse.Namespace) -> int:
     """``remindrag mcp``: check the options, open the store, serve until the client leaves."""
     sdk()  # the extra is installed: say so before loading anything
     token = args.token or os.environ.get(TOKEN_ENV) or None
     bind = parse_bind(args.http) if args.http else None
+    if args.token and bind is None:
+        raise CLIError(
+            "--token guards the HTTP transport only: a stdio server answers just the client "
+            "that started it, so there is nothing to check the token against. Drop --token, "
+            "or serve over HTTP with --http HOST:PORT --token ..."
+        )
     if bind and bind[0] not in LOCAL_HOSTS and not token:
         raise CLIError(
             f"--http {args.http}: a non-local bind needs a bearer token "
@@ -339,6 +383,7 @@ def _serve_http(service: StoreService, host: str, port: int, token: str | None) 
         app = build_server(service).streamable_http_app(host=host, transport_security=security)
     else:
         app = build_server(service, host=host, transport_security=security).streamable_http_app()
+    quiet_hang_ups()
     where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/mcp"
     print(f"remindrag mcp: serving {service.args.store} at {where}", file=sys.stderr, flush=True)
     uvicorn.run(

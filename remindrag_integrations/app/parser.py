@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -11,9 +12,20 @@ from .demo import add_arguments as demo_arguments
 Commands = dict[str, Callable[[argparse.Namespace], int]]
 
 
+def store_path(value: str) -> str:
+    """``--store``: a folder with ``~`` expanded (an MCP client's config passes it unexpanded,
+    no shell in between), or a ``postgresql://`` DSN as it is."""
+    if value.lower().startswith(("postgresql://", "postgres://")):
+        return value
+    return os.path.expanduser(value)
+
+
 def _store_args(p: argparse.ArgumentParser, llm: bool = True) -> None:
     p.add_argument(
-        "--store", required=True, help="store directory, or a postgresql:// DSN (extra 'postgres')"
+        "--store",
+        required=True,
+        type=store_path,
+        help="store directory ('~' expanded), or a postgresql:// DSN (extra 'postgres')",
     )
     p.add_argument(
         "--namespace",
@@ -28,7 +40,9 @@ def _store_args(p: argparse.ArgumentParser, llm: bool = True) -> None:
             "'local:PATH.gguf' or 'provider:model' (LangChain init_chat_model)",
         )
     p.add_argument(
-        "--cache", help="LLM response cache directory (default: .remindrag-cache next to the store)"
+        "--cache",
+        type=os.path.expanduser,
+        help="LLM response cache directory (default: .remindrag-cache next to the store)",
     )
     p.add_argument("--no-cache", action="store_true", help="do not cache LLM replies")
 

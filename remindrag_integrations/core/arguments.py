@@ -4,11 +4,16 @@ character by character; ``helpful="no"`` would count as a thumbs-up)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from .errors import InvalidArgumentError, InvalidDocumentError, InvalidQueryError
 from .indexing import describe
@@ -106,6 +111,102 @@ def documents(docs: list[Document]) -> None:
             raise InvalidDocumentError(
                 f"{name}: metadata cannot be saved ({exc}); use JSON values"
             ) from None
+
+
+def json_documents(docs: list[Document]) -> list[Document]:
+    """The documents with their metadata as :func:`json_metadata` converts it (a document
+    whose metadata is not a dict is left for :func:`documents` to refuse)."""
+    return [
+        replace(d, metadata=json_metadata(d.metadata, describe(d.id, d.metadata)))
+        if isinstance(d.metadata, dict)
+        else d
+        for d in docs
+    ]
+
+
+def json_metadata(metadata: Any, name: str = "a document") -> dict[str, Any]:
+    """A document's metadata as the JSON every store keeps, the same on every path in (the
+    engine's ``insert``, LangChain documents, LlamaIndex nodes, ``from_texts``, MCP):
+
+    - str, finite int / float, bool, None, lists and dicts of them: kept;
+    - ``datetime`` / ``date`` / ``time``: the ISO 8601 string (``date(2024, 5, 1)`` →
+      ``"2024-05-01"``, so ``$gte`` / ``$lt`` on ISO strings compare dates);
+    - ``set`` / ``frozenset``: a sorted list; a tuple: a list;
+    - NumPy numbers and arrays: the Python numbers and lists they hold;
+    - ``pathlib.Path`` and ``uuid.UUID``: their string;
+    - anything else (``bytes``, ``Decimal``, NaN, a key that is not a string, an object) is
+      an :class:`InvalidDocumentError` that names the key and what to do, never a string
+      made of its ``repr``."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidDocumentError(
+            f"{name}: metadata must be a dict, got {type(metadata).__name__}"
+        )
+    out = _plain(metadata, name, "metadata", 0)
+    assert isinstance(out, dict)
+    return out
+
+
+_WHAT_TO_DO = {
+    "bytes": "decode it to a str (value.decode()) or leave it out",
+    "bytearray": "decode it to a str (value.decode()) or leave it out",
+    "Decimal": "convert it to a float or a str",
+    "complex": "store its real and imaginary parts as two numbers",
+}
+
+
+def _plain(v: Any, name: str, where: str, depth: int) -> Any:
+    if depth > 50:
+        raise InvalidDocumentError(f"{name}: {where} is nested too deeply (over 50 levels)")
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bool) or v is None or isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise InvalidDocumentError(
+                f"{name}: {where} is {v}: JSON has no NaN or infinity; use None or leave it out"
+            )
+        return v
+    if isinstance(v, str):
+        if not storable(v):
+            raise InvalidDocumentError(
+                f"{name}: {where} holds a NUL character or a lone surrogate; remove it"
+            )
+        return v
+    if isinstance(v, Mapping):
+        out = {}
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise InvalidDocumentError(
+                    f"{name}: {where} has the key {k!r} ({type(k).__name__}): metadata keys "
+                    "are strings; use str(key)"
+                )
+            out[_plain(k, name, where, depth + 1)] = _plain(x, name, f"{where}[{k!r}]", depth + 1)
+        return out
+    if isinstance(v, (list, tuple, np.ndarray)):
+        items = v.tolist() if isinstance(v, np.ndarray) else v
+        return [_plain(x, name, f"{where}[{i}]", depth + 1) for i, x in enumerate(items)]
+    if isinstance(v, (set, frozenset)):
+        items = [_plain(x, name, f"{where} (a set)", depth + 1) for x in v]
+        try:
+            return sorted(items)
+        except TypeError:  # mixed types: grouped by type, then in order
+            return sorted(items, key=lambda x: (type(x).__name__, json.dumps(x, sort_keys=True)))
+    if isinstance(v, (datetime.date, datetime.time)):  # datetime is a date
+        return v.isoformat()
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    if isinstance(v, os.PathLike):
+        path = os.fspath(v)
+        if isinstance(path, str):
+            return _plain(path, name, where, depth + 1)
+    kind = type(v).__name__
+    advice = _WHAT_TO_DO.get(kind, "convert it to a str, a number, a bool, None, a list or a dict")
+    raise InvalidDocumentError(
+        f"{name}: {where} is a {kind}, which metadata cannot keep (it is stored as JSON); {advice}"
+    )
 
 
 def _json_value(v: Any, depth: int) -> None:

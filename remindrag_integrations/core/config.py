@@ -37,7 +37,7 @@ class _Config(BaseModel):
             try:  # a bad value is a ConfigError here too, as in build() and with_overrides()
                 super().__init__(**values)
             except ValidationError as exc:
-                raise ConfigError(str(exc)) from exc
+                raise _config_error(type(self), exc) from None
 
     def with_overrides(self, **overrides: Any) -> Any:
         """A copy with some fields changed, validated like the original. A nested config
@@ -78,7 +78,34 @@ class _Config(BaseModel):
         try:
             return cls.model_validate(dict(values))
         except ValidationError as exc:
-            raise ConfigError(str(exc)) from exc
+            raise _config_error(cls, exc) from None
+
+
+def _config_error(owner: type, exc: ValidationError) -> ConfigError:
+    """One line per bad field, each with the value given and what to do; pydantic's own
+    report (its text, its links) is not chained on as well, so it is printed once. A nested
+    config's error (raised inside a validator) is named by its path: ``prior.damping``."""
+    problems: list[str] = []
+    for e in exc.errors():
+        where = ".".join(map(str, e["loc"]))
+        nested = getattr((e.get("ctx") or {}).get("error"), "problems", None)
+        if isinstance(nested, list):  # a nested config's own, raised in a validator
+            problems.extend(f"{where}.{p}" if where else p for p in nested)
+            continue
+        where = where or "(the values)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            problems.append(f"{where}: no such field (check its spelling)")
+            continue
+        given = repr(e.get("input"))
+        given = given if len(given) <= 80 else given[:77] + "..."
+        problems.append(f"{where}: {msg} (got {given})")
+    error = ConfigError(
+        f"{owner.__name__}: " + "; ".join(problems) + ". Give a value in range: docs/config.md "
+        "lists every field"
+    )
+    error.problems = problems  # type: ignore[attr-defined]
+    return error
 
 
 # ---------------------------------------------------------------------------------------------

@@ -82,6 +82,13 @@ class StoreNotFoundError(StoreError, FileNotFoundError):
     """There is no saved engine where one was to be loaded."""
 
 
+class StoreEmptyError(StoreNotFoundError):
+    """A retrieval from a store named by its folder (``store="PATH"``) that holds no
+    documents: a mistyped path looks like an empty knowledge base, so it is refused. Add
+    documents first, or give the folder of a saved store (``ReMindRAG.load(PATH)`` refuses a
+    folder that holds none)."""
+
+
 class StoreCorruptError(StoreError):
     """A persisted store is damaged (missing file, bad checksum, bad format)."""
 
@@ -166,6 +173,7 @@ __all__ = [
     "ReMindError",
     "StoreConflictError",
     "StoreCorruptError",
+    "StoreEmptyError",
     "StoreError",
     "StoreExistsError",
     "StoreLockedError",

@@ -5,8 +5,15 @@ A filter tests a *document's* metadata (every chunk carries its document's metad
 written form is LangChain's (Chroma / PGVector style): ``{"dept": "x"}`` is equality, an
 operator dict ``{"year": {"$gte": 2020}}`` compares, ``{"$and": [...]}`` / ``{"$or": [...]}``
 combine; several keys in one dict are AND-ed. Operators: ``$eq $ne $gt $gte $lt $lte $in
-$nin``. A document without the key matches only ``$ne`` / ``$nin``; a comparison between
-values of different types (``"a" > 3``) is false, never an error.
+$nin $contains $all``. A document without the key matches only ``$ne`` / ``$nin``; a
+comparison between values of different types (``"a" > 3``) is false, never an error.
+
+List-valued metadata (``{"tags": ["faq", "billing"]}``), as MongoDB and Pinecone read it:
+``$in`` holds when any of its items is among the values, ``$nin`` when none is;
+``{"tags": {"$contains": "faq"}}`` when the list holds the value, ``{"$all": [...]}`` when it
+holds every one of them. ``$contains`` / ``$all`` read a plain value as a list of one
+(``{"dept": {"$contains": "x"}}`` is ``{"dept": "x"}``), never as a substring test.
+``$eq`` / ``$ne`` compare the whole value.
 
 How a walk honours it (docs/method.md §2 with a filter): entity nodes are shared by every document and
 always allowed; an anchor or a chunk belongs to one document and is never seeded, replayed
@@ -30,7 +37,8 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "$lt": operator.lt,
     "$lte": operator.le,
 }
-OPERATORS = (*_COMPARE, "$in", "$nin")
+OPERATORS = (*_COMPARE, "$in", "$nin", "$contains", "$all")
+_LISTS = ("$in", "$nin", "$all")  # operators that take a list of plain values
 _SCALAR = (str, int, float, bool)
 
 
@@ -46,10 +54,14 @@ class Condition:
         if self.key not in metadata:
             return self.op in ("$ne", "$nin")
         have = metadata[self.key]
-        if self.op == "$in":
-            return have in self.value
-        if self.op == "$nin":
-            return have not in self.value
+        if self.op in ("$in", "$nin"):
+            items = have if isinstance(have, list) else (have,)
+            found = any(x in self.value for x in items)
+            return found if self.op == "$in" else not found
+        if self.op in ("$contains", "$all"):
+            items = have if isinstance(have, list) else [have]
+            wanted = self.value if self.op == "$all" else (self.value,)
+            return all(w in items for w in wanted)
         try:
             return bool(_COMPARE[self.op](have, self.value))
         except TypeError:
@@ -110,12 +122,19 @@ def _condition(key: str, op: str, value: Any) -> Condition:
         raise ConfigError(
             f"filter on {key!r}: unknown operator {op!r} (supported: {', '.join(OPERATORS)})"
         )
-    if op in ("$in", "$nin"):
+    if op in _LISTS:
         if not isinstance(value, list | tuple | set) or not all(
             isinstance(v, _SCALAR) for v in value
         ):
             raise ConfigError(f"filter on {key!r}: {op} takes a list of plain values")
+        if op == "$all" and not value:
+            raise ConfigError(f"filter on {key!r}: $all takes a non-empty list")
         return Condition(key, op, tuple(value))
+    if op == "$contains" and not isinstance(value, _SCALAR):
+        raise ConfigError(
+            f"filter on {key!r}: $contains takes one plain value (a list holds it), got "
+            f"{value!r}; for several use $all (every one) or $in (any one)"
+        )
     if value is not None and not isinstance(value, _SCALAR):
         raise ConfigError(f"filter on {key!r}: {op} compares with a plain value, got {value!r}")
     return Condition(key, op, value)

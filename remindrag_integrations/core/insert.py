@@ -33,7 +33,8 @@ class Plan:
 
 
 def plan(store: GraphStore, documents: Iterable[Any], cfg: IndexConfig) -> Plan:
-    docs, empty, duplicates = indexing.screen(indexing.as_documents(documents))
+    given = arguments.json_documents(indexing.as_documents(documents))  # dates, sets: JSON
+    docs, empty, duplicates = indexing.screen(given)
     indexing.validate(docs, cfg)
     arguments.documents(docs)  # what every store can keep, checked before any work
     fresh = [d for d in docs if store.document_hash(d.id) != indexing.content_hash(d)]

@@ -30,5 +30,5 @@ def from_langchain_document(item: Any) -> Document | None:
     :func:`..inputs.number_sources`), else a content hash."""
     if not isinstance(item, LCDocument):
         return None
-    meta = user_metadata(item.metadata)
+    meta = user_metadata(item.metadata, item.id)
     return make_document(item.id or meta.get("doc_id") or meta.get("id"), item.page_content, meta)

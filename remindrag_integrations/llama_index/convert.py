@@ -115,13 +115,18 @@ _OPERATORS = {
     "<=": "$lte",
     "in": "$in",
     "nin": "$nin",
+    "contains": "$contains",  # a list-valued key holds the value
+    "any": "$in",  # a list-valued key holds any of the values (in: the value is among them)
+    "all": "$all",  # a list-valued key holds every one of the values
 }
 
 
 def metadata_filters_to_dict(spec: Any) -> dict[str, Any]:
     """LlamaIndex ``MetadataFilters`` (nested, AND / OR) as a LangChain-style filter dict.
-    Operators other than ``== != > >= < <= in nin`` and the NOT condition raise
-    :class:`ConfigError`."""
+    Operators other than ``== != > >= < <= in nin contains any all`` and the NOT condition
+    raise :class:`ConfigError`; on list-valued metadata ``in`` / ``any`` hold when the list
+    holds any of the values, ``contains`` when it holds the value, ``all`` every value (see
+    :mod:`..core.filters`)."""
     if isinstance(spec, MetadataFilter):
         op = str(getattr(spec.operator, "value", spec.operator))
         if op not in _OPERATORS:

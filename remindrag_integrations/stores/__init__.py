@@ -46,8 +46,8 @@ def open_store(
 
     - ``None``: a fresh :class:`InMemoryGraphStore`;
     - a ``postgresql://...`` DSN: a :class:`PostgresGraphStore` (extra ``postgres``);
-    - any other string or path: the embedded store saved there (a fresh one if the
-      directory holds no saved store; :class:`StoreCorruptError` if it holds one that cannot
+    - any other string or path (``~`` expanded): the embedded store saved there (a fresh one
+      if the directory holds no saved store; :class:`StoreCorruptError` if it holds one that cannot
       be read). ``lock=True`` opens it for writing (see :meth:`InMemoryGraphStore.open`);
     - a store object: returned as it is.
 
@@ -66,6 +66,7 @@ def open_store(
             ) from exc
         return PostgresGraphStore(spec, namespace=namespace, **kwargs)
     if isinstance(spec, (str, os.PathLike)):
+        spec = os.path.expanduser(spec)
         store = InMemoryGraphStore.open(spec, namespace, lock=lock, wait=wait, **kwargs)
         if namespace != "default" and store.namespace != namespace:
             store.close()

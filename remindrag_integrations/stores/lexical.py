@@ -7,17 +7,31 @@ change, so an insert or delete costs nothing until a query needs it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 Allowed = Callable[[list[str]], np.ndarray]
 
 
-def tokenize(texts: Sequence[str]) -> list[list[str]]:
-    """Lower-cased word tokens without English stop words (bm25s' tokenizer)."""
+def _bm25s() -> Any:
+    """bm25s, with its logger quiet: it sets that logger to DEBUG when imported, so its
+    "Building index from tokens" line reached any handler an app configured
+    (``logging.basicConfig(level=logging.INFO)`` included). Raised to WARNING unless the
+    app chose another level for it."""
     import bm25s
 
+    log = logging.getLogger("bm25s")
+    if log.level == logging.DEBUG:
+        log.setLevel(logging.WARNING)
+    return bm25s
+
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """Lower-cased word tokens without English stop words (bm25s' tokenizer)."""
+    bm25s = _bm25s()
     out = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
     return [list(t) for t in out]
 
@@ -26,8 +40,7 @@ class LexicalIndex:
     """A BM25 index over fixed (chunk id, text) pairs; a store rebuilds it after a change."""
 
     def __init__(self, items: Iterable[tuple[str, str]]) -> None:
-        import bm25s
-
+        bm25s = _bm25s()
         pairs = list(items)
         self.ids = [cid for cid, _ in pairs]
         self._bm25 = bm25s.BM25()

@@ -1,6 +1,7 @@
 """Metadata filters (:mod:`...core.filters`) as SQL over ``rr_documents.metadata`` (jsonb,
-GIN-indexed with ``jsonb_path_ops``): equality and ``$in`` use containment (``@>``, served by
-the index); comparisons check the JSON type first, so ``"a" > 3`` is false as in Python.
+GIN-indexed with ``jsonb_path_ops``): equality, ``$in``, ``$contains`` and ``$all`` use
+containment (``@>``, served by the index; a list-valued key holds a value when
+``{key: [value]}`` is contained); comparisons check the JSON type first, so ``"a" > 3`` is false as in Python.
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ def where_sql(f: Filter | Condition, params: dict[str, Any]) -> str:
     if isinstance(f, Filter):
         joiner = " OR " if f.any_of else " AND "
         return "(" + joiner.join(where_sql(p, params) for p in f.parts) + ")"
-    if f.op in ("$eq", "$ne", "$in", "$nin"):
-        values = f.value if f.op in ("$in", "$nin") else (f.value,)
-        contains = [f"metadata @> %({_bind(params, Jsonb({f.key: v}))})s" for v in values]
-        anyof = "(" + " OR ".join(contains) + ")"
-        return anyof if f.op in ("$eq", "$in") else f"NOT {anyof}"
+    if f.op in ("$eq", "$ne"):
+        equal = f"metadata @> %({_bind(params, Jsonb({f.key: f.value}))})s"
+        return equal if f.op == "$eq" else f"NOT {equal}"
+    if f.op in ("$in", "$nin"):  # the value, or a list holding it
+        anyof = "(" + " OR ".join(_holds(params, f.key, v) for v in f.value) + ")"
+        return anyof if f.op == "$in" else f"NOT {anyof}"
+    if f.op in ("$contains", "$all"):
+        wanted = f.value if f.op == "$all" else (f.value,)
+        return "(" + " AND ".join(_holds(params, f.key, v) for v in wanted) + ")"
     key, value = _bind(params, f.key), _bind(params, f.value)
     if isinstance(f.value, bool):
         json_type, cast = "boolean", "::boolean"
@@ -36,6 +41,13 @@ def where_sql(f: Filter | Condition, params: dict[str, Any]) -> str:
         f"(CASE WHEN jsonb_typeof(metadata -> %({key})s) = '{json_type}' "
         f"THEN (metadata ->> %({key})s){cast} {_SQL_OP[f.op]} %({value})s{cast} ELSE false END)"
     )
+
+
+def _holds(params: dict[str, Any], key: str, value: Any) -> str:
+    """``metadata[key]`` is ``value`` or a list that holds it (both served by the index)."""
+    one = _bind(params, Jsonb({key: value}))
+    listed = _bind(params, Jsonb({key: [value]}))
+    return f"(metadata @> %({one})s OR metadata @> %({listed})s)"
 
 
 def _bind(params: dict[str, Any], value: Any) -> str:
