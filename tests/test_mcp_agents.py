@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import mcp_fixture
+import pytest
 from mcp_fixture import QUESTION, server_args, server_env
 
 from remindrag_integrations.stores import InMemoryGraphStore
+
+pytestmark = pytest.mark.packaged_embedder  # run again under drift by make test
 
 fresh_store = mcp_fixture.fresh_store
 indexed_store = mcp_fixture.indexed_store

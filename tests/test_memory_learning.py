@@ -20,6 +20,8 @@ from remindrag_integrations.core.memory.math import memory_evidence, rank_scores
 from remindrag_integrations.errors import InvalidTeachPairError
 from remindrag_integrations.testing import HashEmbedder
 
+pytestmark = pytest.mark.packaged_embedder  # run again under drift by make test
+
 QUESTION = "Where was Person3 Alpha born?"
 
 

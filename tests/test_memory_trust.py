@@ -21,6 +21,8 @@ from remindrag_integrations.bench.trust import run_trust
 from remindrag_integrations.errors import UnknownNodeError
 from remindrag_integrations.testing import HashEmbedder
 
+pytestmark = pytest.mark.packaged_embedder  # run again under drift by make test
+
 DATA = Path(__file__).parent / "data"
 pg_dsn = pg_fixture.pg_dsn
 own_pg_database = pg_fixture.own_pg_database

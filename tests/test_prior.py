@@ -10,6 +10,8 @@ from remindrag_integrations import ReMindRAG
 from remindrag_integrations.core.prior import is_name
 from remindrag_integrations.testing import HashEmbedder
 
+pytestmark = pytest.mark.packaged_embedder  # run again under drift by make test
+
 DOCS = {
     "derrickson": "Scott Derrickson is an American director. Scott Derrickson directed Sinister.",
     "sinister": "Sinister is a 2012 horror film. Sinister stars Ethan Hawke as a writer.",

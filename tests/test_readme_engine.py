@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from doc_pages import python_blocks, section
+
+pytestmark = pytest.mark.packaged_embedder  # run again under drift by make test
 
 
 def test_engine_example_runs(capsys) -> None:

@@ -8,7 +8,7 @@ import pytest
 from remindrag_integrations import ReMindRAG
 from remindrag_integrations.adapters.embeddings import SentenceTransformerEmbedder
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.packaged_embedder]  # run again under drift
 
 
 @pytest.fixture(scope="module")
