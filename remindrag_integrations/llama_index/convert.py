@@ -108,7 +108,7 @@ def from_llamaindex_node(item: Any) -> Part | None:
     source = item.relationships.get(NodeRelationship.SOURCE)
     if isinstance(source, RelatedNodeInfo) and source.node_id != item.node_id:
         parent = (source.node_id, source.hash or "")
-        at = position(meta, item.start_char_idx)
+        at = position(meta, getattr(item, "start_char_idx", None))
         return make_part(None, text, meta, at=at, parent=parent, group=source.node_id)
     given = "id_" in item.model_fields_set
     return make_part(item.node_id if given else None, text, meta)
