@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -148,13 +148,13 @@ def screen(docs: Sequence[Document]) -> tuple[list[Document], tuple[str, ...], i
     first: dict[str, Document] = {}
     duplicates = 0
     for d in docs:
-        if d.pieces:
-            kept_pieces = [p for p in d.pieces if not isinstance(p.text, str) or p.text.strip()]
-            empty += [source_of(p.metadata) or str(d.id) for p in d.pieces if p not in kept_pieces]
+        if d.pieces:  # its text and metadata made of its pieces (the document's own: each's)
+            given = [replace(p, metadata={**d.metadata, **p.metadata}) for p in d.pieces]
+            kept_pieces = [p for p in given if not isinstance(p.text, str) or p.text.strip()]
+            empty += [source_of(p.metadata) or str(d.id) for p in given if p not in kept_pieces]
             if not kept_pieces:
                 continue
-            if len(kept_pieces) < len(d.pieces):
-                d = of_pieces(d.id, kept_pieces, d.aliases)
+            d = of_pieces(d.id, kept_pieces, d.aliases)
         if isinstance(d.text, str) and not d.text.strip():
             empty.append(source_of(d.metadata) or str(d.id))
             continue
