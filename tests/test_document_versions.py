@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pg_fixture
 import pytest
 from langchain_core.documents import Document as LCDocument
 from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -334,3 +335,44 @@ def test_a_path_id_is_resolved_from_the_current_folder(corpus: Path) -> None:
     assert r.engine.store.document_ids() == [str((corpus / "policy.txt").resolve())]
     r.add_documents([_lc(SHIPPING, name="no-such-file.txt")])  # not a file: kept as given
     assert "no-such-file.txt" in r.engine.store.document_ids()
+
+
+def test_nodes_whose_parent_has_no_hash_are_a_new_version() -> None:
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+
+    def nodes(*texts: str) -> list[TextNode]:
+        parent = RelatedNodeInfo(node_id="policy")  # built by hand: no hash to compare
+        return [TextNode(text=t, relationships={NodeRelationship.SOURCE: parent}) for t in texts]
+
+    r = _retriever(nodes(REFUNDS_14, SHIPPING))
+    r.add_documents(nodes(REFUNDS_30))
+    assert [c.text for c in r.engine.store.document_chunks("policy")] == [REFUNDS_30]
+
+
+# --- 8. the same on PostgreSQL -----------------------------------------------------------------
+
+pg_dsn = pg_fixture.pg_dsn  # the session's server (started once per process)
+make_pg_store = pg_fixture.make_pg_store
+
+
+def test_one_document_one_version_on_postgres(make_pg_store: Any) -> None:
+    engine = ReMindRAG(embeddings=HashEmbedder(), store=make_pg_store("versions"))
+    engine.insert(  # an old release's numbered pieces
+        [
+            Document("policy#0", REFUNDS_14, {"source": "policy"}),
+            Document("policy#1", SHIPPING, {"source": "policy"}),
+        ]
+    )
+    r = ReMindRetriever(engine=engine, k=5)
+    split = _splitter(True).split_documents
+    r.add_documents(split([_lc(f"{RETURNS}\n\n{REFUNDS_14}\n\n{SHIPPING}")]))
+    assert engine.store.document_ids() == ["policy"]
+    with r.batches():
+        for piece in split([_lc(f"{REFUNDS_30}\n\n{SHIPPING}")]):
+            r.add_documents([piece])
+    assert [c.text for c in engine.store.document_chunks("policy")] == [REFUNDS_30, SHIPPING]
+    got = _texts(r.invoke(QUESTION))
+    assert REFUNDS_30 in got and REFUNDS_14 not in got and RETURNS not in got
+    with pytest.raises(InvalidArgumentError, match="chunk id"):
+        r.delete([r.invoke(QUESTION)[0].id])
+    assert r.delete(["policy"])["chunks"] == 2 and engine.store.document_ids() == []

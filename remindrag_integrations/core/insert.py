@@ -71,9 +71,9 @@ def continued(store: GraphStore, doc: Document, started: bool) -> Document:
     if not old:
         return doc
     if not started:
-        versions = {p.parent[0]: p.parent[1] for p in old if p.parent}
+        versions = {p.parent[0]: p.parent[1] for p in old if p.parent and p.parent[1]}
         if not all(p.parent and versions.get(p.parent[0]) == p.parent[1] for p in doc.pieces):
-            return doc
+            return doc  # a parent without a hash is never taken for the stored version
         old = [p for p in old if not any(_overlap(p, q) for q in doc.pieces)]
     new = {(p.text, p.at) for p in doc.pieces}
     pieces = [p for p in old if (p.text, p.at) not in new] + list(doc.pieces)
