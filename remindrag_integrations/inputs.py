@@ -138,16 +138,10 @@ def join_parts(items: Iterable[Any]) -> list[Any]:
             continue
         parts = groups[x]
         aliases = tuple(dict.fromkeys(a for p in parts for a in p.aliases))
-        pieces: list[Piece] = []
-        seen: set[tuple[str, Any]] = set()
-        for p in parts:
-            key = (p.piece.text, p.piece.at)
-            if key not in seen:
-                seen.add(key)
-                pieces.append(p.piece)
+        pieces = [p.piece for p in parts]  # a piece given twice: the insert keeps one
         one = pieces[0]
-        if len(pieces) == 1 and one.at is None and one.parent is None:
-            docs.extend([Document(x, one.text, one.metadata, aliases=aliases)] * (len(parts)))
+        if all(p.text == one.text and p.at is None and p.parent is None for p in pieces):
+            docs.extend([Document(x, one.text, one.metadata, aliases=aliases)] * len(pieces))
         else:
             docs.append(of_pieces(x, pieces, aliases))
     return docs

@@ -24,7 +24,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from remindrag_integrations import Document, ReMindRAG, ReMindRetriever
-from remindrag_integrations.errors import InvalidArgumentError
+from remindrag_integrations.errors import EmbeddingError, InvalidArgumentError
 from remindrag_integrations.testing import HashEmbedder
 
 REFUNDS_14 = "Refunds take 14 days from the day the warehouse receives the parcel."
@@ -175,6 +175,26 @@ def test_pieces_over_several_calls_inside_batches_are_one_version() -> None:
     # outside the block, each call gives the whole document (the documented rule)
     r.add_documents(pieces[:1])
     assert [c.text for c in r.engine.store.document_chunks("policy")] == [SHIPPING]
+
+
+class _Down(HashEmbedder):
+    def embed(self, texts: Any) -> Any:
+        raise ConnectionError("embedding provider down")
+
+
+def test_a_failed_call_inside_batches_is_retried_as_the_first() -> None:
+    split = _splitter(True).split_documents
+    r = _retriever(split([_lc(f"{REFUNDS_14}\n\n{SHIPPING}")]))
+    pieces = split([_lc(f"{REFUNDS_30}\n\n{RETURNS}")])
+    working = r.engine.embedder
+    with r.batches():
+        r.engine.embedder = _Down()
+        with pytest.raises(EmbeddingError):
+            r.add_documents(pieces[:1])
+        r.engine.embedder = working
+        for piece in pieces:  # the retry: its first call still replaces the old version
+            r.add_documents([piece])
+    assert [c.text for c in r.engine.store.document_chunks("policy")] == [REFUNDS_30, RETURNS]
 
 
 def test_llamaindex_nodes_of_one_parent_version_join_over_calls() -> None:

@@ -181,9 +181,6 @@ class Engine(MemoryAdmin):
         with self._lock:
             started = frozenset(self._started or ())
         p = inserting.plan(self.store, documents, self.index_config, started)
-        with self._lock:
-            if self._started is not None:
-                self._started.update(p.named)
         _, rt = self._setup(None, {})
         bar = as_progress(progress, "indexing") if p.chunks else None
         steps = inserting.Batches(p, self.index_config, bar, on_batch)
@@ -212,6 +209,7 @@ class Engine(MemoryAdmin):
             found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
             args = (self.store, self.embedder, cfg, part, found, run.ledger)
             run.done(inserting.commit(*args, _embedding_bar(progress)))
+        self._wrote(run.plan.named)
         return self._carry_counts(run.report())
 
     async def ainsert(
@@ -232,7 +230,15 @@ class Engine(MemoryAdmin):
             commit = inserting.commit
             args = (self.store, self.embedder, cfg, part, found, run.ledger)
             run.done(await asyncio.to_thread(commit, *args, _embedding_bar(progress)))
+        self._wrote(run.plan.named)
         return self._carry_counts(run.report())
+
+    def _wrote(self, doc_ids: Iterable[str]) -> None:
+        """An insert finished: inside :meth:`batches`, its documents' next pieces join them
+        (an insert that failed marks nothing, so running it again replaces as it should)."""
+        with self._lock:
+            if self._started is not None:
+                self._started.update(doc_ids)
 
     def _carry_counts(self, report: IndexReport) -> IndexReport:
         with self._lock:

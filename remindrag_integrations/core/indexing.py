@@ -150,8 +150,15 @@ def screen(docs: Sequence[Document]) -> tuple[list[Document], tuple[str, ...], i
     for d in docs:
         if d.pieces:  # its text and metadata made of its pieces (the document's own: each's)
             given = [replace(p, metadata={**d.metadata, **p.metadata}) for p in d.pieces]
-            kept_pieces = [p for p in given if not isinstance(p.text, str) or p.text.strip()]
-            empty += [source_of(p.metadata) or str(d.id) for p in given if p not in kept_pieces]
+            kept_pieces, places = [], set()
+            for p in given:
+                if isinstance(p.text, str) and not p.text.strip():
+                    empty.append(source_of(p.metadata) or str(d.id))
+                elif (p.text, p.at) in places:  # the same piece twice (a page loaded twice)
+                    duplicates += 1
+                else:
+                    places.add((p.text, p.at))
+                    kept_pieces.append(p)
             if not kept_pieces:
                 continue
             d = of_pieces(d.id, kept_pieces, d.aliases)
