@@ -396,3 +396,14 @@ def test_one_document_one_version_on_postgres(make_pg_store: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="chunk id"):
         r.delete([r.invoke(QUESTION)[0].id])
     assert r.delete(["policy"])["chunks"] == 2 and engine.store.document_ids() == []
+
+
+def test_a_bad_piece_is_a_typed_error_naming_its_document() -> None:
+    from remindrag_integrations import Piece
+    from remindrag_integrations.errors import InvalidDocumentError
+
+    engine = ReMindRAG(embeddings=HashEmbedder())
+    for bad in (Piece(b"bytes"), Piece("ok", None), Piece("ok", {"when": {1, 2}}), "text"):  # type: ignore[arg-type]
+        with pytest.raises(InvalidDocumentError, match="'policy'"):
+            engine.insert([Document("policy", "", pieces=(Piece(REFUNDS_14), bad))])  # type: ignore[arg-type]
+    assert engine.store.document_ids() == []

@@ -97,15 +97,16 @@ def documents(docs: list[Document]) -> None:
                 raise InvalidDocumentError(
                     f"{name}: its {label} holds a NUL character or a lone surrogate"
                 )
-        if not isinstance(d.metadata, dict):
-            raise InvalidDocumentError(f"{name}: metadata must be a dict")
-        try:
-            _json_value(d.metadata, 0)
-            json.dumps(d.metadata, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise InvalidDocumentError(
-                f"{name}: metadata cannot be saved ({exc}); use JSON values"
-            ) from None
+        for meta in (d.metadata, *(p.metadata for p in d.pieces)):  # a piece's metadata too
+            if not isinstance(meta, dict):
+                raise InvalidDocumentError(f"{name}: metadata must be a dict")
+            try:
+                _json_value(meta, 0)
+                json.dumps(meta, allow_nan=False)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise InvalidDocumentError(
+                    f"{name}: metadata cannot be saved ({exc}); use JSON values"
+                ) from None
 
 
 def _json_value(v: Any, depth: int) -> None:

@@ -149,6 +149,15 @@ def screen(docs: Sequence[Document]) -> tuple[list[Document], tuple[str, ...], i
     duplicates = 0
     for d in docs:
         if d.pieces:  # its text and metadata made of its pieces (the document's own: each's)
+            for p in d.pieces:
+                if not isinstance(p, Piece) or not isinstance(p.text, str):
+                    raise InvalidDocumentError(
+                        f"{describe(d.id, d.metadata)}: a piece must be a Piece(text: str, metadata: dict)"
+                    )
+                if not isinstance(p.metadata, dict):
+                    raise InvalidDocumentError(
+                        f"{describe(d.id, d.metadata)}: a piece's metadata must be a dict"
+                    )
             given = [replace(p, metadata={**d.metadata, **p.metadata}) for p in d.pieces]
             kept_pieces, places = [], set()
             for p in given:
