@@ -113,6 +113,11 @@ def make_part(
     return Part(doc_id, piece, aliases, whole=own)
 
 
+@dataclass(frozen=True)
+class _Group:
+    doc_id: str
+
+
 def join_parts(items: Iterable[Any]) -> list[Any]:
     """Framework inputs as engine documents: the :class:`Part` s of one document (the pieces
     of a split file, a PDF's pages, a LlamaIndex document's nodes) become one document with
@@ -127,15 +132,16 @@ def join_parts(items: Iterable[Any]) -> list[Any]:
         elif isinstance(item, Part):
             if item.doc_id not in groups:
                 groups[item.doc_id] = []
-                out.append(item.doc_id)
+                out.append(_Group(item.doc_id))
             groups[item.doc_id].append(item)
         else:
             out.append(item)
     docs = []
-    for x in out:
-        if not isinstance(x, str):
-            docs.append(x)
+    for entry in out:
+        if not isinstance(entry, _Group):
+            docs.append(entry)
             continue
+        x = entry.doc_id
         parts = groups[x]
         aliases = tuple(dict.fromkeys(a for p in parts for a in p.aliases))
         pieces = [p.piece for p in parts]  # a piece given twice: the insert keeps one

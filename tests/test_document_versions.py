@@ -407,3 +407,9 @@ def test_a_bad_piece_is_a_typed_error_naming_its_document() -> None:
         with pytest.raises(InvalidDocumentError, match="'policy'"):
             engine.insert([Document("policy", "", pieces=(Piece(REFUNDS_14), bad))])  # type: ignore[arg-type]
     assert engine.store.document_ids() == []
+
+
+def test_plain_texts_and_tuples_pass_beside_framework_documents() -> None:
+    r = _retriever(["Kiwis are flightless birds.", ("emu", "Emus live in Australia.")])
+    r.add_documents([_lc(REFUNDS_14), "Kiwis are flightless birds.", _lc(SHIPPING, name="s")])
+    assert len(r.engine.store.document_ids()) == 4
