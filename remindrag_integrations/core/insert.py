@@ -65,8 +65,8 @@ def continued(store: GraphStore, doc: Document, started: bool) -> Document:
     node of a parent version the store holds (same ``ref_doc_id``, same hash), the stored
     pieces they do not overlap (re-adding them, or the next batch, keeps the rest). Otherwise
     ``doc`` is the whole new version."""
-    if not doc.pieces or store.document_hash(doc.id) is None:
-        return doc
+    if not doc.pieces or store.document_hash(doc.id) in (None, indexing.content_hash(doc)):
+        return doc  # not stored, or stored as given (unchanged)
     old = indexing.stored_pieces(store.document_chunks(doc.id))
     if not old:
         return doc
