@@ -168,7 +168,7 @@ class ReMindRAG(Engine):
             self._maybe_empty = False
         return super()._call(make, query, llm, overrides)
 
-    def _wrote(self, changed: bool) -> None:
+    def _save_if(self, changed: bool) -> None:
         """Save to :attr:`directory` after a write that changed something."""
         if changed and self.directory is not None:
             self.save(self.directory)
@@ -180,7 +180,7 @@ class ReMindRAG(Engine):
         try:
             return super().insert(documents, progress=progress, on_batch=done)
         finally:  # an interrupted insert keeps (and saves) the batches it finished
-            self._wrote(done.any)
+            self._save_if(done.any)
 
     async def ainsert(
         self, documents: Any, *, progress: Any = None, on_batch: Any = None
@@ -193,56 +193,56 @@ class ReMindRAG(Engine):
         try:
             return await super().ainsert(documents, progress=progress, on_batch=done)
         finally:
-            await asyncio.to_thread(self._wrote, done.any)
+            await asyncio.to_thread(self._save_if, done.any)
 
     def delete(self, doc_ids: Any) -> DeleteReport:
         report = super().delete(doc_ids)
         self._maybe_empty = self.directory is not None
-        self._wrote(report["documents"] > 0)
+        self._save_if(report["documents"] > 0)
         return report
 
     def memorize(self, *args: Any, **kwargs: Any) -> MemoryWrite:
         write = super().memorize(*args, **kwargs)
-        self._wrote(write.applied)
+        self._save_if(write.applied)
         return write
 
     async def amemorize(self, *args: Any, **kwargs: Any) -> MemoryWrite:
         import asyncio
 
         write = await super().amemorize(*args, **kwargs)
-        await asyncio.to_thread(self._wrote, write.applied)
+        await asyncio.to_thread(self._save_if, write.applied)
         return write
 
     def feedback(self, *args: Any, **kwargs: Any) -> MemoryWrite:
         write = super().feedback(*args, **kwargs)
-        self._wrote(write.applied)
+        self._save_if(write.applied)
         return write
 
     def teach(self, *args: Any, **kwargs: Any) -> TeachReport:
         report = super().teach(*args, **kwargs)
-        self._wrote(report.taught > 0)
+        self._save_if(report.taught > 0)
         return report
 
     async def ateach(self, *args: Any, **kwargs: Any) -> TeachReport:
         import asyncio
 
         report = await super().ateach(*args, **kwargs)
-        await asyncio.to_thread(self._wrote, report.taught > 0)
+        await asyncio.to_thread(self._save_if, report.taught > 0)
         return report
 
     def reset_memory(self) -> int:
         n = super().reset_memory()
-        self._wrote(n > 0)
+        self._save_if(n > 0)
         return n
 
     def decay_memory(self, factor: float) -> int:
         n = super().decay_memory(factor)
-        self._wrote(n > 0)
+        self._save_if(n > 0)
         return n
 
     def import_memory(self, path: Any, *, skip_unknown: bool = False) -> int:
         n = super().import_memory(path, skip_unknown=skip_unknown)
-        self._wrote(n > 0)
+        self._save_if(n > 0)
         return n
 
     # --- persistence ---------------------------------------------------------------------

@@ -11,7 +11,8 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -41,7 +42,7 @@ from .core.types import (
     Trace,
 )
 from .engine import ReMindRAG, folder_of
-from .inputs import content_id, jsonable, number_sources
+from .inputs import content_id, join_parts, jsonable
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import from_langchain_document, to_langchain_document
 from .last_trace import LastTrace
@@ -79,14 +80,19 @@ def as_engine_document(item: Any) -> Any:
 
 
 def as_engine_documents(items: Iterable[Any], what: str = "add_documents") -> list[Any]:
-    """A list of documents as engine documents, loader documents named by their source
-    (:func:`.inputs.number_sources`); one document or string instead of a list is an
+    """A list of documents as engine documents, the pieces of one document joined into one
+    (:func:`.inputs.join_parts`); one document or string instead of a list, or ``None``, is an
     :class:`InvalidArgumentError`."""
     if isinstance(items, (str, bytes, Document, LCDocument, BaseNode)):
         raise InvalidArgumentError(
             f"{what} takes a list of documents, not one {type(items).__name__}: wrap it in a list"
         )
-    return number_sources(as_engine_document(d) for d in items)
+    if items is None or not isinstance(items, Iterable):
+        raise InvalidArgumentError(
+            f"{what} takes a list of documents (LangChain Documents, LlamaIndex documents or "
+            f"nodes, strings), got {type(items).__name__}; pass [] for none"
+        )
+    return join_parts(as_engine_document(d) for d in items)
 
 
 def split_config(config: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
@@ -193,8 +199,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         ``namespace=`` the tenant whose graph and memory this retriever sees. ``llm`` may
         also be a ``--llm`` spec of the command line (``"local:smollm2"``,
         ``"openai:gpt-4o-mini"``). Loader documents without an id are named by their
-        ``source`` (see :func:`.inputs.number_sources`); empty ones are skipped and identical
-        ones indexed once (counted in the :class:`IndexReport`). ``progress=True`` draws a
+        ``source`` as a resolved path, and the pieces of one document (a splitter's output,
+        a PDF's pages, a LlamaIndex document's nodes) are one document (see
+        :func:`.inputs.join_parts`); empty ones are skipped and identical ones indexed once
+        (counted in the :class:`IndexReport`). ``progress=True`` draws a
         progress bar (tqdm, on stderr) while it indexes; a function ``(done, total)`` is
         called instead. The keyword arguments are typed (:class:`.options.RetrieverOptions`),
         so an editor completes them."""
@@ -271,8 +279,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         on_batch: Callable[[IndexReport], None] | None = None,
     ) -> IndexReport:
         """Insert more documents; unchanged ones are skipped, changed ones (the same id, e.g.
-        a re-loaded file's ``source``) replaced, empty ones skipped and identical ones indexed
-        once (the report counts both). ``progress=True`` draws a progress bar (tqdm, on
+        a re-loaded file's ``source``) replaced whole, whatever their number of pieces, empty
+        ones skipped and identical ones indexed once (the report counts both). The pieces a
+        call gives of a document are all of it, except inside :meth:`batches` and for
+        LlamaIndex nodes of the stored parent version (their pieces join it). ``progress=True`` draws a progress bar (tqdm, on
         stderr); a function ``(done, total)`` is called instead. ``on_batch(report)`` runs
         after each committed batch (see :meth:`ReMindRAG.insert`)."""
         docs = as_engine_documents(documents)
@@ -288,11 +298,22 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         docs = as_engine_documents(documents)
         return await self.engine.ainsert(docs, progress=progress, on_batch=on_batch)
 
+    @contextmanager
+    def batches(self) -> Iterator[ReMindRetriever]:
+        """A block in which :meth:`add_documents` calls are one update: a document whose
+        pieces come over several calls (``for batch in ...: add_documents(batch)``) is one
+        version, its first call replacing the stored one, the next ones adding to it (see
+        :meth:`ReMindRAG.batches`)."""
+        with self.engine.batches():
+            yield self
+
     def delete(self, doc_ids: Iterable[str]) -> DeleteReport:
         """Remove documents by the ids they were added with (a loader document's
-        ``metadata["source"]``, a LlamaIndex ``id_``, ``from_texts(ids=)``; a document's id
-        is also in each result's ``metadata["remindrag"]["doc_id"]``): their chunks, the
-        entities only they mentioned, and those nodes' edges with their learned memory.
+        ``metadata["source"]`` path, spelled any way, a LlamaIndex document's ``id_`` /
+        a node's ``ref_doc_id``, ``from_texts(ids=)``; a document's id is also in each
+        result's ``metadata["remindrag"]["doc_id"]``), every piece of them: their chunks, the
+        entities only they mentioned, and those nodes' edges with their learned memory. A
+        result's own id (a chunk id) raises :class:`InvalidArgumentError` naming its document.
         Returns the counts removed and ``not_found``, the ids this store does not hold
         (skipped with a logged warning, as LlamaIndex's ``delete_ref_doc`` and LangChain's
         vector stores skip them; check ``not_found`` to catch a typo)."""

@@ -271,7 +271,8 @@ def test_document_ids_are_the_same_from_anywhere(corpus, monkeypatch):
     monkeypatch.chdir("/")
     there = [(d.id, d.metadata["source"]) for d in read_documents([str(corpus / "docs")])]
     assert here == there and len(here) == 10
-    assert ("docs/alu.txt", "docs/alu.txt") in here
+    alu = str((corpus / "docs" / "alu.txt").resolve())  # issue 33: the resolved path
+    assert (alu, alu) in here
     monkeypatch.chdir(corpus / "docs")
     (single,) = read_documents(["alu.txt"])
-    assert single.id == "alu.txt"
+    assert single.id == alu  # the file given directly: the same document as in its folder

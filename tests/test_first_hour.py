@@ -321,17 +321,19 @@ def test_a_reloaded_edited_file_replaces_its_old_version_llamaindex(tmp_path: Pa
     assert "30 days" in n.node.get_content()
 
 
-def test_pieces_of_one_source_get_numbered_ids() -> None:
+def test_pieces_of_one_source_are_one_document() -> None:
     pages = [
         LCDocument(
             page_content=f"Page {i} of the handbook: rule {i}.", metadata={"source": "h.pdf"}
         )
         for i in range(3)
     ]
-    r = ReMindRetriever.from_documents([*pages, pages[1]], embeddings=HashEmbedder())
-    assert sorted(r.engine.store.document_ids()) == ["h.pdf#0", "h.pdf#1", "h.pdf#2"]
+    r = ReMindRetriever.from_documents([], embeddings=HashEmbedder())
+    assert r.add_documents([*pages, pages[1]]).duplicate_documents == 1
+    assert r.engine.store.document_ids() == ["h.pdf"]  # issue 33: one document, its pages
+    assert len(r.engine.store.document_chunks("h.pdf")) == 3  # the repeated page once
     again = r.add_documents(pages)
-    assert again.documents == 0 and again.skipped_documents == 3
+    assert again.documents == 0 and again.skipped_documents == 1
 
 
 # --- 6. empty and repeated documents ----------------------------------------------------------

@@ -2,11 +2,16 @@
 extra (``pip install 'remindrag-integrations[files]'``: LlamaIndex's file readers) .pdf,
 .docx, .csv and .html / .htm (one document per file, its pages or parts joined).
 
-Document ids are stable wherever the command runs: a file's id is its path relative to the
-folder given, prefixed with that folder's name (``remindrag index docs`` and
-``cd / && remindrag index /abs/path/docs`` both name ``docs/a.txt``); a file given directly is
-named by its file name. A .jsonl line's id is its ``id`` / ``pid`` field, else
-``<file id>:<line number>``. ``metadata["source"]`` holds the same relative name.
+A file's document id is its resolved absolute path (``~`` expanded, symbolic links followed),
+the id the Python API gives a loader's file (:func:`..core.indexing.canonical_source`): however
+it is spelled and wherever the command runs, one file is one document (``remindrag index
+docs``, ``cd / && remindrag index /abs/path/docs`` and ``remindrag index docs/a.txt`` all name
+``/abs/path/docs/a.txt``). A .jsonl line's id is its ``id`` / ``pid`` field, else
+``<file id>:<line number>``. ``metadata["source"]`` holds the same path. Stores built before
+0.x named a file by its path relative to the folder given, prefixed with the folder's name
+(``docs/a.txt``), or by its file name when given directly: those ids are the documents'
+``aliases``, so indexing the file again replaces the old document (its memory carried over).
+Messages name files by the short relative name.
 
 A file of a folder that cannot be read (a type no reader handles, a reader whose extra is not
 installed, a reader's error) is named in :attr:`FolderRead.skipped` with the reason, never
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.indexing import canonical_source
 from ..core.types import Document
 from .specs import CLIError
 
@@ -45,14 +51,14 @@ def read_files(paths: Sequence[str]) -> FolderRead:
     named in the result."""
     out = FolderRead()
     for raw in paths:
-        root = Path(raw)
+        root = Path(raw).expanduser()
         if not root.exists():
             raise CLIError(f"no such file or folder: {root}")
         files = _folder_files(root) if root.is_dir() else [root]
         for f in files:
             name = stable_name(root, f)
             try:
-                out.documents.extend(_file_documents(f, name))
+                out.documents.extend(_file_documents(f))
             except _Unreadable as exc:
                 if not root.is_dir():
                     raise CLIError(f"{f}: {exc}") from None
@@ -77,14 +83,16 @@ class _Unreadable(Exception):
     """A file no reader here can read; the message says why."""
 
 
-def _file_documents(f: Path, name: str) -> list[Document]:
+def _file_documents(f: Path) -> list[Document]:
     suffix = f.suffix.lower()
+    name, old = file_id(f), legacy_names(f)
     if suffix in TEXT_SUFFIXES:
-        return [Document(name, f.read_text(encoding="utf-8"), {"source": name})]
+        return [Document(name, f.read_text(encoding="utf-8"), {"source": name}, aliases=old)]
     if suffix == ".jsonl":
-        return list(_jsonl_documents(f, name))
+        return list(_jsonl_documents(f, name, old))
     if suffix in READER_SUFFIXES:
-        return [Document(name, _read_with_llamaindex(f, suffix), {"source": name})]
+        text = _read_with_llamaindex(f, suffix)
+        return [Document(name, text, {"source": name}, aliases=old)]
     raise _Unreadable(
         f"cannot read {suffix or 'files without a suffix'} (readable: "
         f"{', '.join(TEXT_SUFFIXES + ('.jsonl',) + READER_SUFFIXES)})"
@@ -121,16 +129,29 @@ def _read_with_llamaindex(f: Path, suffix: str) -> str:
     return "\n\n".join(p.text for p in parts if p.text.strip())
 
 
+def file_id(file: Path) -> str:
+    """A file's document id: its resolved absolute path."""
+    return canonical_source(str(file))
+
+
+def legacy_names(file: Path) -> tuple[str, ...]:
+    """The ids earlier releases may have given ``file``: its file name (given directly), or
+    its path below any folder above it, prefixed with that folder's name (given a folder)."""
+    path = file.resolve()
+    below = [(Path(a.name or "root") / path.relative_to(a)).as_posix() for a in path.parents]
+    return (path.name, *below)
+
+
 def stable_name(root: Path, file: Path) -> str:
-    """``file``'s name relative to the folder ``root`` (prefixed with the folder's name), or its
-    file name when it was given directly: the same wherever the command runs."""
+    """``file``'s short name in messages: relative to the folder ``root`` (prefixed with the
+    folder's name), or its file name when it was given directly."""
     if not root.is_dir():
         return file.name
     folder = root.resolve()
     return (Path(folder.name or "root") / file.resolve().relative_to(folder)).as_posix()
 
 
-def _jsonl_documents(path: Path, name: str) -> Iterator[Document]:
+def _jsonl_documents(path: Path, name: str, old: Sequence[str]) -> Iterator[Document]:
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -139,8 +160,10 @@ def _jsonl_documents(path: Path, name: str) -> Iterator[Document]:
             text = row["text"]
         except (ValueError, KeyError, TypeError) as exc:
             raise CLIError(f"{path}:{n}: expected a JSON object with 'text' ({exc})") from exc
-        doc_id = str(row.get("id") or row.get("pid") or f"{name}:{n}")
+        given = row.get("id") or row.get("pid")
+        doc_id = str(given or f"{name}:{n}")
+        aliases = () if given else tuple(f"{o}:{n}" for o in old)
         title = row.get("title")
         if title and not text.startswith(title):
             text = f"{title}\n{text}"
-        yield Document(doc_id, text, {"source": name, "title": title or doc_id})
+        yield Document(doc_id, text, {"source": name, "title": title or doc_id}, aliases=aliases)

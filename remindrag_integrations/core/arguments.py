@@ -102,22 +102,32 @@ def documents(docs: list[Document]) -> None:
                 raise InvalidDocumentError(
                     f"{name}: its {label} holds a NUL character or a lone surrogate"
                 )
-        if not isinstance(d.metadata, dict):
-            raise InvalidDocumentError(f"{name}: metadata must be a dict")
-        try:
-            _json_value(d.metadata, 0)
-            json.dumps(d.metadata, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise InvalidDocumentError(
-                f"{name}: metadata cannot be saved ({exc}); use JSON values"
-            ) from None
+        for meta in (d.metadata, *(p.metadata for p in d.pieces)):  # a piece's metadata too
+            if not isinstance(meta, dict):
+                raise InvalidDocumentError(f"{name}: metadata must be a dict")
+            try:
+                _json_value(meta, 0)
+                json.dumps(meta, allow_nan=False)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise InvalidDocumentError(
+                    f"{name}: metadata cannot be saved ({exc}); use JSON values"
+                ) from None
 
 
 def json_documents(docs: list[Document]) -> list[Document]:
     """The documents with their metadata as :func:`json_metadata` converts it (a document
     whose metadata is not a dict is left for :func:`documents` to refuse)."""
     return [
-        replace(d, metadata=json_metadata(d.metadata, describe(d.id, d.metadata)))
+        replace(
+            d,
+            metadata=json_metadata(d.metadata, describe(d.id, d.metadata)),
+            pieces=tuple(
+                replace(p, metadata=json_metadata(p.metadata, describe(d.id, p.metadata)))
+                if isinstance(getattr(p, "metadata", None), dict)
+                else p  # not a piece, or metadata not a dict: refused by documents()
+                for p in d.pieces
+            ),
+        )
         if isinstance(d.metadata, dict)
         else d
         for d in docs

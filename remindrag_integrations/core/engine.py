@@ -13,18 +13,21 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from . import answer as answering
-from . import arguments, pipeline
+from . import arguments, indexing, pipeline
 from . import insert as inserting
 from .config import IndexConfig, RetrievalConfig
 from .errors import (
     InvalidArgumentError,
     NotCopyableError,
+    UnknownNodeError,
     UnknownTraceError,
 )
+from .ids import NODE_ID_RE, is_chunk
 from .memory import memorize as memorizing
 from .memory import teach as teaching
 from .memory.admin import MemoryAdmin
@@ -93,6 +96,7 @@ class Engine(MemoryAdmin):
         self._once = memorizing.Once()  # each trace memorized exactly once
         self._writes = {"applied": 0, "skipped": 0}
         self._carried = {"kept": 0, "moved": 0, "dropped": 0}  # by document updates
+        self._started: set[str] | None = None  # documents an open batches() block wrote
 
     def _chat_llm(self, llm: Any) -> ChatLLM | None:
         """A call's ``llm=`` as a chat model (``None``: the engine's). Here only a built
@@ -147,11 +151,36 @@ class Engine(MemoryAdmin):
     def _documents(documents: Any) -> Iterable[Any]:
         if isinstance(documents, Document):
             raise InvalidArgumentError("insert takes a list of documents, not one document")
+        if documents is None:
+            raise InvalidArgumentError(
+                "insert takes a list of documents (Document, str or (id, text[, metadata])), "
+                "got None; pass [] for none"
+            )
         return arguments.items(documents, "documents")
+
+    @contextmanager
+    def batches(self) -> Iterator[None]:
+        """Inside this block the inserts are one update: a document's pieces given over
+        several calls (a loop over batches) are one version of it. The first call that
+        names a document replaces its stored version; later calls in the block add their
+        pieces to it. Outside such a block each call gives the whole of each document it
+        names. Blocks do not nest (an inner one is part of the outer)."""
+        with self._lock:
+            outer = self._started is not None
+            if not outer:
+                self._started = set()
+        try:
+            yield
+        finally:
+            if not outer:
+                with self._lock:
+                    self._started = None
 
     def _batches(self, documents: Iterable[Any], progress: Any, on_batch: Any) -> tuple:
         documents = self._documents(documents)
-        p = inserting.plan(self.store, documents, self.index_config)
+        with self._lock:
+            started = frozenset(self._started or ())
+        p = inserting.plan(self.store, documents, self.index_config, started)
         _, rt = self._setup(None, {})
         bar = as_progress(progress, "indexing") if p.chunks else None
         steps = inserting.Batches(p, self.index_config, bar, on_batch)
@@ -180,6 +209,7 @@ class Engine(MemoryAdmin):
             found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
             args = (self.store, self.embedder, cfg, part, found, run.ledger)
             run.done(inserting.commit(*args, _embedding_bar(progress)))
+        self._wrote(run.plan.named)
         return self._carry_counts(run.report())
 
     async def ainsert(
@@ -200,7 +230,15 @@ class Engine(MemoryAdmin):
             commit = inserting.commit
             args = (self.store, self.embedder, cfg, part, found, run.ledger)
             run.done(await asyncio.to_thread(commit, *args, _embedding_bar(progress)))
+        self._wrote(run.plan.named)
         return self._carry_counts(run.report())
+
+    def _wrote(self, doc_ids: Iterable[str]) -> None:
+        """An insert finished: inside :meth:`batches`, its documents' next pieces join them
+        (an insert that failed marks nothing, so running it again replaces as it should)."""
+        with self._lock:
+            if self._started is not None:
+                self._started.update(doc_ids)
 
     def _carry_counts(self, report: IndexReport) -> IndexReport:
         with self._lock:
@@ -224,14 +262,22 @@ class Engine(MemoryAdmin):
 
     def delete(self, doc_ids: Iterable[str]) -> DeleteReport:
         """Remove documents (by the ids they were inserted with) with their chunks, anchors,
-        the entities only they mentioned, and those nodes' edges and edge memory. An id the
-        store does not hold is no error: it is listed in ``not_found`` (and logged as a
-        warning), the others are deleted. A list is required (one string is an
-        :class:`InvalidArgumentError`)."""
+        the entities only they mentioned, and those nodes' edges and edge memory. A document
+        given in pieces goes whole. A path finds its document however it is spelled
+        (relative, absolute, ``~``), and an id also finds the pieces an older release stored
+        as ``id#0``, ``id#1``, .... A chunk id (a result's ``Document.id`` / node id) is not
+        a document id: :class:`InvalidArgumentError` names its document, before anything is
+        deleted. An id the store does not hold is no error: it is listed in ``not_found``
+        (and logged as a warning), the others are deleted. A list is required (one string
+        is an :class:`InvalidArgumentError`)."""
+        if doc_ids is None:
+            raise InvalidArgumentError("delete takes a list of document ids, got None")
         ids = list(dict.fromkeys(arguments.id_list(doc_ids, "doc_ids") or []))
-        missing = [d for d in ids if self.store.document_hash(d) is None]
+        found = {d: self._stored_ids(d) for d in ids}
+        missing = [d for d in ids if not found[d]]
+        self._refuse_chunk_ids(missing)
         before = self.store.touched_edges()
-        removed = self.store.delete_documents(ids)
+        removed = self.store.delete_documents(list(dict.fromkeys(x for d in ids for x in found[d])))
         with self._lock:
             self._carried["dropped"] += max(0, before - self.store.touched_edges())
         if missing:
@@ -244,6 +290,35 @@ class Engine(MemoryAdmin):
             edges=removed["edges"],
             not_found=missing,
         )
+
+    def _stored_ids(self, doc_id: str) -> list[str]:
+        """The stored documents ``doc_id`` names: itself, else the same path spelled
+        otherwise, else the numbered pieces an older release stored (``id#0``, ...)."""
+        for spelling in indexing.path_spellings(doc_id):
+            if self.store.document_hash(spelling) is not None:
+                return [spelling]
+        for spelling in indexing.path_spellings(doc_id):
+            n, out = 0, []
+            while self.store.document_hash(f"{spelling}#{n}") is not None:
+                out.append(f"{spelling}#{n}")
+                n += 1
+            if out:
+                return out
+        return []
+
+    def _refuse_chunk_ids(self, ids: Sequence[str]) -> None:
+        for x in ids:
+            if not (is_chunk(x) and NODE_ID_RE.match(x)):
+                continue
+            try:
+                doc = self.store.get_chunk(x).doc_id
+            except (UnknownNodeError, KeyError):
+                continue
+            raise InvalidArgumentError(
+                f"{x!r} is a chunk id (one passage of document {doc!r}), not a document id: "
+                f"delete([{doc!r}]) removes the whole document; to drop only this passage, "
+                "add the document again without it. Nothing was deleted."
+            )
 
     # --- retrieve and answer ---------------------------------------------------------------
     def _retrieve_step(

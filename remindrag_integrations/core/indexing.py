@@ -7,8 +7,10 @@ extractor, then :func:`build_graph` turns the extractions into nodes and edges.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,7 @@ from .protocols import Embedder, GraphStore
 from .steps import Ask, Step, embed_checked
 from .store import BatchSearchStore
 from .text import chunk_text, count_tokens, first_sentence
-from .types import Chunk, Document, Edge, Node, NodeKind
+from .types import Chunk, Document, Edge, Node, NodeKind, Piece
 
 MENTION_TEXT = "is mentioned in"
 CONTEXT_TEXT = "continues in the next chunk"
@@ -33,8 +35,93 @@ SOURCE_KEYS = ("source", "file_path")
 ``file_path`` (``SimpleDirectoryReader``)."""
 
 
+LIBRARY_KEY = "remindrag"
+"""The metadata key the library keeps its own values under (``results.NAMESPACE``): a stored
+chunk of a document given in pieces records there which piece it is (``"piece"``)."""
+
+PIECE_SEPARATOR = "\n\n"  # between the pieces of a document's text
+
+
 def content_hash(doc: Document) -> str:
+    if doc.pieces:
+        shape = [[p.text, list(p.at) if p.at else None] for p in doc.pieces]
+        return "pieces-" + hashlib.sha256(json.dumps(shape).encode("utf-8")).hexdigest()
     return hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
+
+
+def canonical_source(value: str) -> str:
+    """A document id made from a path, the same however the path was spelled: the resolved
+    absolute path (``~`` expanded, symbolic links followed) when ``value`` names an existing
+    file or folder, relative paths read from the current folder; anything else (a URL, a
+    name, a file that is gone) unchanged."""
+    if "://" in value:
+        return value
+    try:
+        path = os.path.expanduser(value)
+        if os.path.exists(path):
+            return os.path.realpath(path)
+    except (OSError, ValueError):  # a name no file system takes: not a path
+        pass
+    return value
+
+
+def path_spellings(value: str) -> list[str]:
+    """Ids ``value`` may stand for as a path, the file gone or not: itself, then its
+    absolute and resolved forms (how :meth:`Engine.delete` finds a document by a path)."""
+    out = [value, canonical_source(value)]
+    if "://" not in value:
+        try:
+            path = os.path.expanduser(value)
+            out += [os.path.abspath(path), os.path.realpath(path)]
+        except (OSError, ValueError):
+            pass
+    return list(dict.fromkeys(out))
+
+
+def of_pieces(doc_id: str, pieces: Sequence[Piece], aliases: Sequence[str] = ()) -> Document:
+    """One document of its pieces: the text joined, the metadata all pieces share (a key with
+    another value in one piece, such as a page number, is each piece's own)."""
+    metas = [{k: v for k, v in p.metadata.items() if k != LIBRARY_KEY} for p in pieces]
+    shared = dict(metas[0]) if metas else {}
+    for m in metas[1:]:
+        shared = {k: v for k, v in shared.items() if k in m and m[k] == v}
+    text = PIECE_SEPARATOR.join(p.text for p in pieces)
+    return Document(doc_id, text, shared, tuple(pieces), tuple(aliases))
+
+
+def stored_pieces(chunks: Sequence[Chunk]) -> list[Piece] | None:
+    """The pieces a stored document was given in, read back from its chunks (``None``: it
+    was given whole). A piece chunked in several parts is put back together."""
+    parts: dict[int, list[tuple[Chunk, dict[str, Any]]]] = {}
+    for c in chunks:
+        own = c.metadata.get(LIBRARY_KEY)
+        info = own.get("piece") if isinstance(own, dict) else None
+        if not isinstance(info, dict):
+            return None
+        parts.setdefault(int(info["n"]), []).append((c, info))
+    out = []
+    for n in sorted(parts):
+        group = parts[n]
+        first, info = group[0]
+        offset = int(info["offset"])
+        size = max(c.end for c, _ in group) - offset
+        buf = [" "] * size
+        for c, _ in group:
+            buf[c.start - offset : c.end - offset] = c.text
+        meta = dict(first.metadata)
+        own = {k: v for k, v in meta.pop(LIBRARY_KEY).items() if k != "piece"}
+        if own:
+            meta[LIBRARY_KEY] = own
+        at, parent = info.get("at"), info.get("parent")
+        out.append(
+            Piece(
+                "".join(buf),
+                meta,
+                (int(at[0]), int(at[1])) if at else None,
+                (str(parent[0]), str(parent[1])) if parent else None,
+            )
+        )
+    return out
 
 
 def source_of(metadata: Any) -> str | None:
@@ -61,6 +148,29 @@ def screen(docs: Sequence[Document]) -> tuple[list[Document], tuple[str, ...], i
     first: dict[str, Document] = {}
     duplicates = 0
     for d in docs:
+        if d.pieces:  # its text and metadata made of its pieces (the document's own: each's)
+            for p in d.pieces:
+                if not isinstance(p, Piece) or not isinstance(p.text, str):
+                    raise InvalidDocumentError(
+                        f"{describe(d.id, d.metadata)}: a piece must be a Piece(text: str, metadata: dict)"
+                    )
+                if not isinstance(p.metadata, dict):
+                    raise InvalidDocumentError(
+                        f"{describe(d.id, d.metadata)}: a piece's metadata must be a dict"
+                    )
+            given = [replace(p, metadata={**d.metadata, **p.metadata}) for p in d.pieces]
+            kept_pieces, places = [], set()
+            for p in given:
+                if isinstance(p.text, str) and not p.text.strip():
+                    empty.append(source_of(p.metadata) or str(d.id))
+                elif (p.text, p.at) in places:  # the same piece twice (a page loaded twice)
+                    duplicates += 1
+                else:
+                    places.add((p.text, p.at))
+                    kept_pieces.append(p)
+            if not kept_pieces:
+                continue
+            d = of_pieces(d.id, kept_pieces, d.aliases)
         if isinstance(d.text, str) and not d.text.strip():
             empty.append(source_of(d.metadata) or str(d.id))
             continue
@@ -95,15 +205,17 @@ def validate(docs: Sequence[Document], cfg: IndexConfig) -> None:
         if not isinstance(d.id, str) or not d.id.strip():
             raise InvalidDocumentError("a document id must be a non-empty string")
         name = describe(d.id, d.metadata)
-        if not isinstance(d.text, str):
-            raise InvalidDocumentError(f"{name}: text must be a string")
-        if not d.text.strip():
-            raise InvalidDocumentError(f"{name} is empty")
-        if len(d.text) > cfg.max_document_chars:
-            raise InvalidDocumentError(
-                f"{name} has {len(d.text):,} characters, over max_document_chars="
-                f"{cfg.max_document_chars:,}; split it or raise the limit"
-            )
+        texts = [p.text for p in d.pieces] if d.pieces else [d.text]
+        for text in texts:  # a document given in pieces: each piece is checked
+            if not isinstance(text, str):
+                raise InvalidDocumentError(f"{name}: text must be a string")
+            if not text.strip():
+                raise InvalidDocumentError(f"{name} is empty")
+            if len(text) > cfg.max_document_chars:
+                raise InvalidDocumentError(
+                    f"{name} has {len(text):,} characters, over max_document_chars="
+                    f"{cfg.max_document_chars:,}; split it or raise the limit"
+                )
         if d.id in seen:
             raise InvalidDocumentError(
                 f"{name}: its id appears twice in one insert with different texts; give each "
@@ -113,15 +225,37 @@ def validate(docs: Sequence[Document], cfg: IndexConfig) -> None:
 
 
 def make_chunks(doc: Document, cfg: IndexConfig) -> list[Chunk]:
-    spans = chunk_text(doc.text, cfg.chunk_tokens, cfg.chunk_overlap)
+    """The document's chunks; a document given in pieces is chunked piece by piece (a piece
+    within ``chunk_tokens`` is one chunk), each chunk with its piece's metadata and which
+    piece it is (under :data:`LIBRARY_KEY`), offsets into the joined text."""
+    parts = (
+        [(doc.text, 0, dict(doc.metadata))] if not doc.pieces else list(_piece_parts(doc.pieces))
+    )
     seen: dict[str, int] = {}
-    out = []
-    for i, s in enumerate(spans):
-        text = doc.text[s.start : s.end]
-        seen[text] = seen.get(text, -1) + 1
-        cid = chunk_id(doc.id, text, seen[text])
-        out.append(Chunk(cid, doc.id, i, text, s.start, s.end, dict(doc.metadata)))
+    out: list[Chunk] = []
+    for whole, offset, meta in parts:
+        for s in chunk_text(whole, cfg.chunk_tokens, cfg.chunk_overlap):
+            text = whole[s.start : s.end]
+            seen[text] = seen.get(text, -1) + 1
+            cid = chunk_id(doc.id, text, seen[text])
+            start, end = offset + s.start, offset + s.end
+            out.append(Chunk(cid, doc.id, len(out), text, start, end, dict(meta)))
     return out
+
+
+def _piece_parts(pieces: Sequence[Piece]) -> Iterable[tuple[str, int, dict[str, Any]]]:
+    offset = 0
+    for n, p in enumerate(pieces):
+        own = p.metadata.get(LIBRARY_KEY)
+        info = {
+            "n": n,
+            "offset": offset,
+            "at": list(p.at) if p.at else None,
+            "parent": list(p.parent) if p.parent else None,
+        }
+        mine = {**(own if isinstance(own, dict) else {}), "piece": info}
+        yield p.text, offset, {**p.metadata, LIBRARY_KEY: mine}
+        offset += len(p.text) + len(PIECE_SEPARATOR)
 
 
 def extraction_step(

@@ -3,8 +3,8 @@ built and written in one store write (an interrupted insert keeps the batches it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import arguments, indexing
@@ -14,7 +14,7 @@ from .prompts import Extraction
 from .protocols import Embedder, GraphStore
 from .steps import Step
 from .text import count_tokens
-from .types import Chunk, CostLedger, Document, IndexReport
+from .types import Chunk, CostLedger, Document, IndexReport, Piece
 
 
 @dataclass(frozen=True)
@@ -27,19 +27,83 @@ class Plan:
     unchanged: int
     empty: tuple[str, ...] = ()
     duplicates: int = 0
+    replaces: dict[str, list[str]] = field(default_factory=dict)
+    """Document id -> stored documents it replaces besides itself (its older ids)."""
+    named: tuple[str, ...] = ()
+    """Every document id the insert was given (written or unchanged)."""
 
     def extraction_steps(self, cfg: IndexConfig, template: str, use_llm: bool) -> list[Step]:
         return [indexing.extraction_step(c, cfg, template, use_llm) for c in self.chunks]
 
 
-def plan(store: GraphStore, documents: Iterable[Any], cfg: IndexConfig) -> Plan:
+def plan(
+    store: GraphStore,
+    documents: Iterable[Any],
+    cfg: IndexConfig,
+    started: Collection[str] = (),
+) -> Plan:
+    """What an insert writes. A document given in pieces is its whole new version, except
+    (:func:`continued`) where its pieces continue the stored version: ``started`` names the
+    documents an open :meth:`Engine.batches` block already wrote, and LlamaIndex nodes of the
+    stored parent version join it."""
     given = arguments.json_documents(indexing.as_documents(documents))  # dates, sets: JSON
     docs, empty, duplicates = indexing.screen(given)
     indexing.validate(docs, cfg)
     arguments.documents(docs)  # what every store can keep, checked before any work
-    fresh = [d for d in docs if store.document_hash(d.id) != indexing.content_hash(d)]
+    docs = [continued(store, d, d.id in started) for d in docs]
+    replaces = {d.id: found for d in docs if (found := older_ids(store, d))}
+    fresh = [
+        d for d in docs if d.id in replaces or store.document_hash(d.id) != indexing.content_hash(d)
+    ]
     chunks = [c for d in fresh for c in indexing.make_chunks(d, cfg)]
-    return Plan(fresh, chunks, len(docs) - len(fresh), empty, duplicates)
+    named = tuple(d.id for d in docs)
+    return Plan(fresh, chunks, len(docs) - len(fresh), empty, duplicates, replaces, named)
+
+
+def continued(store: GraphStore, doc: Document, started: bool) -> Document:
+    """``doc`` with the stored pieces its pieces continue: all of them when this batches
+    block already wrote the document (``started``); else, when every piece is a LlamaIndex
+    node of a parent version the store holds (same ``ref_doc_id``, same hash), the stored
+    pieces they do not overlap (re-adding them, or the next batch, keeps the rest). Otherwise
+    ``doc`` is the whole new version."""
+    if not doc.pieces or store.document_hash(doc.id) in (None, indexing.content_hash(doc)):
+        return doc  # not stored, or stored as given (unchanged)
+    old = indexing.stored_pieces(store.document_chunks(doc.id))
+    if not old:
+        return doc
+    if not started:
+        versions = {p.parent[0]: p.parent[1] for p in old if p.parent and p.parent[1]}
+        if not all(p.parent and versions.get(p.parent[0]) == p.parent[1] for p in doc.pieces):
+            return doc  # a parent without a hash is never taken for the stored version
+        old = [p for p in old if not any(_overlap(p, q) for q in doc.pieces)]
+    new = {(p.text, p.at) for p in doc.pieces}
+    pieces = [p for p in old if (p.text, p.at) not in new] + list(doc.pieces)
+    if all(p.at is not None for p in pieces):
+        pieces.sort(key=lambda p: p.at or (0, 0))
+    return indexing.of_pieces(doc.id, pieces, doc.aliases)
+
+
+def _overlap(a: Piece, b: Piece) -> bool:
+    """Two pieces of one parent whose character ranges overlap (the same passage split
+    again)."""
+    if a.parent != b.parent or a.at is None or b.at is None or a.at[0] != b.at[0]:
+        return False
+    return a.at[1] < b.at[1] + len(b.text) and b.at[1] < a.at[1] + len(a.text)
+
+
+def older_ids(store: GraphStore, doc: Document) -> list[str]:
+    """Stored documents that are older versions of ``doc`` under another id: its
+    ``aliases`` and their numbered forms ``alias#0``, ``alias#1``, ... (how earlier
+    releases named a source's pieces)."""
+    found: list[str] = []
+    for alias in doc.aliases:
+        if alias != doc.id and store.document_hash(alias) is not None:
+            found.append(alias)
+        n = 0
+        while store.document_hash(f"{alias}#{n}") is not None:
+            found.append(f"{alias}#{n}")
+            n += 1
+    return [x for x in dict.fromkeys(found) if x != doc.id]
 
 
 def split(p: Plan, documents: int) -> list[Plan]:
@@ -52,7 +116,8 @@ def split(p: Plan, documents: int) -> list[Plan]:
     for i in range(0, len(p.fresh), documents):
         docs = p.fresh[i : i + documents]
         chunks = [c for d in docs for c in by_doc.get(d.id, [])]
-        parts.append(Plan(docs, chunks, p.unchanged if i == 0 else 0))
+        replaces = {d.id: p.replaces[d.id] for d in docs if d.id in p.replaces}
+        parts.append(Plan(docs, chunks, p.unchanged if i == 0 else 0, replaces=replaces))
     return parts
 
 
@@ -125,12 +190,16 @@ def commit(
     the old version of a changed document and carries its memory over
     (:mod:`.memory.carry`): a failure (embedding, store) leaves the old version and its
     memory as they were. ``embed_progress(done, total)`` follows the embedding."""
-    changed = [d.id for d in p.fresh if store.document_hash(d.id) is not None]
+    changed = {
+        d.id: [d.id] * (store.document_hash(d.id) is not None) + p.replaces.get(d.id, [])
+        for d in p.fresh
+    }
+    changed = {k: v for k, v in changed.items() if v}
     found = [x for x, _ in extractions]
     batch = indexing.build_graph(p.chunks, found, store, embedder, cfg, embed_progress)
     moves, links = carry.moves(store, changed, batch.chunks, batch.edges) if changed else ({}, [])
     memory = store.add_graph(
-        replace=changed,
+        replace=[old for olds in changed.values() for old in olds],
         documents=[(d.id, indexing.content_hash(d), d.metadata) for d in p.fresh],
         chunks=batch.chunks,
         nodes=batch.nodes,

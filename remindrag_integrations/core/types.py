@@ -22,12 +22,32 @@ STAGES: tuple[Stage, ...] = ("extraction", "pre_query", "traversal", "memorize",
 
 
 @dataclass(frozen=True)
+class Piece:
+    """One piece of a document given already split (a text splitter's output, a loader's
+    page, a LlamaIndex node): its text, its own metadata and, when the splitter or loader
+    recorded it, its place in the document ``at = (page, start)`` and its parent's
+    ``(id, hash)`` (a LlamaIndex node's ``SOURCE`` relationship)."""
+
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    at: tuple[int, int] | None = None
+    parent: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
 class Document:
-    """A source document as the engine sees it."""
+    """A source document as the engine sees it. A document given in pieces (``pieces``) is
+    one document: its ``text`` is the pieces joined by a blank line, each piece is chunked on
+    its own and keeps its metadata, ``metadata`` is what all pieces share, and a new version
+    replaces every piece of the old one. ``aliases`` are ids an older release gave the same
+    document (a path spelled otherwise, ``id#0``, ``id#1``, ...): stored documents with those
+    ids are replaced by this one, their memory carried over."""
 
     id: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    pieces: tuple[Piece, ...] = ()
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,8 @@ from typing import Any
 
 from langchain_core.documents import Document as LCDocument
 
-from ..core.types import Document, RetrievedChunk, Trace
-from ..inputs import make_document, user_metadata
+from ..core.types import RetrievedChunk, Trace
+from ..inputs import Part, make_part, position, user_metadata
 from ..results import chunk_metadata
 
 
@@ -23,12 +23,14 @@ def to_langchain_document(
     )
 
 
-def from_langchain_document(item: Any) -> Document | None:
-    """A LangChain ``Document`` as an engine document (None for anything else). Its id:
-    ``doc.id``, else ``metadata["doc_id"]`` / ``metadata["id"]``, else the loader's
-    ``metadata["source"]`` (numbered when one source yields several texts: see
-    :func:`..inputs.number_sources`), else a content hash."""
+def from_langchain_document(item: Any) -> Part | None:
+    """A LangChain ``Document`` as a :class:`..inputs.Part` of an engine document (None for
+    anything else). The document: ``doc.id``, else ``metadata["doc_id"]`` /
+    ``metadata["id"]``, else the loader's ``metadata["source"]`` / ``["file_path"]`` (as a
+    resolved path: every page and split piece of one file is one document), else a content
+    hash. A splitter's ``add_start_index=True`` gives the piece its place in the document."""
     if not isinstance(item, LCDocument):
         return None
     meta = user_metadata(item.metadata, item.id)
-    return make_document(item.id or meta.get("doc_id") or meta.get("id"), item.page_content, meta)
+    given = item.id or meta.get("doc_id") or meta.get("id")
+    return make_part(given, item.page_content, meta, at=position(meta, meta.get("start_index")))

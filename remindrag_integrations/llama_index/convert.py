@@ -16,8 +16,8 @@ from llama_index.core.schema import (
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from ..core.errors import ConfigError
-from ..core.types import Document, RetrievedChunk, Trace
-from ..inputs import make_document, user_metadata
+from ..core.types import RetrievedChunk, Trace
+from ..inputs import Part, make_part, position, user_metadata
 from ..results import NAMESPACE, chunk_metadata
 
 DISPLAY = (
@@ -83,14 +83,17 @@ def _given_display(item: BaseNode) -> dict[str, Any]:
     return out
 
 
-def from_llamaindex_node(item: Any) -> Document | None:
-    """A LlamaIndex node as an engine document (None for anything else). Its id is the
-    node id the user gave (``id_`` / ``doc_id``); a node whose id LlamaIndex made up (a random
-    uuid) is named by its file (``metadata["file_path"]`` / ``["source"]``, as
-    ``SimpleDirectoryReader`` sets it: see :func:`..inputs.number_sources`), else by a content
-    hash, so adding it twice does not duplicate it and an edited file replaces its old
-    version. Its ``ref_doc_id`` is kept in the metadata; its display settings (hidden keys,
-    templates) beside it, under the library's key."""
+def from_llamaindex_node(item: Any) -> Part | None:
+    """A LlamaIndex node as a :class:`..inputs.Part` of an engine document (None for anything
+    else). The document: the id you gave (``id_`` / ``doc_id``); for a node a splitter or an
+    ``IngestionPipeline`` made, its parent (``ref_doc_id``, the ``SOURCE`` relationship),
+    or the parent's file (``metadata["file_path"]`` / ``["source"]``, a resolved path) when
+    LlamaIndex named the parent at random; a document named at random by its file; else a
+    content hash. So all nodes of one document are one document, re-adding its edited
+    version replaces them all, and ``delete([ref_doc_id])`` removes them. The node keeps its
+    place (``start_char_idx``) and its parent's hash; its ``ref_doc_id`` is kept in the
+    metadata, its display settings (hidden keys, templates) beside it, under the library's
+    key."""
     if not isinstance(item, BaseNode):
         return None
     meta = user_metadata(item.metadata)
@@ -102,8 +105,13 @@ def from_llamaindex_node(item: Any) -> Document | None:
     shown = _given_display(item)
     if shown:
         meta[NAMESPACE] = {_SHOWN: shown}
+    source = item.relationships.get(NodeRelationship.SOURCE)
+    if isinstance(source, RelatedNodeInfo) and source.node_id != item.node_id:
+        parent = (source.node_id, source.hash or "")
+        at = position(meta, getattr(item, "start_char_idx", None))
+        return make_part(None, text, meta, at=at, parent=parent, group=source.node_id)
     given = "id_" in item.model_fields_set
-    return make_document(item.node_id if given else None, text, meta)
+    return make_part(item.node_id if given else None, text, meta)
 
 
 _OPERATORS = {

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..ids import anchor_of, edge_id
 from ..protocols import GraphStore
@@ -59,19 +59,25 @@ def match_chunks(old: Sequence[Chunk], new: Sequence[Chunk]) -> dict[str, str]:
 
 
 def moves(
-    store: GraphStore, changed: Sequence[str], chunks: Sequence[Chunk], edges: Sequence[Edge]
+    store: GraphStore,
+    changed: Sequence[str] | Mapping[str, Sequence[str]],
+    chunks: Sequence[Chunk],
+    edges: Sequence[Edge],
 ) -> tuple[dict[str, str], list[Edge]]:
     """For documents being replaced: old edge id -> new edge id for every edge of a removed
     chunk or anchor that has a successor, and the learned edges to make anew (they are not
-    part of the new batch). ``chunks`` and ``edges`` are the new batch's."""
+    part of the new batch). ``chunks`` and ``edges`` are the new batch's. ``changed`` names
+    the replaced documents, or maps each new document to the stored ones it replaces (its
+    own old version and older ids of it: their chunks are matched as one document's)."""
     by_doc: dict[str, list[Chunk]] = {}
     for c in chunks:
         by_doc.setdefault(c.doc_id, []).append(c)
+    olds = changed if isinstance(changed, Mapping) else {d: [d] for d in changed}
     nodes: dict[str, str] = {}
     removed: set[str] = set()
     fresh = {x for c in chunks for x in (c.id, anchor_of(c.id))}
-    for doc in changed:
-        old = store.document_chunks(doc)
+    for doc, replaced in olds.items():
+        old = [c for d in replaced for c in store.document_chunks(d)]
         removed |= {x for c in old for x in (c.id, anchor_of(c.id))} - fresh
         for o, n in match_chunks(old, by_doc.get(doc, [])).items():
             nodes[o], nodes[anchor_of(o)] = n, anchor_of(n)

@@ -1,11 +1,14 @@
 """Metadata filters (:mod:`...core.filters`) as SQL over ``rr_documents.metadata`` (jsonb,
-GIN-indexed with ``jsonb_path_ops``): equality, ``$in``, ``$contains`` and ``$all`` use
-containment (``@>``, served by the index; a list-valued key holds a value when
-``{key: [value]}`` is contained); comparisons check the JSON type first, so ``"a" > 3`` is false as in Python.
+GIN-indexed with ``jsonb_path_ops``): equality uses containment (``@>``), ``$in``,
+``$contains`` and ``$all`` a JSON path (``@?``, ``$."key" ? (@ == v1 || @ == v2)``; lax mode
+reads a list-valued key's items), both served by the index; comparisons check the JSON type
+first, so ``"a" > 3`` is false as in Python.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -25,11 +28,11 @@ def where_sql(f: Filter | Condition, params: dict[str, Any]) -> str:
         equal = f"metadata @> %({_bind(params, Jsonb({f.key: f.value}))})s"
         return equal if f.op == "$eq" else f"NOT {equal}"
     if f.op in ("$in", "$nin"):  # the value, or a list holding it
-        anyof = "(" + " OR ".join(_holds(params, f.key, v) for v in f.value) + ")"
+        anyof = _holds(params, f.key, f.value)
         return anyof if f.op == "$in" else f"NOT {anyof}"
     if f.op in ("$contains", "$all"):
         wanted = f.value if f.op == "$all" else (f.value,)
-        return "(" + " AND ".join(_holds(params, f.key, v) for v in wanted) + ")"
+        return "(" + " AND ".join(_holds(params, f.key, [v]) for v in wanted) + ")"
     key, value = _bind(params, f.key), _bind(params, f.value)
     if isinstance(f.value, bool):
         json_type, cast = "boolean", "::boolean"
@@ -43,11 +46,16 @@ def where_sql(f: Filter | Condition, params: dict[str, Any]) -> str:
     )
 
 
-def _holds(params: dict[str, Any], key: str, value: Any) -> str:
-    """``metadata[key]`` is ``value`` or a list that holds it (both served by the index)."""
-    one = _bind(params, Jsonb({key: value}))
-    listed = _bind(params, Jsonb({key: [value]}))
-    return f"(metadata @> %({one})s OR metadata @> %({listed})s)"
+def _holds(params: dict[str, Any], key: str, values: Any) -> str:
+    """``metadata[key]`` is one of ``values`` or a list that holds one: one JSON path test,
+    served by the index as a whole (an OR of containments is not, past a few values)."""
+    # NaN equals nothing (as in Python); no value: no match
+    finite = [v for v in values if not (isinstance(v, float) and not math.isfinite(v))]
+    if not finite:
+        return "false"
+    alts = " || ".join(f"@ == {json.dumps(v)}" for v in finite)
+    path = _bind(params, f"$.{json.dumps(key)} ? ({alts})")
+    return f"(metadata @? %({path})s::jsonpath)"
 
 
 def _bind(params: dict[str, Any], value: Any) -> str:
