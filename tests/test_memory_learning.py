@@ -90,7 +90,7 @@ def test_teach_makes_a_missed_passage_first_with_no_walk(rag: ReMindRAG) -> None
     first_pass += cfg.prior.graph_weight * parts["graph"]
     span = 1 + cfg.prior.lexical_weight + cfg.prior.graph_weight
     assert parts["score"] == pytest.approx(first_pass + span * parts["memory"], abs=1e-5)
-    assert parts["cosine"] < max(rc.score for rc in before.chunks)  # cosine alone: not first
+    assert parts["cosine"] < max(rc.rank_score for rc in before.chunks)  # cosine alone: not first
 
 
 def test_teach_resolves_ids_docs_and_texts_and_reports_what_it_could_not(rag: ReMindRAG) -> None:

@@ -15,7 +15,7 @@ from . import prior
 from .config import RetrievalConfig
 from .errors import InvalidQueryError, LLMError, LLMOutputError
 from .extract_rules import rule_based_extraction
-from .ids import anchor_of
+from .ids import anchor_of, is_anchor
 from .memory.math import rank_scores
 from .memory.replay import replay, vouched
 from .navigate import Navigator, mode, navigate
@@ -96,8 +96,55 @@ def rank(walk: Walk, merged: bool = False) -> list[RetrievedChunk]:
     else:
         scored = sorted(scored, key=lambda t: -t[1]) + [(c, s, "dense_fill") for c, s in fill]
     top = scored[: cfg.k]
+    own = [_own(walk.evidence[c]) for c in walk.evidence]
+    rel = relevance(max([question_relevance(walk), *own]), [s for _, s, _ in top])
+    for (c, _, _), r in zip(top, rel):
+        walk.evidence[c]["relevance"] = r
     chunks = walk.chunks([c for c, _, _ in top])  # one read
-    return [RetrievedChunk(ch, s, how) for ch, (_, s, how) in zip(chunks, top)]  # type: ignore[arg-type]
+    return [
+        RetrievedChunk(ch, r, how, s)  # type: ignore[arg-type]
+        for ch, (_, s, how), r in zip(chunks, top, rel)
+    ]
+
+
+FALL_OFF = 0.5
+"""How fast relevance falls with the rank score below the top passage's: the square root of
+its share (measured: benchmarks/score_calibration.py)."""
+
+
+def _own(parts: dict) -> float:
+    """A passage's own relevance: its cosine to the question, or memory's vouching for it
+    (``q̂ · v`` of the remembered edge that leads to it), whichever is higher, in [0, 1]."""
+    return min(1.0, max(0.0, float(parts.get("cosine", 0.0)), float(parts.get("memory", 0.0))))
+
+
+def question_relevance(walk: Walk) -> float:
+    """How relevant the graph is to the question before the walk: the best own relevance
+    (:func:`_own`) among the first pass's candidates (the prior's, else the seeds), in [0, 1].
+    Absolute, not scaled to the best hit: an off-corpus question scores low on any corpus."""
+    if walk.prior is not None:
+        cands = [_own(p) for p in walk.prior.parts.values()]
+    else:
+        read = [*(n for n in walk.seeds if is_anchor(n)), *walk.chunk_ids]
+        cands = [max(0.0, s) for s in walk.sims(read)]
+    mem = vouched(walk)
+    return min(1.0, max([0.0, *cands, *mem.values()]))
+
+
+def relevance(best: float, rank_scores: list[float]) -> list[float]:
+    """The relevance in [0, 1] of each returned passage, in the returned order: the
+    question's relevance ``best`` (the best own relevance the graph holds for it) for the
+    first, times ``sqrt(rank score / the first's rank score)`` for the others (the fused rank
+    score says how far below the first the method puts it), never above a passage returned
+    before it. So the scores fall as the ranking does, and an off-corpus question scores low
+    on every passage."""
+    out: list[float] = []
+    first = rank_scores[0] if rank_scores else 0.0
+    for i, s in enumerate(rank_scores):
+        share = 1.0 if i == 0 else (min(1.0, max(0.0, s / first)) if first > 0 else 0.0)
+        r = best * share**FALL_OFF
+        out.append(min(r, out[-1]) if out else r)
+    return out
 
 
 def _evidence(walk: Walk, chunk_id: str, cos: float, mem: float, score: float) -> dict:
@@ -132,7 +179,7 @@ def make_trace(
 def requery(store: GraphStore, question: str, cfg: RetrievalConfig) -> Step:
     """The question asked again as a user would, zero-token (no pre-query: no LLM is asked):
     what memory writes that must bring named passages back check against."""
-    plain = cfg.with_overrides(pre_query=False, verify_replay=False)
+    plain = cfg.with_overrides(pre_query=False, verify_replay=False, min_score=None)
     return (yield from retrieve(store, question, plain, ZeroTokenNavigator(), CostLedger()))
 
 
@@ -164,6 +211,8 @@ def retrieve(
     navigating = [0.0]  # the navigator's own work, not its LLM calls
     if not walk.parents:
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
+    elif cfg.min_score is not None and question_relevance(walk) < cfg.min_score:
+        walk.stop_reason = "below_min_score"  # no walk (no LLM call) for an off-corpus question
     elif ("replay" in walk.sources.values() or vouched(walk)) and not cfg.verify_replay:
         walk.stop_reason = "replay"
         walk.navigation = {"mode": cfg.llm_navigation, "llm": False, "reason": "memory replay"}
@@ -175,6 +224,9 @@ def retrieve(
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
     chunks = rank(walk, merged) if walk.parents else []
+    abstained = bool(chunks) and cfg.min_score is not None and chunks[0].score < cfg.min_score
+    if abstained:
+        chunks, walk.stop_reason = [], "below_min_score"
     timings = {
         "prior": (tp - t0) * 1e3,
         "seed_search": (t1 - tp) * 1e3,
@@ -183,4 +235,5 @@ def retrieve(
         "bookkeeping": (time.perf_counter() - t3) * 1e3,
     }
     trace = make_trace(walk, query, subqs, ledger, timings)
+    trace.abstained = abstained
     return Retrieval(query=query, chunks=chunks, triples=path_triples(walk), trace=trace)
