@@ -8,9 +8,6 @@ frameworks' own idioms, and margins around the cutoff rather than exact floats (
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +24,7 @@ from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
 
 from remindrag_integrations import ReMindRAG, ReMindRetriever
+from remindrag_integrations.app.cli import main as cli_main
 from remindrag_integrations.core.config import RECOMMENDED_MIN_SCORE, RetrievalConfig
 from remindrag_integrations.core.errors import ConfigError
 from remindrag_integrations.core.pipeline import relevance
@@ -207,36 +205,29 @@ def test_a_store_keeps_min_score(tmp_path: Path) -> None:
 
 
 # --- the command line ---------------------------------------------------------------------------
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "remindrag_integrations.app.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
+def ask(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert cli_main(["ask", *args, "--store", "kb"]) == 0
+    return capsys.readouterr().out
 
 
-def test_cli_ask_off_topic_says_nothing_relevant_and_memorises_nothing(tmp_path: Path) -> None:
+def test_cli_ask_off_topic_says_nothing_relevant_and_memorises_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
     docs = tmp_path / "docs"
     docs.mkdir()
     for name, text in RIVERS.items():
         (docs / name).write_text(text, encoding="utf-8")
-    cli("index", str(docs), "--store", "kb", cwd=tmp_path)
-    out = json.loads(cli("ask", OFF_TOPIC, "--store", "kb", "--json", cwd=tmp_path).stdout)
+    assert cli_main(["index", str(docs), "--store", "kb"]) == 0
+    capsys.readouterr()
+    out = json.loads(ask(capsys, OFF_TOPIC, "--json"))
     assert out["abstained"] and out["passages"] == [] and not out["memorized"]
     assert out["min_score"] == CUT and out["best_score"] <= CUT - MARGIN
-    text = cli("ask", OFF_TOPIC, "--store", "kb", cwd=tmp_path).stdout
+    text = ask(capsys, OFF_TOPIC)
     assert "nothing relevant found" in text and "London" not in text
-    on = json.loads(cli("ask", ON_TOPIC, "--store", "kb", "--json", cwd=tmp_path).stdout)
+    on = json.loads(ask(capsys, ON_TOPIC, "--json"))
     assert not on["abstained"] and on["memorized"]
     assert on["passages"][0]["doc"].endswith("thames.txt")
     assert on["passages"][0]["score"] >= CUT + MARGIN
-    forced = json.loads(
-        cli("ask", OFF_TOPIC, "--store", "kb", "--json", "--min-score", "0", cwd=tmp_path).stdout
-    )
+    forced = json.loads(ask(capsys, OFF_TOPIC, "--json", "--min-score", "0"))
     assert forced["passages"] and not forced["abstained"]

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from . import filters
 from .errors import ConfigError, warn_deprecated
 
-RECOMMENDED_MIN_SCORE = 0.4
+RECOMMENDED_MIN_SCORE = 0.45
 """The relevance cutoff measured with the packaged embedder (all-MiniLM-L6-v2) on the dev
 sets (benchmarks/score_calibration.py, docs/retriever.md#scores): ``min_score``,
 LlamaIndex's ``SimilarityPostprocessor(similarity_cutoff=...)`` and LangChain's
@@ -294,7 +294,7 @@ class RetrievalConfig(_Config):
         le=1.0,
         description="Abstain below this relevance: a question whose best passage scores "
         "less (off the corpus) returns no passage and its trace writes no memory; None = off "
-        "(0.4 recommended with the packaged embedder: docs/retriever.md#scores).",
+        "(0.45 recommended with the packaged embedder: docs/retriever.md#scores).",
     )
     seeds: int = Field(2, ge=1, le=100, description="Walk start nodes per (sub)question.")
     # the walk's bounds
