@@ -294,4 +294,5 @@ def test_trace_page_shows_the_ranking_evidence(rag: ReMindRAG) -> None:
     parts = r.trace.rank_evidence[top.chunk.id]
     row = f"<td>1</td><td>{top.chunk.id}</td><td>{top.chunk.doc_id}</td>"
     assert "<h2>Ranking</h2>" in page and row in page
-    assert f"<td>{parts['memory']:.3f}</td><td>{parts['score']:.3f}</td>" in page
+    cells = f"<td>{parts['memory']:.3f}</td><td>{parts['score']:.3f}</td>"
+    assert cells + f"<td>{parts['relevance']:.3f}</td>" in page  # the result's score, 0-1
