@@ -28,6 +28,7 @@ from remindrag_integrations.app.cli import main as cli_main
 from remindrag_integrations.core.config import RECOMMENDED_MIN_SCORE, RetrievalConfig
 from remindrag_integrations.core.errors import ConfigError
 from remindrag_integrations.core.pipeline import relevance
+from remindrag_integrations.core.types import Trace
 from remindrag_integrations.testing import HashEmbedder
 
 CUT = RECOMMENDED_MIN_SCORE
@@ -161,7 +162,8 @@ def test_min_score_abstains_and_writes_no_memory(retriever: ReMindRetriever) -> 
     assert not w.applied and "min_score" in w.skipped_reason
     assert not rag.feedback(r.trace_id, helpful=True).applied
     assert rag.memory_stats().touched_edges == before
-    assert rag.trace(r.trace_id).abstained  # kept with the trace
+    assert rag.trace(r.trace_id).abstained  # kept with the trace, and where the store keeps it
+    assert Trace.from_dict(json.loads(json.dumps(r.trace.to_dict()))).abstained
     a = rag.answer(OFF_TOPIC, min_score=CUT)
     assert a.citations == [] and "could not find" in a.text
     on = rag.retrieve(ON_TOPIC, min_score=CUT)
