@@ -270,7 +270,8 @@ def retrieve(
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
     chunks = rank(walk, merged, mentioned) if walk.parents else []
-    abstained = bool(chunks) and cfg.min_score is not None and chunks[0].score < cfg.min_score
+    below = cfg.min_score is not None and bool(chunks) and chunks[0].score < cfg.min_score
+    abstained = walk.stop_reason == "below_min_score" or below  # decided before the walk, or now
     if abstained:
         chunks, walk.stop_reason = [], "below_min_score"
     timings = {
