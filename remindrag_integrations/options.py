@@ -22,6 +22,7 @@ class RetrieverOptions(TypedDict, total=False):
     similarity_top_k: int
     search_kwargs: dict[str, Any]
     search_type: str
+    score_threshold: float | None
     filters: Any
     # IndexConfig
     chunk_tokens: int
@@ -37,6 +38,7 @@ class RetrieverOptions(TypedDict, total=False):
     k: int
     filter: dict[str, Any] | None
     fill_to_k: bool
+    min_score: float | None
     seeds: int
     max_hops: int
     max_iterations: int

@@ -20,7 +20,9 @@ def chunk_metadata(
 ) -> dict[str, Any]:
     """The JSON-serialisable metadata of one retrieved chunk: its document's metadata as
     given, plus ``metadata["remindrag"]``: ``doc_id``, ``chunk_id``, ``chunk_index``,
-    ``start`` / ``end`` (offsets in the document), ``score``, ``trace_id``, ``found_by``
+    ``start`` / ``end`` (offsets in the document), ``score`` (the relevance in [0, 1] one
+    cutoff reads the same on every question: docs/retriever.md#scores), ``rank_score`` (the
+    fused score the ranking sorts by), ``trace_id``, ``found_by``
     (seed, replay, traversal or dense_fill), ``path`` (node names seed → chunk), ``path_ids``,
     ``path_edges`` and ``replayed`` (whether remembered edges led there)."""
     c = rc.chunk
@@ -34,6 +36,7 @@ def chunk_metadata(
         "start": c.start,
         "end": c.end,
         "score": float(rc.score),
+        "rank_score": float(rc.rank_score if rc.rank_score is not None else rc.score),
         "trace_id": trace.trace_id,
         "found_by": rc.source,
         "path": [names.get(n, n) for n in nodes],

@@ -13,6 +13,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -50,7 +51,7 @@ from .llama_index.convert import from_llamaindex_node, to_llamaindex_node
 from .llama_index.events import ReMindMemoryEventHandler
 from .options import RetrieverOptions
 from .results import path_names
-from .search_args import call_overrides, construction_args
+from .search_args import call_overrides, construction_args, score_threshold
 from .stores import open_store
 
 
@@ -69,7 +70,15 @@ def _quiet_notebook_progress() -> None:
 
 _quiet_notebook_progress()
 _RETRIEVER_FILE = "retriever.json"
-_RETRIEVER_ARGS = ("k", "filter", "search_kwargs", "search_type", "similarity_top_k", "filters")
+_RETRIEVER_ARGS = (
+    "k",
+    "filter",
+    "score_threshold",
+    "search_kwargs",
+    "search_type",
+    "similarity_top_k",
+    "filters",
+)
 
 
 def as_engine_document(item: Any) -> Any:
@@ -118,7 +127,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     ``invoke(query, k=3, filter={"dept": "x"})`` or any other :class:`RetrievalConfig` field
     overrides one call. LlamaIndex: ``retrieve`` / ``aretrieve`` return ``NodeWithScore`` s.
     The user's metadata comes back untouched; the library's own keys are under
-    ``metadata["remindrag"]``. Construction also takes ``search_kwargs={"k", "filter"}``,
+    ``metadata["remindrag"]``, with ``score`` the passage's relevance in [0, 1] (``NodeWithScore.score``
+    too; docs/retriever.md#scores). Construction also takes
+    ``search_kwargs={"k", "filter", "score_threshold"}``,
+    ``search_type="similarity_score_threshold"``,
     ``similarity_top_k`` and ``filters=MetadataFilters(...)``; any other argument is a
     :class:`ConfigError` (see :mod:`.search_args`). Each call leaves a trace;
     :meth:`memorize` / :meth:`feedback` write it into edge memory (or let
@@ -134,6 +146,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     filter: dict[str, Any] | None = None
     """A metadata filter every call of this retriever applies (AND-ed with a per-call one);
     LangChain syntax, see :mod:`.core.filters`."""
+    score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Drop passages whose relevance (``metadata["remindrag"]["score"]``, in [0, 1]) is below
+    it, and abstain (no passage, no memory) when the best is: LangChain's
+    ``search_type="similarity_score_threshold"``. ``None``: keep the ``k`` passages."""
 
     # LlamaIndex's BaseRetriever sets these in its __init__; declared so pydantic accepts them
     callback_manager: Any = Field(default=None, exclude=True, repr=False)
@@ -168,6 +184,8 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             parts.append(f"k={self.k}")
         if self.filter:
             parts.append(f"filter={self.filter!r}")
+        if self.score_threshold is not None:
+            parts.append(f"score_threshold={self.score_threshold}")
         return f"ReMindRetriever({', '.join(parts)})"
 
     def __str__(self) -> str:
@@ -330,7 +348,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
 
     def _write_fields(self, root: Path) -> None:
         (root / _RETRIEVER_FILE).write_text(
-            json.dumps({"k": self.k, "filter": self.filter}), encoding="utf-8"
+            json.dumps(
+                {"k": self.k, "filter": self.filter, "score_threshold": self.score_threshold}
+            ),
+            encoding="utf-8",
         )
 
     @classmethod
@@ -352,13 +373,28 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return cls(engine=engine, **{**fields, **kwargs})
 
     # --- retrieval -----------------------------------------------------------------------
-    def _overrides(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _overrides(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+        """The call's config overrides and its relevance cutoff (per call, else the
+        retriever's ``score_threshold``), which also makes the engine abstain below it."""
+        kwargs = dict(kwargs)
+        cut = score_threshold(kwargs.pop("score_threshold", None))
+        cut = self.score_threshold if cut is None else cut
         kwargs = call_overrides(kwargs)
         if self.k is not None:
             kwargs.setdefault("k", self.k)
         if self.filter:
             kwargs["filter"] = filters.both(self.filter, kwargs.get("filter"))
-        return kwargs
+        if cut is not None:
+            floor = kwargs.get("min_score", self.engine.retrieval_config.min_score)
+            kwargs["min_score"] = max(cut, floor or 0.0)
+        return kwargs, cut
+
+    @staticmethod
+    def _cut(r: Retrieval, cut: float | None) -> Retrieval:
+        """``r`` without the passages whose relevance is below ``cut``."""
+        if cut is None:
+            return r
+        return replace(r, chunks=[rc for rc in r.chunks if rc.score >= cut])
 
     def _child_llm(self, run_manager: Any) -> Any:
         """The engine's LangChain model, bound to the retriever run's child callbacks so its
@@ -369,23 +405,26 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return None
 
     def _run(self, query: str, llm: Any, kwargs: dict[str, Any]) -> Retrieval:
+        overrides, cut = self._overrides(kwargs)
         seq, r = self._last.begin(), None
         try:
-            r = self.engine.retrieve(query, llm=llm, **self._overrides(kwargs))
+            r = self.engine.retrieve(query, llm=llm, **overrides)
         finally:
             self._last.end(seq, r.trace_id if r is not None else None)
-        return r
+        return self._cut(r, cut)
 
     async def _arun(self, query: str, llm: Any, kwargs: dict[str, Any]) -> Retrieval:
+        overrides, cut = self._overrides(kwargs)
         seq, r = self._last.begin(), None
         try:
-            r = await self.engine.aretrieve(query, llm=llm, **self._overrides(kwargs))
+            r = await self.engine.aretrieve(query, llm=llm, **overrides)
         finally:
             self._last.end(seq, r.trace_id if r is not None else None)
-        return r
+        return self._cut(r, cut)
 
     def search(self, query: str, **overrides: Any) -> Retrieval:
-        """The engine's full result: chunks, triples and the trace."""
+        """The engine's full result: chunks, triples and the trace (less the passages below
+        ``score_threshold``)."""
         return self._run(query, None, overrides)
 
     async def asearch(self, query: str, **overrides: Any) -> Retrieval:

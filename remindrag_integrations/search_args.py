@@ -1,10 +1,12 @@
 """Each framework's names for "how many" and "which documents", accepted or refused loudly.
 
-At construction ``ReMindRetriever`` takes ``k`` / ``filter`` (its own), LangChain's
-``search_kwargs={"k": ..., "filter": ...}`` and ``search_type="similarity"``, and LlamaIndex's
-``similarity_top_k`` and ``filters=MetadataFilters(...)``. Per call (``invoke(q, ...)``) it
-takes ``k``, ``filter`` and any :class:`RetrievalConfig` field. Anything else is a
-:class:`ConfigError` naming what is accepted: an argument is never silently ignored.
+At construction ``ReMindRetriever`` takes ``k`` / ``filter`` / ``score_threshold`` (its own),
+LangChain's ``search_kwargs={"k": ..., "filter": ..., "score_threshold": ...}`` with
+``search_type="similarity"`` or ``"similarity_score_threshold"`` (which needs a
+``score_threshold``), and LlamaIndex's ``similarity_top_k`` and ``filters=MetadataFilters(...)``.
+Per call (``invoke(q, ...)``) it takes ``k``, ``filter``, ``score_threshold`` and any
+:class:`RetrievalConfig` field. Anything else is a :class:`ConfigError` naming what is
+accepted: an argument is never silently ignored.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from .core import filters
 from .core.config import RetrievalConfig
 from .core.errors import ConfigError
 
-SEARCH_KWARGS = ("k", "filter")
+SEARCH_KWARGS = ("k", "filter", "score_threshold")
+SEARCH_TYPES = ("similarity", "similarity_score_threshold")
 CALL_EXTRAS = ("verbose",)  # passed by some framework helpers; no effect on the walk
 
 
@@ -33,10 +36,12 @@ def construction_args(data: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     and ``filter``; raises :class:`ConfigError` for anything it would not honour."""
     data = dict(data)
     search_type = data.pop("search_type", "similarity")
-    if search_type != "similarity":
+    if search_type not in SEARCH_TYPES:
         raise ConfigError(
             f"search_type={search_type!r} is not supported: ReMindRAG ranks the chunks its "
-            "graph walk reads ('similarity' is accepted and means the same)"
+            "graph walk reads ('similarity' is accepted and means the same; "
+            "'similarity_score_threshold' with search_kwargs={'score_threshold': ...} drops "
+            "passages whose relevance is below it)"
         )
     search_kwargs = data.pop("search_kwargs", None) or {}
     if not isinstance(search_kwargs, Mapping):
@@ -51,6 +56,15 @@ def construction_args(data: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     _set(out, "k", data.pop("k", None), "k")
     _set(out, "k", search_kwargs.get("k"), "search_kwargs['k']")
     _set(out, "k", data.pop("similarity_top_k", None), "similarity_top_k")
+    given = [data.pop("score_threshold", None), search_kwargs.get("score_threshold")]
+    for where, value in zip(("score_threshold", "search_kwargs['score_threshold']"), given):
+        _set(out, "score_threshold", score_threshold(value, where), where)
+    if search_type == "similarity_score_threshold" and "score_threshold" not in out:
+        raise ConfigError(
+            "search_type='similarity_score_threshold' needs a threshold: "
+            "search_kwargs={'score_threshold': 0.45} (a relevance in [0, 1]; "
+            "docs/retriever.md#scores)"
+        )
     found = [
         filters.normalise(data.pop("filter", None)),
         filters.normalise(search_kwargs.get("filter")),
@@ -62,20 +76,34 @@ def construction_args(data: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     if unknown:
         raise ConfigError(
             f"unknown argument(s) to ReMindRetriever: {', '.join(unknown)} (accepted: "
-            "engine, k, filter, search_kwargs, search_type, similarity_top_k, filters)"
+            "engine, k, filter, score_threshold, search_kwargs, search_type, "
+            "similarity_top_k, filters)"
         )
     data.pop("verbose", None)
     return {**data, **{k: v for k, v in out.items() if v is not None}}
 
 
+def score_threshold(value: Any, where: str = "score_threshold") -> float | None:
+    """A relevance cutoff in [0, 1] (``None``: none); anything else is a :class:`ConfigError`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(
+            f"{where} must be a number in [0, 1] (a passage's relevance: "
+            f"docs/retriever.md#scores), got {value!r}"
+        )
+    return float(value)
+
+
 def call_overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Per-call arguments as :class:`RetrievalConfig` overrides (``filter`` validated)."""
+    """Per-call arguments as :class:`RetrievalConfig` overrides (``filter`` validated;
+    ``score_threshold`` is the retriever's own, taken out before)."""
     kwargs = {k: v for k, v in kwargs.items() if k not in CALL_EXTRAS}
     unknown = sorted(k for k in kwargs if not RetrievalConfig.accepts(k))
     if unknown:
         raise ConfigError(
             f"unknown argument(s) for this retrieval: {', '.join(unknown)} (accepted: k, "
-            "filter and the RetrievalConfig fields)"
+            "filter, score_threshold and the RetrievalConfig fields)"
         )
     if "filter" in kwargs:
         kwargs["filter"] = filters.normalise(kwargs["filter"])

@@ -84,7 +84,7 @@ def test_the_first_screen_is_short_and_the_knobs_are_nested() -> None:
     # the choices an application makes, in four groups (a new field goes on this screen only
     # if a user must choose it; the method's knobs go in a nested config)
     assert flat == [
-        *("k", "filter", "fill_to_k", "seeds"),
+        *("k", "filter", "fill_to_k", "min_score", "seeds"),
         *("max_hops", "max_iterations", "max_neighbors_shown", "max_traversal_tokens"),
         *("max_idle_decisions", "llm_timeout"),
         *("llm_navigation", "pre_query", "max_subquestions", "verify_replay", "on_invalid_move"),

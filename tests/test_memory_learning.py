@@ -92,7 +92,7 @@ def test_teach_makes_a_missed_passage_first_with_no_walk(rag: ReMindRAG) -> None
     first_pass += cfg.prior.graph_weight * parts["graph"]
     span = 1 + cfg.prior.lexical_weight + cfg.prior.graph_weight
     assert parts["score"] == pytest.approx(first_pass + span * parts["memory"], abs=1e-5)
-    assert parts["cosine"] < max(rc.score for rc in before.chunks)  # cosine alone: not first
+    assert parts["cosine"] < max(rc.rank_score for rc in before.chunks)  # cosine alone: not first
 
 
 def test_teach_resolves_ids_docs_and_texts_and_reports_what_it_could_not(rag: ReMindRAG) -> None:
@@ -296,4 +296,5 @@ def test_trace_page_shows_the_ranking_evidence(rag: ReMindRAG) -> None:
     parts = r.trace.rank_evidence[top.chunk.id]
     row = f"<td>1</td><td>{top.chunk.id}</td><td>{top.chunk.doc_id}</td>"
     assert "<h2>Ranking</h2>" in page and row in page
-    assert f"<td>{parts['memory']:.3f}</td><td>{parts['score']:.3f}</td>" in page
+    cells = f"<td>{parts['memory']:.3f}</td><td>{parts['score']:.3f}</td>"
+    assert cells + f"<td>{parts['relevance']:.3f}</td>" in page  # the result's score, 0-1

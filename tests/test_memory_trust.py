@@ -181,7 +181,7 @@ def test_the_answer_citations_are_the_support() -> None:
     again = rag.retrieve(QUESTION, k=3)
     got = {rc.chunk.id: rc for rc in again.chunks}
     assert got[last].source == "replay" and again.trace.stop_reason == "replay"
-    assert got[last].score > r.chunks[-1].score + 1.0  # memory vouches for the cited passage
+    assert got[last].rank_score > r.chunks[-1].rank_score + 1.0  # memory vouches for it
     # memorize_judge="filter": the citations are not read (zero-token: the similarity pick)
     rag2 = engine()
     rag2.retrieval_config = rag2.retrieval_config.with_overrides(memorize_judge="filter")

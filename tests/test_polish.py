@@ -190,6 +190,7 @@ def test_pickle_and_deepcopy_are_a_typed_error() -> None:
 def test_from_documents_keyword_arguments_are_typed() -> None:
     hints = typing.get_type_hints(RetrieverOptions)
     own = {"store", "namespace", "similarity_top_k", "search_kwargs", "search_type", "filters"}
+    own.add("score_threshold")
     assert set(hints) == set(IndexConfig.model_fields) | set(RetrievalConfig.model_fields) | own
     for name, field in {**IndexConfig.model_fields, **RetrievalConfig.model_fields}.items():
         nested = isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)

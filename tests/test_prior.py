@@ -62,7 +62,7 @@ def test_a_rare_word_is_found_by_the_lexical_half(engine: ReMindRAG) -> None:
 
 def test_prior_off_ranks_by_cosine_alone(engine: ReMindRAG) -> None:
     r = engine.retrieve(QUESTION, k=5, prior={"enabled": False})
-    scores = [rc.score for rc in r.chunks if rc.source != "dense_fill"]
+    scores = [rc.rank_score for rc in r.chunks if rc.source != "dense_fill"]
     assert scores == sorted(scores, reverse=True)
     assert all("graph" not in e for e in r.trace.rank_evidence.values())
     assert "prior" in r.trace.timings_ms  # measured (near 0) either way

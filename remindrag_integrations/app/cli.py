@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.config import RECOMMENDED_MIN_SCORE
 from ..core.errors import ReMindError
 from . import parser
 from .display import describe_path, progress_bar
@@ -86,12 +87,23 @@ def _cache_note(engine: Any) -> str:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     engine = open_engine(args)
-    answer = engine.answer(args.question)
+    floor = args.min_score
+    if floor is None:
+        floor = engine.retrieval_config.min_score
+    if floor is None:
+        floor = RECOMMENDED_MIN_SCORE
+    if not 0.0 <= floor <= 1.0:
+        raise CLIError(f"--min-score must be in [0, 1] (a passage's relevance), got {floor}")
+    answer = engine.answer(args.question, min_score=floor)
     retrieval, trace = answer.retrieval, answer.retrieval.trace
     write = None if args.no_memorize else engine.memorize(answer.trace_id, answer.text)
     save_engine(engine, args)
+    best = max((e.get("relevance", 0.0) for e in trace.rank_evidence.values()), default=0.0)
     result = {
         "answer": answer.text,
+        "abstained": trace.abstained,
+        "min_score": floor,
+        "best_score": round(best, 4),
         "citations": answer.citations,
         "passages": [
             {
@@ -115,6 +127,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
     }
     if args.json:
         print(json.dumps(result, indent=2))
+        return 0
+    if trace.abstained:
+        print(
+            f"answer: nothing relevant found: no passage reaches min_score {floor:.2f} "
+            f"(the best scores {best:.2f}); nothing was memorized. --min-score 0 answers "
+            "from the closest passages anyway."
+        )
         return 0
     print(f"answer: {answer.text}\n")
     print("passages:")

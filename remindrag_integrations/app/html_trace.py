@@ -185,7 +185,7 @@ def table_rows(cells: list[list[str]]) -> str:
 
 def _ranking(store: GraphStore, trace: Trace) -> str:
     """The ranking evidence: per returned chunk, its cosine, the prior's lexical and graph
-    parts, its memory evidence, its score."""
+    parts, its memory evidence, its score and (returned chunks) its relevance."""
     ranked = sorted(trace.rank_evidence.items(), key=lambda kv: -kv[1]["score"])
     rows = [
         [
@@ -197,6 +197,7 @@ def _ranking(store: GraphStore, trace: Trace) -> str:
             f"{p.get('graph', 0.0):.3f}",
             f"{p['memory']:.3f}" if p["memory"] else "",
             f"{p['score']:.3f}",
+            f"{p['relevance']:.3f}" if "relevance" in p else "",
         ]
         for i, (c, p) in enumerate(ranked, 1)
     ]
@@ -205,10 +206,12 @@ def _ranking(store: GraphStore, trace: Trace) -> str:
         "lexical (BM25, scaled to the best hit) + prior.graph_weight &times; graph (PageRank "
         "from the question's entities, scaled to the best passage) + memory.rank_weight "
         "&times; (1 + both weights) &times; memory (how strongly a remembered edge vouches "
-        "for the chunk)</p>"
+        "for the chunk); relevance: what a returned chunk's score is (in [0, 1]; the question's "
+        "relevance for the first, falling with the square root of the score's share below; "
+        "docs/retriever.md#scores)</p>"
         "<table><tr><th>#</th><th>chunk</th><th>document</th><th>cosine</th><th>lexical</th>"
         "<th>graph</th><th>memory</th>"
-        f"<th>score</th></tr>{table_rows(rows)}</table>"
+        f"<th>score</th><th>relevance</th></tr>{table_rows(rows)}</table>"
     )
 
 

@@ -75,11 +75,20 @@ def _ask(sub: Any, commands: Commands) -> None:
         "ask",
         help="answer a question from a store",
         description="Retrieve, answer (the best sentence in zero-token mode) "
-        "and memorize the traversal.",
+        "and memorize the traversal; a question no passage is relevant to gets no answer "
+        "and writes no memory.",
     )
     p.add_argument("question")
     _store_args(p)
     p.add_argument("--no-memorize", action="store_true", help="do not write edge memory")
+    p.add_argument(
+        "--min-score",
+        type=float,
+        default=None,
+        metavar="X",
+        help="abstain (no answer, no memory) when no passage is at least this relevant "
+        "(0-1; default: the store's min_score, else the recommended 0.45; 0 answers always)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=commands["ask"])
 

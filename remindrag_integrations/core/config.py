@@ -26,6 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from . import filters
 from .errors import ConfigError, warn_deprecated
 
+RECOMMENDED_MIN_SCORE = 0.45
+"""The relevance cutoff measured with the packaged embedder (all-MiniLM-L6-v2) on the dev
+sets (benchmarks/score_calibration.py, docs/retriever.md#scores): ``min_score``,
+LlamaIndex's ``SimilarityPostprocessor(similarity_cutoff=...)`` and LangChain's
+``score_threshold``. Another embedder has its own cosine scale: measure it with the script."""
+
 
 class _Config(BaseModel):
     # strict: ``k=True`` or ``k="3"`` is refused, not read as 1 or 3 (an int is a float)
@@ -308,6 +314,14 @@ class RetrievalConfig(_Config):
     )
     fill_to_k: bool = Field(
         True, description="Fill up to k with the best first-pass chunks the walk did not read."
+    )
+    min_score: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Abstain below this relevance: a question whose best passage scores "
+        "less (off the corpus) returns no passage and its trace writes no memory; None = off "
+        "(0.45 recommended with the packaged embedder: docs/retriever.md#scores).",
     )
     seeds: int = Field(2, ge=1, le=100, description="Walk start nodes per (sub)question.")
     # the walk's bounds

@@ -33,6 +33,7 @@ from .memory import teach as teaching
 from .memory.admin import MemoryAdmin
 from .memory.filter import Support
 from .memory.teach import Pairs, TeachReport
+from .memory.write import skipped
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .progress import ProgressFn, as_progress, tqdm_bar
@@ -45,6 +46,7 @@ from .steps import (
     Step,
     adrive,
     adrive_many,
+    done,
     drive,
     drive_many,
 )
@@ -61,6 +63,8 @@ from .types import (
 )
 
 log = logging.getLogger(__name__)
+
+ABSTAINED = "the retrieval abstained: no passage reached min_score (nothing was returned)"
 
 
 def _embedding_bar(progress: Any) -> ProgressFn | None:
@@ -411,6 +415,8 @@ class Engine(MemoryAdmin):
         trace, ledger = self.trace(trace_id), CostLedger()
         _, rt = self._setup(llm, {})
         uses_llm = self._uses_llm(rt)
+        if trace.abstained:
+            return done(self._count(skipped(trace, ABSTAINED))), rt, ledger
 
         def write() -> Step:
             result = yield from self._memorizer().memorize(
@@ -470,6 +476,8 @@ class Engine(MemoryAdmin):
         arguments.flag(helpful, "helpful")
         chunk_ids = arguments.id_list(chunk_ids, "chunk_ids", optional=True)
         trace = self.trace(trace_id)
+        if trace.abstained:
+            return self._count(skipped(trace, ABSTAINED))
         writes = self._memorizer()
         if chunk_ids is None:  # the walk's own chunks: nothing named to check or bring back
             support = Support(list(trace.chunk_ids)) if helpful else Support()

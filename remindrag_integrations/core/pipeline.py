@@ -6,8 +6,10 @@ Each stage is a function the engine, the bench harness and the scale benchmark a
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -15,7 +17,7 @@ from . import prior
 from .config import RetrievalConfig
 from .errors import InvalidQueryError, LLMError, LLMOutputError
 from .extract_rules import rule_based_extraction
-from .ids import anchor_of
+from .ids import anchor_of, is_anchor
 from .memory.math import rank_scores
 from .memory.replay import replay, vouched
 from .navigate import Navigator, mode, navigate
@@ -41,12 +43,19 @@ def pre_query(query: str, cfg: RetrievalConfig, template: str = PRE_QUERY_PROMPT
     return (subs or [query]) if need else []
 
 
-def question_names(query: str, cfg: RetrievalConfig) -> list[str]:
-    """The names the offline extractor finds in the question (linked to graph entities by the
-    prior; their embeddings are asked for with the query's)."""
+def mentioned_names(query: str) -> list[str]:
+    """The names the offline extractor finds in the question."""
+    return [n for n in rule_based_extraction(query).entities if prior.is_name(n)]
+
+
+def question_names(
+    query: str, cfg: RetrievalConfig, mentioned: list[str] | None = None
+) -> list[str]:
+    """The names the prior links to graph entities (:func:`mentioned_names`, unless given;
+    their embeddings are asked for with the query's); none when the prior does not spread."""
     if not cfg.prior.enabled or cfg.prior.graph_weight == 0:
         return []
-    return [n for n in rule_based_extraction(query).entities if prior.is_name(n)]
+    return mentioned_names(query) if mentioned is None else mentioned
 
 
 def score_span(walk: Walk) -> float:
@@ -72,7 +81,7 @@ def _fill(walk: Walk, have: set[str], n: int) -> list[tuple[str, float]]:
     return out
 
 
-def rank(walk: Walk, merged: bool = False) -> list[RetrievedChunk]:
+def rank(walk: Walk, merged: bool = False, names: Sequence[str] = ()) -> list[RetrievedChunk]:
     """The chunks the walk read, by their first-pass score (:func:`.prior.first_pass`) plus
     ``memory.rank_weight`` × :func:`score_span` times the memory evidence of each (how
     strongly a remembered edge vouches for it), then (``fill_to_k``) the prior's next best unread chunks; at most ``k``.
@@ -97,7 +106,90 @@ def rank(walk: Walk, merged: bool = False) -> list[RetrievedChunk]:
         scored = sorted(scored, key=lambda t: -t[1]) + [(c, s, "dense_fill") for c, s in fill]
     top = scored[: cfg.k]
     chunks = walk.chunks([c for c, _, _ in top])  # one read
-    return [RetrievedChunk(ch, s, how) for ch, (_, s, how) in zip(chunks, top)]  # type: ignore[arg-type]
+    best = max(
+        [question_relevance(walk, names)]
+        + [_own(walk.evidence[c], names, ch.text) for (c, _, _), ch in zip(top, chunks)]
+    )
+    rel = relevance(best, [s for _, s, _ in top])
+    for (c, _, _), r in zip(top, rel):
+        walk.evidence[c]["relevance"] = r
+    return [
+        RetrievedChunk(ch, r, how, s)  # type: ignore[arg-type]
+        for ch, (_, s, how), r in zip(chunks, top, rel)
+    ]
+
+
+FALL_OFF = 0.5
+"""How fast relevance falls below the first passage's: with the square root of the share of
+its rank score (benchmarks/score_calibration.py)."""
+NAME_WEIGHT = 0.2
+"""What a passage that holds every name the question mentions adds to its cosine (the
+share of the names it holds, times this): a name written out is evidence a cosine over a
+long passage blurs, and unlike the best cosine it does not grow with the corpus
+(benchmarks/score_calibration.py)."""
+
+
+def _words(text: str) -> str:
+    return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
+
+
+def name_share(names: Sequence[str], text: str) -> float:
+    """The share of ``names`` that ``text`` holds as whole words (case-insensitive); 0 with
+    no name."""
+    if not names:
+        return 0.0
+    words = _words(text)
+    return sum(_words(n) in words for n in names) / len(names)
+
+
+def _own(parts: dict, names: Sequence[str] = (), text: str | None = None) -> float:
+    """A passage's own relevance in [0, 1]: its cosine to the question plus
+    :data:`NAME_WEIGHT` times the share of the question's names it holds (when its
+    ``text`` is given), or memory's vouching for it (``q̂ · v`` of the remembered edge that
+    leads to it), whichever is higher."""
+    cos = float(parts.get("cosine", 0.0))
+    if text is not None:
+        cos += NAME_WEIGHT * name_share(names, text)
+    return min(1.0, max(0.0, cos, float(parts.get("memory", 0.0))))
+
+
+def question_relevance(walk: Walk, names: Sequence[str] = ()) -> float:
+    """How relevant the graph is to the question, in [0, 1]: the best own relevance
+    (:func:`_own`) among the first pass's candidates (the prior's; the chunks the seeds
+    read without one), with the names counted in its best ``k`` passages, and memory's
+    vouching. Absolute, not scaled to the best hit: an off-corpus question scores low on
+    any corpus."""
+    cfg = walk.cfg
+    if walk.prior is not None:
+        parts = walk.prior.parts
+        cands = [_own(p) for p in parts.values()]
+        best = walk.prior.ranked()[: cfg.k]
+        texts = walk.chunks(best) if names else []
+        cands += [_own(parts[c], names, ch.text) for c, ch in zip(best, texts)]
+    else:
+        read = [*(n for n in walk.seeds if is_anchor(n)), *walk.chunk_ids]
+        cands = [max(0.0, s) for s in walk.sims(read)]
+        ids = list(dict.fromkeys(walk.chunk_ids))[: cfg.k]
+        texts = walk.chunks(ids) if names else []
+        cands += [_own({"cosine": x}, names, ch.text) for x, ch in zip(walk.sims(ids), texts)]
+    mem = vouched(walk)
+    return min(1.0, max([0.0, *cands, *mem.values()]))
+
+
+def relevance(best: float, rank_scores: list[float]) -> list[float]:
+    """The relevance in [0, 1] of each returned passage, in the returned order: the
+    question's relevance ``best`` (the best own relevance the graph holds for it) for the
+    first, times ``sqrt(rank score / the first's rank score)`` for the others (the fused rank
+    score says how far below the first the method puts it), never above a passage returned
+    before it. So the scores fall as the ranking does, and an off-corpus question scores low
+    on every passage."""
+    out: list[float] = []
+    first = rank_scores[0] if rank_scores else 0.0
+    for i, s in enumerate(rank_scores):
+        share = 1.0 if i == 0 else (min(1.0, max(0.0, s / first)) if first > 0 else 0.0)
+        r = best * share**FALL_OFF
+        out.append(min(r, out[-1]) if out else r)
+    return out
 
 
 def _evidence(walk: Walk, chunk_id: str, cos: float, mem: float, score: float) -> dict:
@@ -132,7 +224,7 @@ def make_trace(
 def requery(store: GraphStore, question: str, cfg: RetrievalConfig) -> Step:
     """The question asked again as a user would, zero-token (no pre-query: no LLM is asked):
     what memory writes that must bring named passages back check against."""
-    plain = cfg.with_overrides(pre_query=False, verify_replay=False)
+    plain = cfg.with_overrides(pre_query=False, verify_replay=False, min_score=None)
     return (yield from retrieve(store, question, plain, ZeroTokenNavigator(), CostLedger()))
 
 
@@ -149,7 +241,8 @@ def retrieve(
     if not isinstance(query, str) or not query.strip():
         raise InvalidQueryError(f"the query must be a non-empty string, got {query!r}")
     subqs = yield from pre_query(query, cfg, pre_query_template)
-    names = question_names(query, cfg) if subqs else []
+    mentioned = mentioned_names(query)  # what the relevance looks for in a passage's text
+    names = question_names(query, cfg, mentioned) if subqs else []
     vecs = yield Embed((query, *[s for s in subqs if s != query], *names))
     vecs, name_vecs = vecs[: len(vecs) - len(names)], vecs[len(vecs) - len(names) :]
     t0 = time.perf_counter()
@@ -164,6 +257,8 @@ def retrieve(
     navigating = [0.0]  # the navigator's own work, not its LLM calls
     if not walk.parents:
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
+    elif cfg.min_score is not None and question_relevance(walk, mentioned) < cfg.min_score:
+        walk.stop_reason = "below_min_score"  # no walk (no LLM call) for an off-corpus question
     elif ("replay" in walk.sources.values() or vouched(walk)) and not cfg.verify_replay:
         walk.stop_reason = "replay"
         walk.navigation = {"mode": cfg.llm_navigation, "llm": False, "reason": "memory replay"}
@@ -174,7 +269,11 @@ def retrieve(
         yield from timed(navigate(walk, query, navigator, ledger), navigating)
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
-    chunks = rank(walk, merged) if walk.parents else []
+    chunks = rank(walk, merged, mentioned) if walk.parents else []
+    below = cfg.min_score is not None and bool(chunks) and chunks[0].score < cfg.min_score
+    abstained = walk.stop_reason == "below_min_score" or below  # decided before the walk, or now
+    if abstained:
+        chunks, walk.stop_reason = [], "below_min_score"
     timings = {
         "prior": (tp - t0) * 1e3,
         "seed_search": (t1 - tp) * 1e3,
@@ -183,4 +282,5 @@ def retrieve(
         "bookkeeping": (time.perf_counter() - t3) * 1e3,
     }
     trace = make_trace(walk, query, subqs, ledger, timings)
+    trace.abstained = abstained
     return Retrieval(query=query, chunks=chunks, triples=path_triples(walk), trace=trace)

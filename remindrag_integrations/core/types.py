@@ -244,6 +244,8 @@ class Trace:
     # who walked and why: {"mode", "llm", "reason", and in "auto" the first pass's certainty
     # signals "margin", "agreement", "coverage"} (core/navigate/mode.py)
     navigation: dict[str, Any] = field(default_factory=dict)
+    # no passage reached RetrievalConfig.min_score: nothing was returned, nothing is memorized
+    abstained: bool = False
 
     @property
     def llm_calls(self) -> dict[str, int]:
@@ -290,6 +292,7 @@ class Trace:
             "decisions": self.decisions,
             "rank_evidence": self.rank_evidence,
             "navigation": self.navigation,
+            "abstained": self.abstained,
         }
 
     @classmethod
@@ -312,6 +315,7 @@ class Trace:
             decisions=int(d.get("decisions", 0)),
             rank_evidence={k: dict(v) for k, v in d.get("rank_evidence", {}).items()},
             navigation=dict(d.get("navigation", {})),
+            abstained=bool(d.get("abstained", False)),
         )
 
 
@@ -320,9 +324,19 @@ ChunkSource = Literal["seed", "replay", "traversal", "dense_fill"]
 
 @dataclass(frozen=True)
 class RetrievedChunk:
+    """A returned chunk. ``score``: its relevance to the question in [0, 1], absolute (one
+    cutoff means the same on every question and corpus: docs/retriever.md#scores);
+    ``rank_score``: the fused score the ranking sorts by (first pass + memory evidence; not
+    bounded, scaled to the best hit), the score itself when not given."""
+
     chunk: Chunk
     score: float
     source: ChunkSource
+    rank_score: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.rank_score is None:
+            object.__setattr__(self, "rank_score", self.score)
 
 
 @dataclass(frozen=True)
