@@ -43,7 +43,8 @@ the set whose questions are its off-corpus traffic) and per splitter arm:
   Same / Similar / Different recall@5 with it on against off (per-call ``invoke(q,
   min_score=...)``).
 
-Prints a table and writes a small JSON summary.
+Prints a table and writes a small JSON summary; every memorize event (cause, answer, whether
+it wrote, what it took as support) goes to ``raw/<name>`` beside it (git ignores it).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from typing import Any
 from remindrag_integrations import ReMindRetriever
 from remindrag_integrations.bench.data import Dataset, load_dataset
 from remindrag_integrations.bench.resources import machine
+from remindrag_integrations.bench.results import write_result
 from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.errors import ReMindError
 
@@ -357,7 +359,13 @@ def memorize(retriever: ReMindRetriever, passages: Sequence[Passage], answer: st
         return {"wrote": False, "counted": 0, "refused": type(exc).__name__}
     touched = any(getattr(w, f, None) for f in ("enhanced", "penalised", "linked"))
     counted = retriever.memory_stats().writes_applied - before
-    return {"wrote": bool(getattr(w, "applied", False) and touched), "counted": counted}
+    return {
+        "wrote": bool(getattr(w, "applied", False) and touched),
+        "counted": counted,
+        "enhanced": len(getattr(w, "enhanced", None) or ()),
+        "support": list(getattr(w, "supporting_chunks", None) or ()),
+        "skipped": getattr(w, "skipped_reason", ""),
+    }
 
 
 # --- one arm ---------------------------------------------------------------------------------
@@ -393,6 +401,7 @@ class Arm:
     writes: Counter = field(default_factory=Counter)
     counted: Counter = field(default_factory=Counter)
     refused: Counter = field(default_factory=Counter)
+    records: list[dict[str, Any]] = field(default_factory=list)
 
 
 def measure(arm: Arm, items: Sequence[dict], versions: Versions, **over: Any) -> dict[str, Any]:
@@ -478,6 +487,21 @@ def run_arm(
                 arm.counted[cause] += m["counted"]
                 if "refused" in m:
                     arm.refused[m["refused"]] += 1
+                arm.records.append(
+                    {
+                        "round": rnd,
+                        "qid": item["qid"],
+                        "cause": cause,
+                        "answer": text,
+                        "returned": len(got),
+                        "stale": sum(versions.stale(p.pid, p.text) for p in got),
+                        "support_pids": sorted(
+                            {p.pid for p in got if p.id in m.get("support", ())} - {None}
+                        ),
+                        "gold_pids": item["gold_pids"],
+                        **{k: v for k, v in m.items() if k != "support"},
+                    }
+                )
             arm.stale.append(stale)
             arm.dups.append(dup)
             log(
@@ -497,6 +521,7 @@ def run_arm(
             "writes_applied_counted": dict(arm.counted),
             "refused": dict(arm.refused),
             "memory_stats": _stats(arm.retriever),
+            "records": arm.records,
         }
     out = {
         "set": wl.name,
@@ -764,8 +789,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     print(table(runs), flush=True)
     print(json.dumps(result["summary"], indent=1))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    write_result(result, Path(args.out))  # the memorize events to raw/<name>
     print(f"wrote {args.out} ({result['seconds']:.0f} s)")
     return 0
 

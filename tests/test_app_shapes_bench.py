@@ -74,6 +74,10 @@ def test_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
                 assert v["recall@5"] is None or 0.0 <= v["recall@5"] <= 1.0
             for cause, n in r["memory_writes"].items():
                 assert 0 <= n <= calls[cause]
+    raw = json.loads((tmp_path / result["records_file"]).read_text())
+    events = raw["runs"][0]["readers"]["noisy"]["records"]
+    assert len(events) == 3 * (4 + off_per_round)
+    assert {e["cause"] for e in events} >= {"abstain", "off_corpus"}
     s = result["summary"]
     assert s["writes_off_corpus"] <= 2 * 2 * 3 * off_per_round
     assert ("min_score" in RetrievalConfig.model_fields) or s["min_score"] is None
