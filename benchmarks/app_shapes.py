@@ -670,14 +670,18 @@ def summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             r["memory_writes"].get(cause, 0) for run in runs for r in run["readers"].values()
         )
 
-    kept = [run["same_gain_kept"] for run in runs if run.get("same_gain_kept") is not None]
-    worst = None
+    kept = {
+        f"{run['set']}/{run['splitter']}": run["same_gain_kept"]
+        for run in runs
+        if "same_gain_kept" in run
+    }
+    worst: dict[str, float] = {}  # reader -> the largest recall@5 drop, any set and question kind
     for run in runs:
-        for r in run["readers"].values():
+        for reader, r in run["readers"].items():
             for name, v in r["after"].items():
                 if v["n"] and run["before"][name]["n"]:
                     d = v["recall@5"] - run["before"][name]["recall@5"]
-                    worst = d if worst is None else min(worst, d)
+                    worst[reader] = min(worst.get(reader, d), d)
     probes = [run["min_score"] for run in runs if run["min_score"].get("off_corpus_questions")]
     return {
         "stale_passages": stale,
@@ -690,7 +694,8 @@ def summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "writes_off_corpus": writes("off_corpus"),
         "writes_abstain": writes("abstain"),
         "writes_other_answer": writes("other"),
-        "same_gain_kept_min": min(kept) if kept else None,
+        "same_gain_kept": kept,
+        "same_gain_kept_min": min((k for k in kept.values() if k is not None), default=None),
         "worst_recall_change": worst,
         "min_score": {
             "off_corpus_empty_share_min": min(p["off_corpus_empty_share"] for p in probes),
@@ -758,7 +763,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(line: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
-    t0, load0 = time.perf_counter(), os.getloadavg()
+    t0, cpu0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()
     runs = []
     for spec in [s for s in args.sets.split(",") if s]:
         name, _, off_name = spec.partition(":")
@@ -781,6 +786,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_start": list(load0),
         "load_end": list(os.getloadavg()),
         "seconds": time.perf_counter() - t0,
+        "cpu_seconds": time.process_time() - cpu0,
         "options": {
             k: v for k, v in vars(args).items() if k not in ("traffic_over",) and k != "data"
         },
@@ -790,7 +796,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(runs), flush=True)
     print(json.dumps(result["summary"], indent=1))
     write_result(result, Path(args.out))  # the memorize events to raw/<name>
-    print(f"wrote {args.out} ({result['seconds']:.0f} s)")
+    print(f"wrote {args.out} ({result['seconds']:.0f} s, {result['cpu_seconds']:.0f} s CPU)")
     return 0
 
 
