@@ -372,7 +372,8 @@ def memorize(retriever: ReMindRetriever, passages: Sequence[Passage], answer: st
 def min_score_setting(given: float | None) -> tuple[bool, float | None, str]:
     """(the library has ``RetrievalConfig.min_score``, the value to try, where it came from):
     ``--min-score``, else the field's default when set, else its documented example, else a
-    number its description recommends; none found: skipped."""
+    ``RECOMMENDED_MIN_SCORE`` beside the config, else a number its description recommends;
+    none found: skipped."""
     info = RetrievalConfig.model_fields.get("min_score")
     if info is None:
         return False, None, "the library has no RetrievalConfig.min_score"
@@ -384,7 +385,13 @@ def min_score_setting(given: float | None) -> tuple[bool, float | None, str]:
     for ex in [*(info.examples or []), *extra.get("examples", [])]:  # type: ignore[misc]
         if isinstance(ex, (int, float)) and not isinstance(ex, bool):
             return True, float(ex), "RetrievalConfig.min_score's example"
-    m = re.search(r"(?:recommend\w*|e\.g\.|such as|try)\D{0,20}(0?\.\d+)", info.description or "")
+    constant = getattr(sys.modules.get(RetrievalConfig.__module__), "RECOMMENDED_MIN_SCORE", None)
+    if isinstance(constant, (int, float)) and not isinstance(constant, bool):
+        return True, float(constant), "RECOMMENDED_MIN_SCORE"
+    text = info.description or ""
+    m = re.search(r"(?:recommend\w*|e\.g\.|such as|try)\D{0,20}(\d?\.\d+)", text) or re.search(
+        r"(\d?\.\d+)\s+(?:is\s+)?recommended", text
+    )
     if m:
         return True, float(m.group(1)), "RetrievalConfig.min_score's description"
     return True, None, "min_score exists but no value documented: pass --min-score"

@@ -128,13 +128,17 @@ def test_the_abstain_option_is_found_as_documented(monkeypatch: pytest.MonkeyPat
     class Defaulted(BaseModel):
         min_score: float | None = 0.4
 
+    class Noted(BaseModel):
+        min_score: float | None = Field(None, description="None = off (0.45 recommended).")
+
     class Undocumented(BaseModel):
         min_score: float | None = None
 
     class Absent(BaseModel):
         k: int = 5
 
-    for config, value in ((Documented, 0.35), (Defaulted, 0.4), (Undocumented, None)):
+    cases = ((Documented, 0.35), (Noted, 0.45), (Defaulted, 0.4), (Undocumented, None))
+    for config, value in cases:
         monkeypatch.setattr(app, "RetrievalConfig", config)
         assert app.min_score_setting(None)[:2] == (True, value)
         assert app.min_score_setting(0.25)[:2] == (True, 0.25)
