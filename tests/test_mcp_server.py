@@ -114,7 +114,9 @@ def test_remember_in_another_server_process_and_documents_round_trip(fresh_store
         shelved = fresh_store / "mcp-traces" / f"{found['trace_id']}.json"
         assert shelved.exists()  # kept for a remember from another process
         async with client(fresh_store) as s:
-            wrote = await call(s, "remember", trace_id=found["trace_id"], cited=[])
+            wrote = await call(
+                s, "remember", trace_id=found["trace_id"], answer="An Akkadian spirit.", cited=[]
+            )
             assert wrote["applied"]
             added = await call(
                 s,
@@ -151,8 +153,10 @@ def test_two_servers_on_one_store_lose_no_write(fresh_store: Path) -> None:
                 call(a, "search", query=questions[0]), call(b, "search", query=questions[1])
             )
             ids = [f["trace_id"] for f in found]
+            answers = ["An Akkadian spirit.", "Akkadian and Sumerian mythology."]
             wrote = await asyncio.gather(
-                call(a, "remember", trace_id=ids[0]), call(b, "remember", trace_id=ids[1])
+                call(a, "remember", trace_id=ids[0], answer=answers[0]),
+                call(b, "remember", trace_id=ids[1], answer=answers[1]),
             )
             assert all(w["applied"] for w in wrote)
             # each server reloads the other's save before it reads
@@ -209,8 +213,10 @@ def test_a_write_waits_for_another_writer_then_says_so(
     found = service.search(QUESTION)
     with FileLock(fresh_store / ".lock"):  # e.g. a `remindrag index` run
         with pytest.raises(StoreLockedError, match="locked by another writer"):
-            service.remember(found["trace_id"])
-    assert service.remember(found["trace_id"])["applied"]  # nothing was half done
+            service.remember(found["trace_id"], "An Akkadian spirit.")
+    assert service.remember(found["trace_id"], "An Akkadian spirit.")[
+        "applied"
+    ]  # nothing was half done
 
 
 def _children(name: str) -> list[int]:

@@ -3,6 +3,7 @@ answer's citations teach. Hash embedder (and the real HotpotQA sample), offline,
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -19,7 +20,7 @@ from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.bench.trust import run_trust
 from remindrag_integrations.errors import UnknownNodeError
-from remindrag_integrations.testing import HashEmbedder
+from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
 
 DATA = Path(__file__).parent / "data"
 pg_dsn = pg_fixture.pg_dsn
@@ -180,13 +181,19 @@ def test_the_answer_citations_are_the_support() -> None:
     got = {rc.chunk.id: rc for rc in again.chunks}
     assert got[last].source == "replay" and again.trace.stop_reason == "replay"
     assert got[last].score > r.chunks[-1].score + 1.0  # memory vouches for the cited passage
-    # memorize_judge="filter": the citations are not read (zero-token: the similarity pick)
+    # memorize_judge="filter": with an LLM the citations are not read, the LLM filter judges
     rag2 = engine()
     rag2.retrieval_config = rag2.retrieval_config.with_overrides(memorize_judge="filter")
     r2 = rag2.retrieve(QUESTION, k=3)
-    w2 = rag2.memorize(r2.trace_id, answer=f"x [{last}]", cited=[last])
-    assert w2.applied and last not in w2.supporting_chunks  # fill: never read, never picked
-    assert set(w2.supporting_chunks) <= set(r2.trace.chunk_ids)
+    first = r2.trace.chunk_ids[0]
+    judge = ScriptedLLM(lambda _: json.dumps({"chunks": [first], "edges": []}))
+    w2 = rag2.memorize(r2.trace_id, answer=f"x [{last}]", cited=[last], llm=judge)
+    assert w2.applied and w2.supporting_chunks == [first] and len(judge.prompts) == 1
+    # with no LLM there is no judge to ask: the answer's citations decide all the same
+    rag3 = engine()
+    rag3.retrieval_config = rag3.retrieval_config.with_overrides(memorize_judge="filter")
+    w3 = rag3.memorize(rag3.retrieve(QUESTION, k=3).trace_id, answer=f"x [{last}]")
+    assert w3.applied and w3.supporting_chunks == [last]
 
 
 @pytest.mark.parametrize(
