@@ -241,7 +241,7 @@ def memo_record(bench: Bench, item: dict, r: Retrieval, write: Any) -> dict[str,
 
 def read_and_memorize(bench: Bench, item: dict, r: Retrieval, reader: Any) -> dict[str, Any]:
     """A reader answers from the retrieval; memorize reads the answer's citations (the
-    zero-token judge when it cites none)."""
+    passages holding its words when it cites none; nothing for a refusal)."""
     engine = bench.kbs[item["qid"]].engine
     reading = reader.read(engine, item, r)
     write = engine.memorize(r.trace_id, answer=reading.text)

@@ -32,6 +32,8 @@ def answer_text(outputs: Any) -> str | None:
                 return answer_text(outputs[key])
         if isinstance(outputs.get("messages"), list) and outputs["messages"]:
             return answer_text(outputs["messages"][-1])
+    if isinstance(outputs, list) and outputs and hasattr(outputs[-1], "content"):
+        return answer_text(outputs[-1])  # a conversation: its last message
     return None
 
 
@@ -124,12 +126,10 @@ class ReMindMemoryCallback(BaseCallbackHandler):
         if ids and answer is None:
             self._say_once(
                 "ReMindMemoryCallback found no answer text in the chain's output (a string, "
-                "a message, or a dict with 'answer', 'output', 'result', 'text', 'content' or "
-                "'messages'): nothing is memorized. Call retriever.memorize(trace_id, "
-                "answer=...) yourself."
+                "a message, a list of messages, or a dict with 'answer', 'output', 'result', "
+                "'text', 'content' or 'messages'): its retrievals are not memorized. Call "
+                "retriever.memorize(trace_id, answer=...) yourself."
             )
-            with self._lock:  # they keep waiting for an answer
-                self._awaiting = [*ids, *(t for t in self._awaiting if t not in ids)]
             return
         if ids:
             self._writer.write(ids, answer)
