@@ -15,8 +15,8 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import create_retriever_tool
 from llama_index.core import Document as LIDocument
-from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.base.llms.types import CompletionResponse
+from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.llms import MockLLM
 from llama_index.core.vector_stores.types import (
     FilterCondition,
