@@ -73,6 +73,7 @@ COMMITTING = [
     "There is no evidence he married.",
     "He had no children.",
     "The data does not include 2020 figures.",
+    "No data was lost.",
 ]
 
 

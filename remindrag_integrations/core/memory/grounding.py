@@ -14,8 +14,8 @@ cites.
 **Grounding.** The answer's *key words* are its content words (lower-cased, accents and a
 plural or possessive ``s`` dropped; function words and the words answers wrap a reply in,
 such as "context" or "based", left out) that the question does not already hold: what the
-answer adds. Of the retrieved passages, a key word held by more than half of them (three or
-more passages) tells none apart and is set aside. The support is then picked greedily: the
+answer adds. A key word held by more than half of the retrieved passages, and by more than
+two, tells none apart and is set aside. The support is then picked greedily: the
 passages holding the most key words not yet covered (every passage that holds exactly those
 words: "A spirit." is grounded in each passage that names a spirit), again and again while
 one adds a word. The answer is grounded when the picked passages hold at least
@@ -83,7 +83,7 @@ ABSTAIN_RULES: tuple[tuple[str, str], ...] = (
         r"(?:^|\bthere (?:is|are|was|were)|\bthere's|\bi (?:have|found|see|could find|can find)|"
         r"\b(?:contains?|provides?|gives?|offers?|has|have|includes?|with))\s+no (?:relevant |"
         r"specific |such |further |additional |explicit |direct |clear |mention |information )?"
-        r"(?:information|mention|answer|details?|reference|indication|data)\b",
+        r"(?:information|mention|answer|details?|reference|indication)\b",
     ),
     (
         "not enough information",
@@ -186,8 +186,10 @@ def grounded_in(answer: str, question: str, passages: Sequence[tuple[str, str]])
     if not keys or not passages:
         return []
     held = {pid: content_words(text) & keys for pid, text in passages}
-    if len(passages) >= 3:  # a word most passages hold tells none apart
-        common = {w for w in keys if sum(w in h for h in held.values()) > len(passages) / 2}
+    n = len(passages)
+    if n >= 3:  # a word most passages hold (more than two) tells none apart
+        count = {w: sum(w in h for h in held.values()) for w in keys}
+        common = {w for w, c in count.items() if c > n / 2 and c > 2}
         keys -= common
         held = {pid: h - common for pid, h in held.items()}
     if not keys:
