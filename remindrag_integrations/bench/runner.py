@@ -72,8 +72,11 @@ def build_kb(
     cfg = index_config or IndexConfig()
     llm = make_llm(llm_spec)
     # with an LLM the bench measures its walk (the oracle: the memory mechanism and the real
-    # prompt sizes) on every question, not only where the first pass is unsure
-    walks = RetrievalConfig(llm_navigation="always")
+    # prompt sizes) on every question, not only where the first pass is unsure; with none,
+    # feedback "filter" (memorize with no answer) keeps the zero-token judge the results were
+    # measured with: the similarity filter (self_memorize="enhance"; the library's default is
+    # "off" since issue 33: no answer, no write)
+    walks = RetrievalConfig(llm_navigation="always", self_memorize="enhance")
     engine = ReMindRAG(llm=llm, embeddings=embedder, index_config=cfg, retrieval_config=walks)
     t0 = time.perf_counter()
     report = engine.insert(docs)
