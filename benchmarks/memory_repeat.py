@@ -16,7 +16,7 @@ model time and an interrupted run resumes. ``--fixture`` saves the replies this 
 a test to replay (tests/test_recorded_qwen_memory.py).
 
     nice python benchmarks/memory_repeat.py --data tests/data --set hotpotqa_train100_sample \\
-        --limit 3 --llm local:qwen2.5-1.5b --replies /tmp/i33-replies.json \\
+        --limit 7 --llm local:qwen2.5-1.5b --replies /tmp/i33-replies.json \\
         --fixture tests/data/qwen2.5-1.5b_memory_replies.json
 """
 
