@@ -320,3 +320,22 @@ def test_llamaindex_handler_learns_from_the_answer_not_from_every_source_node() 
         TEXTS["warsaw.txt"]
     ]
     assert not second.applied and "abstains" in second.skipped_reason
+
+
+def test_traces_waiting_for_an_answer_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from remindrag_integrations.langchain import callbacks
+
+    monkeypatch.setattr(callbacks, "MAX_WAITING", 2)
+    r = lc_retriever()
+    cb = ReMindMemoryCallback(r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ids = [
+            r.invoke(q, config={"callbacks": [cb]})[0].metadata["remindrag"]["trace_id"]
+            for q in (
+                QUESTION,
+                "Which river flows through Rome?",
+                "Which river flows through Paris?",
+            )
+        ]
+    assert cb.waiting == ids[1:]  # a search UI with no answer never grows it without bound

@@ -47,6 +47,7 @@ def final_reply(response: Any) -> str | None:
     return answer_text(message) if message is not None else getattr(gen, "text", None)
 
 
+MAX_WAITING = 100  # traces kept waiting for an answer at most (the newest)
 RETRIEVER_ONLY = (
     "ReMindMemoryCallback is attached to the retriever only (retriever.with_config("
     "callbacks=[cb]), or the retriever's own callbacks inside a chain): LangChain shows it the "
@@ -118,6 +119,7 @@ class ReMindMemoryCallback(BaseCallbackHandler):
     def _await(self, trace_ids: list[str]) -> None:
         with self._lock:
             self._awaiting.extend(t for t in trace_ids if t not in self._awaiting)
+            del self._awaiting[:-MAX_WAITING]  # retrievals no answer ever came for: the oldest go
 
     def _answer(self, trace_ids: list[str], answer: str | None) -> None:
         with self._lock:
