@@ -134,7 +134,8 @@ def test_recorded_qwen_replies_replay_through_the_reader() -> None:
             --record tests/data/qwen2.5-1.5b_cite_replies.json
 
     It cited no chunk in any of the three answers (as in most of its answers in RESULTS
-    §11), so memorize fell back to the zero-token judge: the similarity filter's two chunks.
+    §11), so the answer's words decided (issue 33): its refusal and its bare "yes" wrote
+    nothing, its "73 languages" was grounded in the one passage holding "73".
     Recorded with the prior's power iteration (``prior={"push_epsilon": 0}``), which this replay
     keeps: the push orders these chunks a little differently, and the answer prompts show
     them in order."""
@@ -154,7 +155,9 @@ def test_recorded_qwen_replies_replay_through_the_reader() -> None:
     assert llm.missing == []  # the answer prompts are byte for byte the recorded ones
     memos = [r["memo"] for p in res["phases"] for r in p["records"] if "memo" in r]
     assert [m["answer"] for m in memos][0] == "I do not know."
-    assert all(m["judge"] == "fallback" and len(m["support"]) == 2 for m in memos)
+    assert [m["applied"] for m in memos] == [False, False, True]
+    assert "abstains" in memos[0]["skip"] and "grounded in no" in memos[1]["skip"]
+    assert all(m["judge"] == "fallback" for m in memos) and len(memos[2]["support"]) == 1
     assert res["judges"]["cite_rate"] == 0.0
     assert res["judges"]["answer_tokens_per_memorize"] > 1500  # what the reader's answer cost
 

@@ -39,7 +39,7 @@ def _engine(store: Any, embedder: Any = None) -> ReMindRAG:
 def _memorize_in_process(dsn: str, ns: str, trace_id: str, barrier: Any, out: Any) -> None:
     eng = _engine(PostgresGraphStore(dsn, namespace=ns, pool_size=1))
     barrier.wait()
-    out.put(eng.memorize(trace_id).applied)
+    out.put(eng.memorize(trace_id, answer="Scott Derrickson.").applied)  # grounded in d1
 
 
 def test_a_trace_is_memorized_once_across_processes(

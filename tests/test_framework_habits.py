@@ -15,6 +15,7 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import create_retriever_tool
 from llama_index.core import Document as LIDocument
+from llama_index.core.base.llms.types import CompletionResponse
 from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.llms import MockLLM
 from llama_index.core.vector_stores.types import (
@@ -271,10 +272,36 @@ def test_llamaindex_metadata_filters(corpus: Any) -> None:
 # --- 4. memory in every app shape -----------------------------------------------------------
 
 
+# what a reader answers to the first three sample questions (words of their gold passages)
+ANSWERS = [
+    "A lilu is a spirit.",
+    "Yes: Nolan is an English-American director, Kalathil an Indian one.",
+    "Latin.",
+]
+
+
+def answering(questions: list[str]) -> MockLLM:
+    """LlamaIndex's MockLLM, answering the last of ``questions`` its prompt holds."""
+
+    def answer(prompt: str) -> str:
+        at = [prompt.rfind(q) for q in questions]
+        return ANSWERS[max(range(len(at)), key=at.__getitem__)]
+
+    class Answering(MockLLM):
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            return CompletionResponse(text=answer(prompt))
+
+        def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            return iter([CompletionResponse(text=answer(prompt), delta=answer(prompt))])
+
+    return Answering()
+
+
 def test_chat_engine_chat_and_stream_chat_memorize(corpus: Any) -> None:
     qs = corpus[0]
     r = _retriever(corpus)
-    chat = ContextChatEngine.from_defaults(retriever=r, llm=MockLLM(max_tokens=8))
+    llm = answering([q["question"] for q in qs[:3]])
+    chat = ContextChatEngine.from_defaults(retriever=r, llm=llm)
     with ReMindMemoryEventHandler(r) as handler:
         reply = chat.chat(qs[0]["question"])
         assert r.memory_stats().writes_applied == 1
@@ -315,7 +342,7 @@ def test_bare_tool_calling_loop_memorizes(corpus: Any) -> None:
     tool.invoke(
         {**ai.tool_calls[0], "args": {"query": qs[1]["question"]}}, config={"callbacks": [memory]}
     )
-    (w,) = memory.answered("Another answer.")
+    (w,) = memory.answered(ANSWERS[1])
     assert w.applied and r.memory_stats().writes_applied == 2
 
 

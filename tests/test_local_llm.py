@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remindrag_integrations import ReMindRAG
+from remindrag_integrations import ReMindRAG, RetrievalConfig
 from remindrag_integrations.adapters.cache import CachedLLM
 from remindrag_integrations.adapters.llm import as_chat_llm
 from remindrag_integrations.adapters.local_llm import LlamaCppChatModel, close_json, smollm2_path
@@ -167,12 +167,15 @@ def test_a_walk_with_a_real_model_gets_only_legal_moves_and_reuses_its_prefix(sm
 @slow
 @needs_llama
 def test_a_real_models_filter_names_only_collected_chunks(smollm2):
-    engine = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    # memorize_judge="filter": the filter judges even an answer whose words ground it
+    cfg = RetrievalConfig(memorize_judge="filter")
+    engine = ReMindRAG(llm=None, embeddings=HashEmbedder(), retrieval_config=cfg)
     engine.insert(DOCS)
     r = engine.retrieve("Who directed Sinister?", max_hops=2)
     assert r.trace.subgraph_edges
     write = engine.memorize(r.trace_id, answer="Scott Derrickson", llm=smollm2)
     named = engine.trace(r.trace_id).costs.stages["memorize"]
     assert named.calls == 1
-    assert set(write.supporting_chunks) <= set(r.trace.chunk_ids)
+    # the chunks it was shown: every one the answer was written from (read, then returned)
+    assert set(write.supporting_chunks) <= {*r.trace.chunk_ids, *r.trace.rank_evidence}
     assert write.applied == bool(write.supporting_chunks)

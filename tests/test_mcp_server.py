@@ -114,7 +114,9 @@ def test_remember_in_another_server_process_and_documents_round_trip(fresh_store
         shelved = fresh_store / "mcp-traces" / f"{found['trace_id']}.json"
         assert shelved.exists()  # kept for a remember from another process
         async with client(fresh_store) as s:
-            wrote = await call(s, "remember", trace_id=found["trace_id"], cited=[])
+            wrote = await call(
+                s, "remember", trace_id=found["trace_id"], answer="An Akkadian spirit.", cited=[]
+            )
             assert wrote["applied"]
             added = await call(
                 s,
@@ -151,8 +153,10 @@ def test_two_servers_on_one_store_lose_no_write(fresh_store: Path) -> None:
                 call(a, "search", query=questions[0]), call(b, "search", query=questions[1])
             )
             ids = [f["trace_id"] for f in found]
+            answers = ["An Akkadian spirit.", "Akkadian and Sumerian mythology."]
             wrote = await asyncio.gather(
-                call(a, "remember", trace_id=ids[0]), call(b, "remember", trace_id=ids[1])
+                call(a, "remember", trace_id=ids[0], answer=answers[0]),
+                call(b, "remember", trace_id=ids[1], answer=answers[1]),
             )
             assert all(w["applied"] for w in wrote)
             # each server reloads the other's save before it reads
@@ -209,8 +213,10 @@ def test_a_write_waits_for_another_writer_then_says_so(
     found = service.search(QUESTION)
     with FileLock(fresh_store / ".lock"):  # e.g. a `remindrag index` run
         with pytest.raises(StoreLockedError, match="locked by another writer"):
-            service.remember(found["trace_id"])
-    assert service.remember(found["trace_id"])["applied"]  # nothing was half done
+            service.remember(found["trace_id"], "An Akkadian spirit.")
+    assert service.remember(found["trace_id"], "An Akkadian spirit.")[
+        "applied"
+    ]  # nothing was half done
 
 
 def _children(name: str) -> list[int]:
@@ -362,8 +368,9 @@ def test_servers_on_one_postgres_store_share_memory(
         async with client(dsn, *ns) as a, client(dsn, *ns) as b:
             found = await call(a, "search", query=QUESTION)
             # remembered through the other server: the trace is in the shared store
-            wrote = await call(b, "remember", trace_id=found["trace_id"], answer="a spirit")
-            again = await call(a, "remember", trace_id=found["trace_id"], answer="a spirit")
+            answer = "An Akkadian spirit."  # grounded in the passages naming Akkadian
+            wrote = await call(b, "remember", trace_id=found["trace_id"], answer=answer)
+            again = await call(a, "remember", trace_id=found["trace_id"], answer=answer)
             assert not again["applied"] and again["skipped_reason"] == "already memorized"
         async with client(dsn, *ns) as c:
             return found, wrote, await call(c, "search", query=QUESTION)

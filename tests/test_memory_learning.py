@@ -186,7 +186,18 @@ def test_self_memorize_cache_repeats_the_walk_for_free_and_penalises_nothing(
     assert [rc.chunk.id for rc in again.chunks] == [rc.chunk.id for rc in first.chunks]
 
 
-def test_default_self_memorization_enhances_the_filter_chunks_only(rag: ReMindRAG) -> None:
+def test_no_answer_and_no_llm_writes_nothing_by_default(rag: ReMindRAG) -> None:
+    """memorize(trace) with no answer, no supporting ids and no LLM has nothing to judge: it
+    writes nothing (it used to enhance the two top passages) and says what to pass."""
+    first = rag.retrieve(QUESTION, k=5)
+    write = rag.memorize(first.trace_id)
+    assert not write.applied and write.enhanced == []
+    assert "answer=" in write.skipped_reason and "self_memorize" in write.skipped_reason
+    assert rag.memory_stats().touched_edges == 0
+
+
+def test_self_memorize_enhance_enhances_the_filter_chunks_only(rag: ReMindRAG) -> None:
+    rag.retrieval_config = rag.retrieval_config.with_overrides(self_memorize="enhance")
     first = rag.retrieve(QUESTION, k=5)
     write = rag.memorize(first.trace_id)
     assert write.applied and write.penalised == [] and len(write.supporting_chunks) == 2

@@ -3,6 +3,7 @@ answer's citations teach. Hash embedder (and the real HotpotQA sample), offline,
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -19,7 +20,7 @@ from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.bench.trust import run_trust
 from remindrag_integrations.errors import UnknownNodeError
-from remindrag_integrations.testing import HashEmbedder
+from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
 
 pytestmark = pytest.mark.packaged_embedder  # run again under drift by make test
 
@@ -182,13 +183,19 @@ def test_the_answer_citations_are_the_support() -> None:
     got = {rc.chunk.id: rc for rc in again.chunks}
     assert got[last].source == "replay" and again.trace.stop_reason == "replay"
     assert got[last].rank_score > r.chunks[-1].rank_score + 1.0  # memory vouches for it
-    # memorize_judge="filter": the citations are not read (zero-token: the similarity pick)
+    # memorize_judge="filter": with an LLM the citations are not read, the LLM filter judges
     rag2 = engine()
     rag2.retrieval_config = rag2.retrieval_config.with_overrides(memorize_judge="filter")
     r2 = rag2.retrieve(QUESTION, k=3)
-    w2 = rag2.memorize(r2.trace_id, answer=f"x [{last}]", cited=[last])
-    assert w2.applied and last not in w2.supporting_chunks  # fill: never read, never picked
-    assert set(w2.supporting_chunks) <= set(r2.trace.chunk_ids)
+    first = r2.trace.chunk_ids[0]
+    judge = ScriptedLLM(lambda _: json.dumps({"chunks": [first], "edges": []}))
+    w2 = rag2.memorize(r2.trace_id, answer=f"x [{last}]", cited=[last], llm=judge)
+    assert w2.applied and w2.supporting_chunks == [first] and len(judge.prompts) == 1
+    # with no LLM there is no judge to ask: the answer's citations decide all the same
+    rag3 = engine()
+    rag3.retrieval_config = rag3.retrieval_config.with_overrides(memorize_judge="filter")
+    w3 = rag3.memorize(rag3.retrieve(QUESTION, k=3).trace_id, answer=f"x [{last}]")
+    assert w3.applied and w3.supporting_chunks == [last]
 
 
 @pytest.mark.parametrize(
@@ -231,9 +238,11 @@ def test_an_edit_racing_memory_writes_loses_none(
 
 def test_both_frameworks_hooks_learn_from_what_the_answer_used() -> None:
     """LangChain: the callback passes the final answer, whose [c-…] citation is the support.
-    LlamaIndex: the handler passes the source nodes the answer was written from."""
+    LlamaIndex: the handler passes the synthesized answer; citing nothing, it is grounded in
+    the source node that holds its words (not in every node it was written from)."""
     from langchain_core.language_models import FakeListChatModel
     from langchain_core.runnables import RunnableLambda
+    from llama_index.core.base.llms.types import CompletionResponse
     from llama_index.core.llms import MockLLM
     from llama_index.core.query_engine import RetrieverQueryEngine
 
@@ -248,9 +257,15 @@ def test_both_frameworks_hooks_learn_from_what_the_answer_used() -> None:
     (write,) = cb.writes
     assert write.applied and write.supporting_chunks == [cited]
 
+    class Says(MockLLM):
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: object) -> object:
+            return CompletionResponse(text="It moved to Osterby.")
+
     r2 = ReMindRetriever(engine=engine(), k=3)
-    qe = RetrieverQueryEngine.from_args(r2, llm=MockLLM(max_tokens=8))
+    qe = RetrieverQueryEngine.from_args(r2, llm=Says())
     with ReMindMemoryEventHandler(r2) as handler:
         resp = qe.query(QUESTION)
     (write,) = handler.writes
-    assert write.applied and write.supporting_chunks == [n.node.node_id for n in resp.source_nodes]
+    assert len(resp.source_nodes) > 1
+    osterby = [n.node.node_id for n in resp.source_nodes if "Osterby" in n.node.get_content()]
+    assert write.applied and write.supporting_chunks == osterby

@@ -14,7 +14,10 @@ so the replay runs with ``prior={"enabled": False}`` (the paper's cosine-only fi
 give the model's prompts back byte for byte. When chunk ids came to hash their own text
 (issue 21) the answer and filter prompts, which show chunk ids, changed: their 4 replies were
 recorded again from the same model on the same protocol, every other reply replayed as it
-was (the replies no prompt asks for any more were dropped)."""
+was (the replies no prompt asks for any more were dropped). When the filter came to be shown
+every chunk the answer was written from, the returned first-pass fill included, and an
+abstaining answer ("I do not know.") came to write nothing (issue 33), the one changed filter
+prompt and the walk after it (2 replies) were recorded again the same way."""
 
 from __future__ import annotations
 

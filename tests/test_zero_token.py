@@ -39,7 +39,9 @@ def test_gold_passages_are_retrieved_and_replay_cuts_the_second_traversal(hotpot
     before, after, recall1, recall2 = [], [], [], []
     for q, engine in hotpot_engines:
         first = engine.retrieve(q["question"])
-        write = engine.memorize(first.trace_id)  # zero-token filter picks the support
+        # no answer: the zero-token filter picks the support when self_memorize opts in
+        engine.retrieval_config = engine.retrieval_config.with_overrides(self_memorize="enhance")
+        write = engine.memorize(first.trace_id)
         assert write.applied and write.enhanced
         second = engine.retrieve(q["question"])
         # memory answers it: the remembered path is replayed, or (the prior already seeds the

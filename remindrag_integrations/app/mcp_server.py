@@ -149,8 +149,9 @@ to remember after you answer."""
 REMEMBER = """\
 After answering from a search: remember what helped, so that similar questions later (in
 this or any other session) are answered from memory. Pass the search's trace_id, your answer
-(cite passages as [chunk_id]) and the chunk ids you cited. Once per search: a second call
-for the same trace_id changes nothing."""
+(cite passages as [chunk_id]) and the chunk ids you cited. The answer decides: the passages it
+cites or whose words it uses are remembered; an answer saying it does not know writes nothing.
+Once per search: a second call for the same trace_id changes nothing."""
 
 FEEDBACK = """\
 A verdict on a search: helpful=true strengthens the paths to the given chunk_ids (default:

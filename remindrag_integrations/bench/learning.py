@@ -2,14 +2,17 @@
 retrieval and what memorize is told afterwards, with no gold passage ever shown.
 
 - ``none-<policy>``: memorize with no answer and no LLM: the zero-token judge, i.e. the
-  ``self_memorize`` policy (``enhance`` / ``cache`` / ``full`` / ``off``);
+  ``self_memorize`` policy (``enhance`` / ``cache`` / ``full`` / ``off``), named explicitly
+  (the library's default is ``off``: no answer, no write);
 - ``cite``: a scripted reader. From the retrieved top k it cites, as ``[c-…]``, every chunk
   holding one of the question's answer strings (HotpotQA-normalised, whole words; ``yes`` /
   ``no`` answers are held by no passage, so they cite nothing), and memorize reads the
-  citations (no LLM call). Citing nothing, memorize falls back to the zero-token judge;
+  citations (no LLM call). Citing nothing, memorize falls back to the passages holding the
+  answer's words (``fallback``; a bare yes / no holds none and writes nothing);
 - ``llm-cite``: an LLM (``--reader-llm``, default Qwen2.5-1.5B) answers over the same
   zero-token retrieval with the library's answer prompt, and memorize reads its citations;
-  an answer citing nothing falls back to the zero-token judge (no LLM filter call).
+  an answer citing nothing falls back to the passages holding its words, and a refusal
+  writes nothing (no LLM filter call).
 
 Every memorize is recorded with the support it picked, so :func:`judge_table` can score each
 judge's precision and recall against the gold chunks.
@@ -137,7 +140,7 @@ def plan(feedback: str, reader_llm: Any = None, probe_filter: int = 0) -> tuple[
 def used_citations(memo: dict[str, Any], answer: str | None) -> None:
     """Set ``memo["cited"]`` (the answer's citations memorize used: those it did not list in
     ``ignored_citations``) and ``memo["judge"]`` (``citations``, or ``fallback`` when it used
-    none)."""
+    none: the passages holding the answer's words, or nothing)."""
     ignored = set(memo.get("ignored_citations", ()))
     memo["cited"] = [c for c in cited_ids(answer or "") if c not in ignored]
     memo["judge"] = "citations" if memo["cited"] else "fallback"
@@ -220,7 +223,7 @@ def judge_summary(result: dict) -> dict[str, Any]:
     """Each judge's precision / recall over the result's Same memorize events: ``written``
     (every event: the support memorize wrote), ``citations`` (events where the reader cited a
     read chunk: the cited chunks), ``citations_as_given`` (every citation the reader wrote, those
-    memorize ignored included), ``fallback`` (the zero-token judge, where it cited none), ``llm_filter``
+    memorize ignored included), ``fallback`` (the answer's words, where it cited none), ``llm_filter``
     (the probed LLM filter picks); plus readers' citation rate, answer tokens and EM."""
     events = memorize_events(result)
     cited = [e for e in events if e.get("judge") == "citations"]

@@ -72,8 +72,11 @@ def build_kb(
     cfg = index_config or IndexConfig()
     llm = make_llm(llm_spec)
     # with an LLM the bench measures its walk (the oracle: the memory mechanism and the real
-    # prompt sizes) on every question, not only where the first pass is unsure
-    walks = RetrievalConfig(llm_navigation="always")
+    # prompt sizes) on every question, not only where the first pass is unsure; with none,
+    # feedback "filter" (memorize with no answer) keeps the zero-token judge the results were
+    # measured with: the similarity filter (self_memorize="enhance"; the library's default is
+    # "off" since issue 33: no answer, no write)
+    walks = RetrievalConfig(llm_navigation="always", self_memorize="enhance")
     engine = ReMindRAG(llm=llm, embeddings=embedder, index_config=cfg, retrieval_config=walks)
     t0 = time.perf_counter()
     report = engine.insert(docs)
@@ -241,7 +244,7 @@ def memo_record(bench: Bench, item: dict, r: Retrieval, write: Any) -> dict[str,
 
 def read_and_memorize(bench: Bench, item: dict, r: Retrieval, reader: Any) -> dict[str, Any]:
     """A reader answers from the retrieval; memorize reads the answer's citations (the
-    zero-token judge when it cites none)."""
+    passages holding its words when it cites none; nothing for a refusal)."""
     engine = bench.kbs[item["qid"]].engine
     reading = reader.read(engine, item, r)
     write = engine.memorize(r.trace_id, answer=reading.text)

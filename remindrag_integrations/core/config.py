@@ -363,16 +363,19 @@ class RetrievalConfig(_Config):
     )
     # the memory policy
     self_memorize: Literal["enhance", "cache", "full", "off"] = Field(
-        "enhance",
-        description="memorize() with no judge: enhance the paths to the similarity filter's "
-        "chunks, to every chunk read (cache), also penalise the rest (full: docs/method.md §3 "
-        "with the similarity filter as the judge), or write nothing (off).",
+        "off",
+        description="memorize() with no answer and no LLM to judge: write nothing (off), "
+        "enhance the paths to the similarity filter's chunks (enhance), to every chunk read "
+        "(cache), or also penalise the rest (full: docs/method.md §3 with the similarity "
+        "filter as the judge). An answer given is always read instead (its citations, else "
+        "the passages holding its words).",
     )
     memorize_judge: Literal["citations", "filter"] = Field(
         "citations",
-        description="memorize(answer=...): the chunks the answer cites are the support, with "
-        "no LLM call, when it cites a chunk the retrieval read (citations); or always ask the "
-        "judge (filter).",
+        description="memorize(answer=...) with an LLM: the answer's own word first, with no "
+        "LLM call (the chunks it cites, else the passages holding its words), the LLM filter "
+        "only when it is grounded in none (citations); or always the LLM filter (filter). "
+        "Without an LLM the answer always decides; an abstaining answer writes nothing.",
     )
     named_support_penalises: bool = Field(
         False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -10,7 +11,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 
 from ..core.types import MemoryWrite
-from ..memory_hooks import MemoryWriter, trace_ids
+from ..memory_hooks import MemoryWriter, log, trace_ids
 
 if TYPE_CHECKING:
     from ..retriever import ReMindRetriever
@@ -31,6 +32,8 @@ def answer_text(outputs: Any) -> str | None:
                 return answer_text(outputs[key])
         if isinstance(outputs.get("messages"), list) and outputs["messages"]:
             return answer_text(outputs["messages"][-1])
+    if isinstance(outputs, list) and outputs and hasattr(outputs[-1], "content"):
+        return answer_text(outputs[-1])  # a conversation: its last message
     return None
 
 
@@ -44,15 +47,39 @@ def final_reply(response: Any) -> str | None:
     return answer_text(message) if message is not None else getattr(gen, "text", None)
 
 
+MAX_WAITING = 100  # traces kept waiting for an answer at most (the newest)
+RETRIEVER_ONLY = (
+    "ReMindMemoryCallback is attached to the retriever only (retriever.with_config("
+    "callbacks=[cb]), or the retriever's own callbacks inside a chain): LangChain shows it the "
+    "retrieval but not the answer the chain writes afterwards, so it cannot memorize by "
+    "itself. Pass it to the whole chain instead: chain.invoke(q, config={'callbacks': [cb]}). "
+    "Meanwhile the retrieval's trace waits: cb.answered(answer_text) memorizes it, as does "
+    "the next run given this callback that ends with an answer."
+)
+BARE_RETRIEVAL = (
+    "ReMindMemoryCallback saw a retrieval that is not part of an answering run "
+    "(retriever.invoke(q, config={'callbacks': [cb]})): there is no answer to learn from "
+    "yet. Its trace waits for one: pass the callback to the model call that answers "
+    "(llm.invoke(prompt, config={'callbacks': [cb]})) or call cb.answered(answer_text); "
+    "or pass it to a chain that retrieves and answers."
+)
+
+
 class ReMindMemoryCallback(BaseCallbackHandler):
     """LangChain callback handler: when the outermost run ends with the final answer
     (streaming included), memorize every ReMindRAG trace retrieved inside it, once, with the
-    answer text. A run that errors writes nothing. Pass it as ``config={"callbacks": [cb]}``.
+    answer text (the answer decides what is remembered: :meth:`ReMindRAG.memorize`). A run
+    that errors writes nothing. Pass it to the chain: ``config={"callbacks": [cb]}`` on
+    ``invoke`` / ``ainvoke`` / ``stream`` / ``astream`` / ``batch``.
 
-    In a bare tool-calling loop the tool call is itself the outermost run: its traces wait for
-    the answer, and are written by the next outermost run given this callback that ends with
-    one (a chain, or a chat model reply without tool calls), or by :meth:`answered`. Use one
-    callback per conversation when several loops run at once.
+    A retrieval whose answer this callback does not see waits for it, and the callback says
+    so once (a :class:`UserWarning`): a tool call in a bare tool-calling loop (the answer is
+    a later model reply), a bare ``retriever.invoke(q, config={"callbacks": [cb]})``, and a
+    callback attached to the retriever alone (``retriever.with_config(callbacks=[cb])``,
+    which LangChain never shows the chain's answer). The waiting traces are written by the
+    next outermost run given this callback that ends with an answer (a chain, or a chat
+    model reply without tool calls), or by :meth:`answered`. Use one callback per
+    conversation when several run at once.
 
     ``writes`` lists the :class:`MemoryWrite` s made; ``errors`` what failed while writing.
     """
@@ -61,22 +88,51 @@ class ReMindMemoryCallback(BaseCallbackHandler):
         self._writer = MemoryWriter(retriever)
         self._lock = threading.Lock()
         self._parent: dict[UUID, UUID | None] = {}
+        self._outside: set[UUID] = set()  # runs whose parent this callback was not shown
         self._pending: dict[UUID, list[str]] = {}  # root run -> trace ids
         self._awaiting: list[str] = []  # traces of finished root tool runs
+        self._said: set[str] = set()  # the warnings given once
 
     def answered(self, answer: str) -> list[MemoryWrite]:
-        """Memorize the traces that root tool runs left waiting, with the final ``answer``
-        (the one-liner for a loop whose final model call does not get this callback)."""
+        """Memorize the traces waiting for an answer (a tool loop's, a bare retrieval's, a
+        retriever-only callback's) with the final ``answer``."""
         with self._lock:
             ids, self._awaiting = self._awaiting, []
         before = len(self.writes)
         self._writer.write(ids, answer)
         return self.writes[before:]
 
+    @property
+    def waiting(self) -> list[str]:
+        """The trace ids waiting for an answer (see the class doc)."""
+        with self._lock:
+            return list(self._awaiting)
+
+    def _say_once(self, message: str) -> None:
+        with self._lock:
+            if message in self._said:
+                return
+            self._said.add(message)
+        log.warning("%s", message)
+        warnings.warn(message, UserWarning, stacklevel=2)
+
+    def _await(self, trace_ids: list[str]) -> None:
+        with self._lock:
+            self._awaiting.extend(t for t in trace_ids if t not in self._awaiting)
+            del self._awaiting[:-MAX_WAITING]  # retrievals no answer ever came for: the oldest go
+
     def _answer(self, trace_ids: list[str], answer: str | None) -> None:
         with self._lock:
             ids = list(dict.fromkeys([*self._awaiting, *trace_ids]))
             self._awaiting = []
+        if ids and answer is None:
+            self._say_once(
+                "ReMindMemoryCallback found no answer text in the chain's output (a string, "
+                "a message, a list of messages, or a dict with 'answer', 'output', 'result', "
+                "'text', 'content' or 'messages'): its retrievals are not memorized. Call "
+                "retriever.memorize(trace_id, answer=...) yourself."
+            )
+            return
         if ids:
             self._writer.write(ids, answer)
 
@@ -95,7 +151,10 @@ class ReMindMemoryCallback(BaseCallbackHandler):
     # run tree bookkeeping
     def _start(self, run_id: UUID, parent_run_id: UUID | None) -> None:
         with self._lock:
-            self._parent[run_id] = parent_run_id if parent_run_id in self._parent else None
+            known = parent_run_id in self._parent
+            self._parent[run_id] = parent_run_id if known else None
+            if parent_run_id is not None and not known:  # attached below the outermost run
+                self._outside.add(run_id)
 
     def _root(self, run_id: UUID) -> UUID:
         while (parent := self._parent.get(run_id)) is not None:
@@ -105,6 +164,7 @@ class ReMindMemoryCallback(BaseCallbackHandler):
     def _end(self, run_id: UUID) -> tuple[bool, list[str]]:
         """Forget a run; for a root run, also hand back its pending trace ids."""
         with self._lock:
+            self._outside.discard(run_id)
             is_root = self._parent.pop(run_id, None) is None
             return is_root, self._pending.pop(run_id, []) if is_root else []
 
@@ -189,10 +249,14 @@ class ReMindMemoryCallback(BaseCallbackHandler):
         ]
         with self._lock:
             root = self._root(run_id)
-            if root != run_id:  # a bare retriever call has no answer to learn from
+            outside = run_id in self._outside
+            if root != run_id:  # inside a run this callback sees: its answer comes at its end
                 pending = self._pending.setdefault(root, [])
                 pending.extend(t for t in ids if t not in pending)
         self._end(run_id)
+        if root == run_id and ids:  # no answer around it that this callback can see
+            self._await(ids)
+            self._say_once(RETRIEVER_ONLY if outside else BARE_RETRIEVAL)
 
     def on_chain_end(
         self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any

@@ -94,31 +94,30 @@ class ReMindMemoryEventHandler(BaseEventHandler):
         ids = self._writer.claim(trace_ids([getattr(n.node, "metadata", None) for n in nodes]))
         if not ids:
             return
-        used = [n.node.node_id for n in nodes]  # the source nodes the answer was written from
+        # the source nodes are what the answer was written from, not what it used: the
+        # answer's own word (its citations, else the passages holding it) is the support
         if isinstance(response, StreamingResponse) and response.response_txt is None:
-            response.response_gen = self._after_stream(response.response_gen, ids, used)
+            response.response_gen = self._after_stream(response.response_gen, ids)
         elif isinstance(response, AsyncStreamingResponse) and response.response_txt is None:
-            response.response_gen = self._after_async_stream(response.response_gen, ids, used)
+            response.response_gen = self._after_async_stream(response.response_gen, ids)
         else:
-            self._writer.write(ids, str(response), used)
+            self._writer.write(ids, str(response))
 
-    def _after_stream(
-        self, gen: Iterator[str], trace_ids: list[str], used: list[str]
-    ) -> Generator[str, None, None]:
+    def _after_stream(self, gen: Iterator[str], trace_ids: list[str]) -> Generator[str, None, None]:
         parts: list[str] = []
         for token in gen:
             parts.append(token)
             yield token
-        self._writer.write(trace_ids, "".join(parts), used)
+        self._writer.write(trace_ids, "".join(parts))
 
     async def _after_async_stream(
-        self, gen: AsyncIterator[str], trace_ids: list[str], used: list[str]
+        self, gen: AsyncIterator[str], trace_ids: list[str]
     ) -> AsyncGenerator[str, None]:
         parts: list[str] = []
         async for token in gen:
             parts.append(token)
             yield token
-        self._writer.write(trace_ids, "".join(parts), used)
+        self._writer.write(trace_ids, "".join(parts))
 
 
 __all__ = ["ReMindMemoryEventHandler"]

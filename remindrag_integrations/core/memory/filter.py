@@ -41,11 +41,17 @@ def citations(
     return Support([c for c in named if c in read]), [c for c in named if c not in read]
 
 
+def shown(trace: Trace) -> list[str]:
+    """The chunks the filter is shown: every chunk the answer was written from, those the walk
+    read first, then the rest of the returned ones (the first pass's fill)."""
+    return list(dict.fromkeys([*trace.chunk_ids, *trace.rank_evidence]))
+
+
 def _prompt(trace: Trace, store: GraphStore, answer: str, chunk_chars: int, template: str) -> str:
     chunks = (
         "\n".join(
             f"[{cid}] {' '.join(store.get_chunk(cid).text.split())[:chunk_chars]}"
-            for cid in trace.chunk_ids
+            for cid in shown(trace)
         )
         or "(none)"
     )
@@ -70,6 +76,8 @@ def llm_filter(
     the subgraph. An unusable reply is re-asked once, then treated as 'no support'."""
     prompt = _prompt(trace, store, answer, chunk_chars, template)
     subgraph_edges = set(trace.subgraph_edges)
+    candidates = shown(trace)
+    known = set(candidates)
     problem = ""
     for attempt in range(2):
         text = (
@@ -79,10 +87,10 @@ def llm_filter(
             f"({problem}). Reply with the JSON object only.\n"
         )
         try:
-            reply = yield Ask("memorize", text, {"query": trace.query, "chunks": trace.chunk_ids})
+            reply = yield Ask("memorize", text, {"query": trace.query, "chunks": candidates})
             chunk_ids, edge_ids = parse_filter(reply or "")
-            return Support(
-                [c for c in chunk_ids if c in trace.parents],
+            return Support(  # a returned chunk the walk did not read is bridged by the write
+                [c for c in chunk_ids if c in known],
                 [e for e in edge_ids if e in subgraph_edges],
             )
         except LLMOutputError as exc:

@@ -1,9 +1,20 @@
 """Memorize (docs/method.md §3): which support a retrieval's write uses, and the claim that
 writes each trace exactly once.
 
-The support — what helped — is, in this order: chunk or edge ids a person or a known answer
-names (``supporting``); else the answer's citations when ``memorize_judge="citations"`` (no
-LLM call); else the judge: the LLM filter, or without an LLM the ``self_memorize`` policy.
+The support — what helped — is, in this order:
+
+1. chunk or edge ids a person or a known answer names (``supporting``): the caller's word,
+   whatever the answer says;
+2. nothing, when the answer abstains ("I don't know", "the context does not mention ...":
+   :func:`.grounding.abstains`);
+3. the answer's own word, with no LLM call, when ``memorize_judge="citations"`` (the
+   default) or no LLM is given: the chunks it cites (and ``cited``), else the passages that
+   hold its words (:func:`.grounding.grounded_in`); with no LLM an answer grounded in no
+   passage writes nothing;
+4. the judge: the LLM filter (an answer grounded in nothing, ``memorize_judge="filter"``, or
+   no answer); with no LLM and no answer the ``self_memorize`` policy (``"off"`` by default:
+   nothing is written).
+
 Named support is checked before any write and, with a thumbs-up, made to come back for the
 question (:mod:`.assure`). The write itself is :func:`.write.write`.
 """
@@ -16,12 +27,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..config import RetrievalConfig
+from ..errors import UnknownNodeError
 from ..prompts import FILTER_PROMPT
 from ..protocols import GraphStore, TraceClaims
 from ..steps import Step
 from ..types import MemoryWrite, Trace
 from .assure import Requery, assure
 from .filter import Support, citations, llm_filter, similarity_filter
+from .grounding import abstains, grounded_in
 from .write import skipped, write
 
 
@@ -48,10 +61,25 @@ class Memorizer:
         cfg, judged = self.cfg, True
         if supporting is not None:  # the caller's word on what helped, not on what did not
             return (yield from self.named(trace, Support.of(supporting), True))
+        why = abstains(answer)
+        if why is not None:  # nothing to learn from, whatever it cites
+            return skipped(trace, f"the answer abstains ({why}): nothing to learn from")
         support, ignored = citations(trace, answer, cited)
-        if cfg.memorize_judge == "citations" and support.chunks:  # the answer's word, no LLM
+        by_answer = cfg.memorize_judge == "citations" or not uses_llm
+        if by_answer and answer is not None and not support.chunks:  # the passages holding it
+            support = self.grounding(trace, answer)
+        if by_answer and support.chunks:  # the answer's word, no LLM call
             result = yield from self.named(trace, support, True, named=False)
             return replace(result, ignored_citations=ignored)
+        if answer is not None and not uses_llm:
+            return replace(
+                skipped(
+                    trace,
+                    "the answer is grounded in no retrieved passage (it cites none, and none "
+                    "holds its words): nothing to learn from",
+                ),
+                ignored_citations=ignored,
+            )
         if not trace.subgraph_edges:
             return skipped(trace, "nothing was traversed")
         elif uses_llm:
@@ -60,8 +88,12 @@ class Memorizer:
                 trace, self.store, answer or "", chars, self.filter_prompt
             )
         elif cfg.self_memorize == "off":
-            return skipped(trace, "no judge and self_memorize='off'")
-        else:  # no judge: remember without penalising, unless self_memorize="full"
+            return skipped(
+                trace,
+                "no answer and no LLM to judge (self_memorize='off'): pass answer= (or "
+                "supporting=[...]) to say what helped",
+            )
+        else:  # no answer, no judge: the walk remembered without penalising, unless "full"
             top = len(trace.chunk_ids) if cfg.self_memorize == "cache" else cfg.navigator.filter_top
             support = yield from similarity_filter(trace, self.store, top)
             judged = cfg.self_memorize == "full"
@@ -69,6 +101,20 @@ class Memorizer:
             trace, self.store, support, max_depth=cfg.memory.max_bridge_hops, penalise=judged
         )
         return replace(result, ignored_citations=ignored)
+
+    def grounding(self, trace: Trace, answer: str) -> Support:
+        """The passages the retrieval read or returned that hold ``answer``
+        (:func:`.grounding.grounded_in`), best-ranked first."""
+        score = {c: float(e.get("score", 0.0)) for c, e in trace.rank_evidence.items()}
+        ids = list(dict.fromkeys([*trace.rank_evidence, *trace.chunk_ids]))
+        ids.sort(key=lambda c: (c not in score, -score.get(c, 0.0)))
+        passages = []
+        for c in ids:
+            try:
+                passages.append((c, self.store.get_chunk(c).text))
+            except UnknownNodeError:  # a document edited or deleted since the retrieval
+                continue
+        return Support(grounded_in(answer, trace.query, passages))
 
     def named(self, trace: Trace, support: Support, helpful: bool, *, named: bool = True) -> Step:
         """The write of support the caller's word gives (citations, thumbs, ``supporting=``);

@@ -1,0 +1,341 @@
+"""Memory learns only from grounded answers (issue 33 items 6 and 7): with no LLM the answer
+decides what ``memorize`` writes, on every path an app takes (the engine, the retriever, the
+MCP ``remember`` tool, LangChain's callback wherever it is attached, LlamaIndex's handler).
+
+The corpus: three capitals on their rivers, embedded by the deterministic HashEmbedder (the
+support is read from the texts, so nothing here hinges on a near-tie of scores)."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document as LCDocument
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import HumanMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnablePassthrough
+from llama_index.core.base.llms.types import CompletionResponse
+from llama_index.core.llms import MockLLM
+from llama_index.core.query_engine import RetrieverQueryEngine
+
+from remindrag_integrations import Document, ReMindMemoryCallback, ReMindRAG, ReMindRetriever
+from remindrag_integrations.core.memory.grounding import abstains, grounded_in, key_words
+from remindrag_integrations.llama_index.events import ReMindMemoryEventHandler
+from remindrag_integrations.testing import HashEmbedder
+
+TEXTS = {
+    "paris.txt": "Paris is the capital of France. The Seine flows through Paris past the Louvre.",
+    "warsaw.txt": "Warsaw is the capital of Poland. The Vistula flows through Warsaw to the "
+    "Baltic Sea.",
+    "rome.txt": "Rome is the capital of Italy. The Tiber flows through Rome near the Vatican.",
+}
+QUESTION = "Which river flows through Warsaw?"
+
+# refusals as chat models write them over a retrieval prompt (Qwen2.5, Llama 3, Mistral,
+# GPT-4o-mini, SmolLM2 and Gemma replies seen on this library's answer prompt and elsewhere)
+ABSTAINING = [
+    "I don't know.",
+    "I do not know the answer to that.",
+    "I don’t know",  # a typographic apostrophe
+    "The context does not mention which river flows through Warsaw.",
+    "The provided context does not contain information about the river.",
+    "The passages provided do not mention a river.",
+    "The answer is not in the context.",
+    "I cannot answer this question based on the given passages.",
+    "I'm sorry, but I couldn't find any information about that in the provided context.",
+    "Based on the provided context, there is no information about Warsaw's river.",
+    "There is no mention of a river in the text.",
+    "No information.",
+    "Insufficient information to answer.",
+    "It is not possible to determine the answer from the given context.",
+    "The answer cannot be determined from the context.",
+    "The given text doesn't specify the river.",
+    "None of the passages mention it.",
+    "I don't have enough information to answer that question.",
+    "Not mentioned in the passages.",
+    "Unknown.",
+    "N/A",
+    "",
+    "   \n",
+]
+COMMITTING = [
+    "The Vistula.",
+    "Yes.",
+    "No, he was American.",
+    "In the context of the war, he did not have children.",
+    "The film was not released in France until 1999.",
+    "There is no evidence he married.",
+    "He had no children.",
+    "The data does not include 2020 figures.",
+    "No data was lost.",
+]
+
+
+@pytest.mark.parametrize("answer", ABSTAINING)
+def test_refusals_abstain(answer: str) -> None:
+    assert abstains(answer)
+
+
+@pytest.mark.parametrize("answer", COMMITTING)
+def test_answers_that_commit_do_not_abstain(answer: str) -> None:
+    assert abstains(answer) is None
+
+
+def test_the_answer_is_grounded_in_the_passage_holding_its_words() -> None:
+    passages = [(k, v) for k, v in TEXTS.items()]
+    assert key_words("The Vistula river, which flows through Warsaw.", QUESTION) == {"vistula"}
+    assert grounded_in("The Vistula.", QUESTION, passages) == ["warsaw.txt"]
+    assert grounded_in("The Seine.", QUESTION, passages) == ["paris.txt"]
+    assert grounded_in("The Danube.", QUESTION, passages) == []  # in no passage
+    assert grounded_in("Yes.", QUESTION, passages) == []  # adds no word to the question
+    # a multi-part answer: each passage holding part of it
+    both = grounded_in("The Vistula; in Paris, the Seine.", QUESTION, passages)
+    assert set(both) == {"warsaw.txt", "paris.txt"}
+    # a word every passage holds tells none apart
+    assert grounded_in("The capital.", "Which river?", passages) == []
+
+
+# --- the engine ----------------------------------------------------------------------------
+
+
+def engine() -> ReMindRAG:
+    rag = ReMindRAG(embeddings=HashEmbedder())
+    rag.insert([Document(k, v) for k, v in TEXTS.items()])
+    return rag
+
+
+def doc_ids(rag: ReMindRAG, chunk_ids: list[str]) -> list[str]:
+    return [rag.store.get_chunk(c).doc_id for c in chunk_ids]
+
+
+@pytest.mark.parametrize(
+    ("answer", "support"),
+    [("The Vistula.", ["warsaw.txt"]), ("It is the Seine.", ["paris.txt"])],
+)
+def test_no_llm_the_answer_decides_the_support(answer: str, support: list[str]) -> None:
+    rag = engine()
+    r = rag.retrieve(QUESTION)
+    assert {rc.chunk.doc_id for rc in r.chunks} == set(TEXTS)  # every passage came back
+    w = rag.memorize(r.trace_id, answer=answer)
+    assert w.applied and doc_ids(rag, w.supporting_chunks) == support
+    assert w.penalised == []
+
+
+def test_the_repeat_is_served_by_what_the_answer_was_grounded_in() -> None:
+    rag = engine()
+    w = rag.memorize(rag.retrieve(QUESTION).trace_id, answer="The Vistula.")
+    again = rag.retrieve(QUESTION)
+    assert w.applied and again.trace.stop_reason == "replay"
+    assert again.chunks[0].chunk.doc_id == "warsaw.txt"
+
+
+@pytest.mark.parametrize(
+    "answer", ["I don't know", "The context does not mention it.", "", None, "The Danube."]
+)
+def test_an_abstaining_ungrounded_or_missing_answer_writes_nothing(answer: str | None) -> None:
+    rag = engine()
+    w = rag.memorize(rag.retrieve(QUESTION).trace_id, answer=answer)
+    assert not w.applied and w.enhanced == [] and w.skipped_reason
+    assert rag.memory_stats().touched_edges == 0
+    reason = w.skipped_reason
+    if answer is None:
+        assert "answer=" in reason
+    elif answer == "The Danube.":
+        assert "grounded in no retrieved passage" in reason
+    else:
+        assert "abstains" in reason
+
+
+def test_supporting_stays_the_callers_word_and_citations_come_first() -> None:
+    rag = engine()
+    r = rag.retrieve(QUESTION)
+    rome = next(rc.chunk.id for rc in r.chunks if rc.chunk.doc_id == "rome.txt")
+    w = rag.memorize(r.trace_id, answer="I don't know", supporting=[rome])
+    assert w.applied and w.supporting_chunks == [rome]
+    rag2 = engine()
+    r2 = rag2.retrieve(QUESTION)
+    paris = next(rc.chunk.id for rc in r2.chunks if rc.chunk.doc_id == "paris.txt")
+    w2 = rag2.memorize(r2.trace_id, answer=f"The Vistula [{paris}].")  # the cited one
+    assert w2.supporting_chunks == [paris]
+    # an abstaining answer writes nothing even where it cites a passage
+    rag3 = engine()
+    r3 = rag3.retrieve(QUESTION)
+    w3 = rag3.memorize(r3.trace_id, answer=f"The passages [{paris}] do not mention it.")
+    assert not w3.applied and "abstains" in w3.skipped_reason
+
+
+def test_the_retriever_memorize_reads_the_answer() -> None:
+    r = ReMindRetriever.from_texts(list(TEXTS.values()), embeddings=HashEmbedder())
+    r.invoke(QUESTION)
+    w = r.memorize(answer="The Vistula.")
+    assert w.applied and [r.engine.store.get_chunk(c).text for c in w.supporting_chunks] == [
+        TEXTS["warsaw.txt"]
+    ]
+    r.invoke("Which river flows through Rome?")
+    assert not r.memorize(answer="I do not know.").applied
+
+
+# --- MCP -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mcp_store(tmp_path: Path) -> Path:
+    from remindrag_integrations.app.cli import main
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in TEXTS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    assert main(["index", str(docs), "--store", str(tmp_path / "store")]) == 0
+    return tmp_path / "store"
+
+
+def test_mcp_remember_takes_the_answers_passage(mcp_store: Path) -> None:
+    from remindrag_integrations.app.mcp_service import StoreService
+
+    args = Namespace(store=str(mcp_store), namespace="default", llm="none", cache=None)
+    service = StoreService(Namespace(**vars(args), no_cache=True))
+    found = service.search(QUESTION)
+    by_chunk = {p["chunk_id"]: p["doc_id"] for p in found["passages"]}
+    wrote = service.remember(found["trace_id"], "The Vistula.")
+    assert wrote["applied"]
+    assert [Path(by_chunk[c]).name for c in wrote["supporting_chunks"]] == ["warsaw.txt"]
+    other = service.search("Which river flows through Rome?")
+    refused = service.remember(other["trace_id"], "I don't know.")
+    assert not refused["applied"] and "abstains" in refused["skipped_reason"]
+
+
+# --- LangChain: the callback wherever it is attached ----------------------------------------
+
+PROMPT = ChatPromptTemplate.from_template("Context:\n{context}\n\nQuestion: {question}")
+
+
+def format_docs(docs: list[LCDocument]) -> str:
+    return "\n\n".join(d.page_content for d in docs)
+
+
+def lc_retriever() -> ReMindRetriever:
+    return ReMindRetriever.from_texts(list(TEXTS.values()), embeddings=HashEmbedder())
+
+
+def chain_of(retriever: Any, replies: list[str]) -> Any:
+    return (
+        {"context": retriever | format_docs, "question": RunnablePassthrough()}
+        | PROMPT
+        | FakeListChatModel(responses=replies)
+        | StrOutputParser()
+    )
+
+
+def supported_texts(r: ReMindRetriever, cb: ReMindMemoryCallback) -> list[list[str]]:
+    return [[r.engine.store.get_chunk(c).text for c in w.supporting_chunks] for w in cb.writes]
+
+
+def test_callback_on_the_chain_writes_what_the_answer_is_grounded_in() -> None:
+    r = lc_retriever()
+    cb = ReMindMemoryCallback(r)
+    chain = chain_of(r, ["The Vistula.", "I don't know."])
+    assert chain.invoke(QUESTION, config={"callbacks": [cb]}) == "The Vistula."
+    assert supported_texts(r, cb) == [[TEXTS["warsaw.txt"]]]
+    chain.invoke("Which river flows through Rome?", config={"callbacks": [cb]})
+    assert len(cb.writes) == 2 and not cb.writes[1].applied
+    assert "abstains" in cb.writes[1].skipped_reason
+    assert r.memory_stats().writes_applied == 1
+
+
+def test_callback_on_the_chain_async_and_streamed() -> None:
+    r = lc_retriever()
+    cb = ReMindMemoryCallback(r)
+    chain = chain_of(r, ["The Vistula."])
+    cfg: Any = {"callbacks": [cb]}
+
+    async def run() -> list[str]:
+        out = [await chain.ainvoke(QUESTION, config=cfg)]
+        out.append("".join([t async for t in chain.astream(QUESTION, config=cfg)]))
+        return out
+
+    assert asyncio.run(run()) == ["The Vistula.", "The Vistula."]
+    assert "".join(chain.stream(QUESTION, config=cfg)) == "The Vistula."
+    assert supported_texts(r, cb) == [[TEXTS["warsaw.txt"]]] * 3
+    assert r.memory_stats().writes_applied == 3 and not cb.errors
+
+
+def test_callback_attached_to_the_retriever_says_why_and_writes_with_the_answer() -> None:
+    """LangChain shows a retriever's callbacks the retrieval, never the chain's answer: the
+    callback says so once, keeps the trace waiting, and writes it when told the answer."""
+    r = lc_retriever()
+    cb = ReMindMemoryCallback(r)
+    chain = chain_of(r.with_config(callbacks=[cb]), ["The Vistula.", "The Tiber."])
+    with pytest.warns(UserWarning, match="attached to the retriever only"):
+        answer = chain.invoke(QUESTION)
+    assert cb.writes == [] and len(cb.waiting) == 1
+    (w,) = cb.answered(answer)
+    assert w.applied and supported_texts(r, cb) == [[TEXTS["warsaw.txt"]]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        answer = chain.invoke("Which river flows through Rome?")
+    assert cb.answered(answer)[0].applied and cb.waiting == []
+    assert supported_texts(r, cb)[1] == [TEXTS["rome.txt"]]
+
+
+def test_callback_given_per_call_to_the_retriever_writes_with_the_next_answer() -> None:
+    r = lc_retriever()
+    cb = ReMindMemoryCallback(r)
+    with pytest.warns(UserWarning, match="no answer to learn from yet"):
+        docs = r.invoke(QUESTION, config={"callbacks": [cb]})
+    assert cb.writes == [] and cb.waiting == [docs[0].metadata["remindrag"]["trace_id"]]
+    llm = FakeListChatModel(responses=["The Vistula."])
+    llm.invoke([HumanMessage(format_docs(docs) + "\n" + QUESTION)], config={"callbacks": [cb]})
+    assert supported_texts(r, cb) == [[TEXTS["warsaw.txt"]]] and cb.waiting == []
+
+
+# --- LlamaIndex ------------------------------------------------------------------------------
+
+
+def says(text: str) -> MockLLM:
+    """LlamaIndex's MockLLM, answering with ``text``."""
+
+    class Says(MockLLM):
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            return CompletionResponse(text=text)
+
+    return Says()
+
+
+def test_llamaindex_handler_learns_from_the_answer_not_from_every_source_node() -> None:
+    r = lc_retriever()
+    with ReMindMemoryEventHandler(r) as handler:
+        RetrieverQueryEngine.from_args(r, llm=says("The Vistula.")).query(QUESTION)
+        RetrieverQueryEngine.from_args(r, llm=says("I don't know.")).query(
+            "Which river flows through Rome?"
+        )
+    first, second = handler.writes
+    assert [r.engine.store.get_chunk(c).text for c in first.supporting_chunks] == [
+        TEXTS["warsaw.txt"]
+    ]
+    assert not second.applied and "abstains" in second.skipped_reason
+
+
+def test_traces_waiting_for_an_answer_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from remindrag_integrations.langchain import callbacks
+
+    monkeypatch.setattr(callbacks, "MAX_WAITING", 2)
+    r = lc_retriever()
+    cb = ReMindMemoryCallback(r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ids = [
+            r.invoke(q, config={"callbacks": [cb]})[0].metadata["remindrag"]["trace_id"]
+            for q in (
+                QUESTION,
+                "Which river flows through Rome?",
+                "Which river flows through Paris?",
+            )
+        ]
+    assert cb.waiting == ids[1:]  # a search UI with no answer never grows it without bound
