@@ -152,6 +152,32 @@ def test_an_abstaining_ungrounded_or_missing_answer_writes_nothing(answer: str |
         assert "abstains" in reason
 
 
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        # off-corpus questions (of another dataset) whose answers a passage holds by chance
+        (
+            "The Women's National Basketball League includes the Adelaide team formed in what year?",
+            "1993",
+        ),
+        ("Scott Howell is a consultant who has worked with the mayor of what city?", "Paris"),
+    ],
+)
+def test_an_uncited_answer_to_a_question_the_passages_do_not_name_writes_nothing(
+    question: str, answer: str
+) -> None:
+    texts = {**TEXTS, "club.txt": "The rowing club of Rome was founded in 1993 by students."}
+    rag = ReMindRAG(embeddings=HashEmbedder())
+    rag.insert([Document(k, v) for k, v in texts.items()])
+    r = rag.retrieve(question)
+    assert any(answer in rc.chunk.text for rc in r.chunks)  # a passage holds the answer
+    w = rag.memorize(r.trace_id, answer=answer)
+    assert not w.applied and "name nothing the question names" in (w.skipped_reason or "")
+    assert rag.memory_stats().touched_edges == 0
+    cited = next(rc.chunk.id for rc in r.chunks if answer in rc.chunk.text)
+    assert rag.memorize(r.trace_id, answer=f"{answer} [{cited}]").applied  # a citation counts
+
+
 def test_supporting_stays_the_callers_word_and_citations_come_first() -> None:
     rag = engine()
     r = rag.retrieve(QUESTION)

@@ -22,6 +22,11 @@ one adds a word. The answer is grounded when the picked passages hold at least
 half of its key words (:data:`MIN_COVERAGE`); otherwise, or when it adds no key word (a bare
 "Yes."), it is grounded in no passage and memorize writes nothing. "The Vistula." is grounded
 in the passage that names the Vistula, never in the top passage about Paris.
+
+**The question's own names.** An answer that cites nothing is taken as grounded only when the
+retrieved passages name something the question names (:func:`names_held`): off-corpus
+questions otherwise wrote memory whenever their answer's words ("1993", "New York City")
+happened to stand in some unrelated passage (RESULTS §13).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ import unicodedata
 from collections.abc import Sequence
 
 from ..entity_words import FUNCTION_WORDS
+from ..extract_rules import rule_based_extraction
+from ..ids import norm_name
 
 MIN_COVERAGE = 0.5  # share of the answer's key words the support must hold
 
@@ -177,6 +184,26 @@ def content_words(text: str) -> set[str]:
 def key_words(answer: str, question: str) -> set[str]:
     """The answer's content words that the question does not hold: what the answer adds."""
     return content_words(answer) - content_words(question)
+
+
+def question_names(question: str) -> list[str]:
+    """The names the offline extractor finds in ``question`` (a span with a word that is no
+    function word), normalised."""
+    names = (norm_name(n) for n in rule_based_extraction(question).entities)
+    return [n for n in names if any(w not in FUNCTION_WORDS for w in n.split())]
+
+
+def names_held(question: str, passages: Sequence[tuple[str, str]]) -> bool:
+    """Whether the passages name something the question names (True when it names
+    nothing: nothing to tell). A question none of whose names the retrieval found is one
+    the corpus does not seem to hold (an off-corpus question): an answer that cites nothing
+    is not taken as grounded in a passage that merely shares its words ("1993", "New York
+    City")."""
+    names = question_names(question)
+    if not names:
+        return True
+    texts = [norm_name(text) for _, text in passages]
+    return any(re.search(rf"\b{re.escape(n)}\b", t) for n in names for t in texts)
 
 
 def grounded_in(answer: str, question: str, passages: Sequence[tuple[str, str]]) -> list[str]:

@@ -34,7 +34,7 @@ from ..steps import Step
 from ..types import MemoryWrite, Trace
 from .assure import Requery, assure
 from .filter import Support, citations, llm_filter, similarity_filter
-from .grounding import abstains, grounded_in
+from .grounding import abstains, grounded_in, names_held
 from .write import skipped, write
 
 
@@ -66,8 +66,9 @@ class Memorizer:
             return skipped(trace, f"the answer abstains ({why}): nothing to learn from")
         support, ignored = citations(trace, answer, cited)
         by_answer = cfg.memorize_judge == "citations" or not uses_llm
+        unheld = ""
         if by_answer and answer is not None and not support.chunks:  # the passages holding it
-            support = self.grounding(trace, answer)
+            support, unheld = self.grounding(trace, answer)
         if by_answer and support.chunks:  # the answer's word, no LLM call
             result = yield from self.named(trace, support, True, named=False)
             return replace(result, ignored_citations=ignored)
@@ -75,7 +76,8 @@ class Memorizer:
             return replace(
                 skipped(
                     trace,
-                    "the answer is grounded in no retrieved passage (it cites none, and none "
+                    unheld
+                    or "the answer is grounded in no retrieved passage (it cites none, and none "
                     "holds its words): nothing to learn from",
                 ),
                 ignored_citations=ignored,
@@ -102,9 +104,10 @@ class Memorizer:
         )
         return replace(result, ignored_citations=ignored)
 
-    def grounding(self, trace: Trace, answer: str) -> Support:
+    def grounding(self, trace: Trace, answer: str) -> tuple[Support, str]:
         """The passages the retrieval read or returned that hold ``answer``
-        (:func:`.grounding.grounded_in`), best-ranked first."""
+        (:func:`.grounding.grounded_in`), best-ranked first; none, with the reason, when
+        they name nothing the question names (:func:`.grounding.names_held`)."""
         score = {c: float(e.get("score", 0.0)) for c, e in trace.rank_evidence.items()}
         ids = list(dict.fromkeys([*trace.rank_evidence, *trace.chunk_ids]))
         ids.sort(key=lambda c: (c not in score, -score.get(c, 0.0)))
@@ -114,7 +117,14 @@ class Memorizer:
                 passages.append((c, self.store.get_chunk(c).text))
             except UnknownNodeError:  # a document edited or deleted since the retrieval
                 continue
-        return Support(grounded_in(answer, trace.query, passages))
+        if not names_held(trace.query, passages):
+            why = (
+                "the retrieved passages name nothing the question names (an off-corpus "
+                "question?): an answer that cites none is not grounded in them; cite a "
+                "passage or pass supporting=[...]"
+            )
+            return Support([]), why
+        return Support(grounded_in(answer, trace.query, passages)), ""
 
     def named(self, trace: Trace, support: Support, helpful: bool, *, named: bool = True) -> Step:
         """The write of support the caller's word gives (citations, thumbs, ``supporting=``);
