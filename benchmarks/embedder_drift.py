@@ -11,6 +11,9 @@ first pass, ``remindrag_integrations.bench``), compared question by question wit
 - ``int8-exact``: the same graph with onnxruntime's session config entry
   ``session.x64quantprecision=1`` (weights turned to u8 so that u8 x u8 kernels run: no
   16-bit saturation; what a VNNI processor computes in its integer part);
+- ``int8-7bit``: an int8 graph quantized like the packaged one but with 7-bit weights
+  (``quantize_dynamic(reduce_range=True)``: |w| <= 64, so 255 x 64 x 2 fits 16 bits and the
+  AVX2 kernel cannot saturate; made once into a temporary folder);
 - ``fp32``: ``REMINDRAG_EMBEDDER_BACKEND=onnx-fp32`` (every text on the float32 graph);
 - ``torch``: ``REMINDRAG_EMBEDDER_BACKEND=torch`` (sentence-transformers);
 - ``noise``: the ``int8`` vectors, each moved by a seeded relative noise in a random direction
@@ -33,11 +36,14 @@ whose own vector moved; then each arm's embedding speed on the texts it embedded
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import json
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,7 +55,7 @@ from remindrag_integrations.bench.data import Dataset, load_dataset
 from remindrag_integrations.bench.resources import CachedEmbedder
 from remindrag_integrations.bench.runner import Bench, remindrag_query
 
-ARMS = ("int8", "int8-exact", "fp32", "torch", "noise")
+ARMS = ("int8", "int8-exact", "int8-7bit", "fp32", "torch", "noise")
 SETTINGS = tuple(
     f"{s}:{m}"
     for s in ("hotpotqa_train100", "musique_train100", "2wiki_dev64")
@@ -115,6 +121,35 @@ def exact_int8_embedder(model_dir: Path) -> Any:
     return ExactInt8(model_dir)
 
 
+def seven_bit_embedder(model_dir: Path, folder: Path) -> Any:
+    """``OnnxEmbedder`` whose int8 graph has 7-bit weights, written into ``folder``."""
+    import onnxruntime.quantization as quantization
+
+    from remindrag_integrations.adapters import onnx_embedder
+    from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
+
+    where = onnx_embedder.export(model_dir)
+    graph = folder / "model-int8-7bit.onnx"
+    real = quantization.quantize_dynamic
+
+    def seven_bit(*args: Any, **kwargs: Any) -> Any:  # the packaged graph's nodes, 7 bits
+        return real(*args, **{**kwargs, "reduce_range": True})
+
+    quantization.quantize_dynamic = seven_bit  # type: ignore[assignment]
+    try:
+        onnx_embedder._quantize(where / onnx_embedder.MODEL_FILE, graph)
+    finally:
+        quantization.quantize_dynamic = real  # type: ignore[assignment]
+
+    class SevenBit(OnnxEmbedder):
+        def _load(self) -> tuple[Any, Any]:
+            session, tok = super()._load()
+            self._int8_file = graph
+            return session, tok
+
+    return SevenBit(model_dir)
+
+
 def make_arms(
     names: Sequence[str], scales: Sequence[float], seed: int
 ) -> dict[str, CachedEmbedder]:
@@ -130,6 +165,10 @@ def make_arms(
     for name in names:
         if name == "int8-exact":
             arms[name] = CachedEmbedder(Timed(exact_int8_embedder(path)))
+        elif name == "int8-7bit":
+            folder = Path(tempfile.mkdtemp(prefix="drift-7bit-"))
+            atexit.register(shutil.rmtree, folder, True)
+            arms[name] = CachedEmbedder(Timed(seven_bit_embedder(path, folder)))
         elif name == "fp32":
             arms[name] = CachedEmbedder(Timed(OnnxEmbedder(path, quantized=False)))
         elif name == "torch":
