@@ -402,7 +402,7 @@ def main() -> None:
     ap.add_argument("--noise-seed", type=int, default=0)
     ap.add_argument("--speed", type=int, default=0, help="then N HotpotQA passages per arm")
     ap.add_argument("--rounds", type=int, default=3, help="--speed: rounds, best kept")
-    ap.add_argument("--out", type=Path, default=None, help="the JSON summary")
+    ap.add_argument("--out", type=Path, default=None, help="JSON summary: a run added to its runs")
     args = ap.parse_args()
     names = [a for a in args.arms.split(",") if a]
     bad = [a for a in names if a not in ARMS]
@@ -454,7 +454,9 @@ def main() -> None:
             "embedding": speed,
             "passages": passages,
         }
-        args.out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        runs = json.loads(args.out.read_text(encoding="utf-8"))["runs"] if args.out.exists() else []
+        runs.append(summary)  # one entry per command: a file keeps the runs written to it
+        args.out.write_text(json.dumps({"runs": runs}, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
