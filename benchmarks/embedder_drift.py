@@ -22,7 +22,7 @@ first pass, ``remindrag_integrations.bench``), compared question by question wit
   of the text alone, as on a real processor.
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 nice python benchmarks/embedder_drift.py \\
-        --data ../shared/datasets --out benchmarks/embedder_drift.json
+        --data ../shared/datasets --out benchmarks/results/embedder_drift.json
     # 2WikiMultihopQA with torch and the 7-bit graph, then embedding speed on 300 passages
     ... --settings 2wiki_dev64:pooled,2wiki_dev64:per-question --noise-scales "" \\
         --arms int8,int8-exact,int8-7bit,fp32,torch --speed 300
