@@ -20,7 +20,7 @@ CONSTRAINTS ?= .ci/constraints.txt
 PIN    := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 
 # the processor-drift mode: the packaged embedder's vectors moved as another CPU's kernels would
-DRIFT  := REMINDRAG_TEST_EMBED_NOISE=3e-3
+DRIFT  := REMINDRAG_TEST_EMBED_NOISE=1e-3
 
 .PHONY: demo test test-drift lint clean constraints
 

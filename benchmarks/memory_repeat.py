@@ -52,9 +52,11 @@ class ReplayOrAsk:
 
     def complete(self, prompt: str) -> Completion:
         key = prompt_key(prompt)
-        self.used.append(key)
-        if key in self.recorded.replies:
+        found = self.recorded.lookup(prompt)  # the exact prompt, else the same ask reordered
+        if found is not None:
+            self.used.append(found[0])
             return self.recorded.complete(prompt)
+        self.used.append(key)
         if self.recording is None:
             self.recording = RecordingLLM(as_chat_llm(load_llm(self.spec)), self.spec)
         c = self.recording.complete(prompt)

@@ -216,6 +216,8 @@ class OnnxEmbedder:
     ``onnxruntime`` (what the sentence-transformers model computes). Loaded on first use."""
 
     identity = "all-MiniLM-L6-v2"
+    exact_int8 = True
+    """Exact integer products on every x86 processor (see :meth:`_int8_session`)."""
 
     def __init__(
         self,
@@ -240,10 +242,12 @@ class OnnxEmbedder:
         self._dim: int | None = None
         self._lock = threading.Lock()
 
-    def _new_session(self, path: Path, threads: int | None = None) -> Any:
+    def _new_session(self, path: Path, threads: int | None = None, exact_int8: bool = False) -> Any:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
+        if exact_int8:
+            opts.add_session_config_entry("session.x64quantprecision", "1")
         # no busy-waiting between runs: onnxruntime's threads otherwise spin on the
         # cores after each call, and the query's searches right after an embed (NumPy's
         # BLAS threads) waited for them: a 1,890-row scan took 5.8 ms instead of
@@ -273,10 +277,15 @@ class OnnxEmbedder:
 
     def _int8_session(self, path: Path) -> Any:
         """The int8 graph's session (one thread per call), created on the first text long
-        enough for it."""
+        enough for it. Its integer products are exact on every x86 processor
+        (``session.x64quantprecision``: where onnxruntime's uint8 × int8 kernel sums pairs in
+        16 bits and can saturate — AVX2, AVX-512 without VNNI — it runs the exact uint8 ×
+        uint8 kernel instead, what a VNNI processor computes anyway), so a passage gets the
+        same vector on any x86-64 machine up to float rounding (docs/offline.md, "Another
+        processor"; 1.09–1.10× the int8 CPU where it applies)."""
         with self._lock:
             if self._int8 is None:
-                self._int8 = self._new_session(path, threads=1)
+                self._int8 = self._new_session(path, threads=1, exact_int8=self.exact_int8)
             return self._int8
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
