@@ -145,6 +145,25 @@ def test_the_onnx_session_does_not_busy_wait_between_calls():
     assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 
+def test_the_int8_products_are_exact_on_every_x86_processor():
+    """The int8 session runs onnxruntime's exact uint8 x uint8 kernel where its uint8 x int8
+    one can saturate (AVX2): every x86-64 processor computes the same integers (issue 32,
+    docs/offline.md "Another processor"); ``exact_int8 = False`` keeps the processor's own."""
+    pytest.importorskip("onnxruntime")
+    from remindrag_integrations.adapters.onnx_embedder import OnnxEmbedder
+
+    emb = OnnxEmbedder(packaged_model_path())
+    exact = emb.embed(passages(2))
+    opts = emb._int8.get_session_options()
+    assert opts.get_session_config_entry("session.x64quantprecision") == "1"
+    old = OnnxEmbedder(packaged_model_path())
+    old.exact_int8 = False
+    own = old.embed(passages(2))
+    with pytest.raises(RuntimeError, match="x64quantprecision"):  # not set: the own kernel
+        old._int8.get_session_options().get_session_config_entry("session.x64quantprecision")
+    assert np.all(np.sum(exact * own, axis=1) > 0.99)  # the same model either way
+
+
 def test_default_embedder_uses_onnx_when_installed_and_torch_when_asked(monkeypatch):
     pytest.importorskip("onnxruntime")
     assert type(as_embedder(None)).__name__ == "OnnxEmbedder"
