@@ -66,6 +66,9 @@ from remindrag_integrations.bench.data import Dataset, load_dataset
 from remindrag_integrations.bench.resources import CachedEmbedder
 from remindrag_integrations.bench.runner import Bench, remindrag_query
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from indexing import table  # noqa: E402  (the same printed tables as the floor's)
+
 ARMS = ("int8", "int8-exact", "int8-7bit", "fp32", "torch", "noise")
 SETTINGS = tuple(
     f"{s}:{m}"
@@ -303,16 +306,6 @@ def passage_speed(
         s["per_cpu_s"] = s["passages"] / s["cpu_s"]
         s["cpu_vs_int8"] = s["cpu_s"] / out["int8"]["cpu_s"]
     return out
-
-
-def table(title: str, header: list[str], rows: list[list[Any]]) -> None:
-    print(f"\n{title}")
-    cells = [header] + [[f"{c:.3f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    for i, r in enumerate(cells):
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
 
 
 def report(results: list[dict[str, Any]], speed: dict[str, dict[str, float]]) -> None:
