@@ -54,32 +54,36 @@ MODES = ("never", "always", "auto")
 
 
 class ReplayOrAsk:
-    """Recorded replies first; a prompt not recorded goes to the model (loaded at the first
-    such prompt) and is recorded, the fixture saved at once."""
+    """Recorded replies first (the exact prompt, else the same ask reordered:
+    :meth:`RecordedLLM.lookup`); a prompt not recorded goes to the model (loaded at the first
+    such prompt) and is recorded, the file saved at once; ``keep_prompts`` keeps each new
+    reply's prompt text beside it. ``used``: the key of every prompt this run sent, in order."""
 
-    def __init__(self, path: Path, spec: str) -> None:
-        self.path, self.spec = path, spec
+    def __init__(self, path: Path, spec: str, keep_prompts: bool = False) -> None:
+        self.path, self.spec, self.keep_prompts = path, spec, keep_prompts
         data = json.loads(path.read_text()) if path.exists() else {"model": spec, "replies": {}}
         self.recorded = RecordedLLM(data)
         self.recording: RecordingLLM | None = None
         self.asked = 0
         self.served = 0
-        self.used: set[str] = set()  # the keys of every prompt this run sent
+        self.used: list[str] = []
 
     def complete(self, prompt: str) -> Completion:
-        found = self.recorded.lookup(prompt)  # the exact prompt, else the same ask reordered
+        found = self.recorded.lookup(prompt)
         if found is not None:
             self.served += 1
-            self.used.add(found[0])
-            return self.recorded.complete(prompt)
+            self.used.append(found[0])
+            return self.recorded.serve(found[1])
         if self.recording is None:
             self.recording = RecordingLLM(as_chat_llm(load_llm(self.spec)), self.spec)
         c = self.recording.complete(prompt)
-        self.used.add(prompt_key(prompt))
+        key = prompt_key(prompt)
+        self.used.append(key)
         self.asked += 1
         call = self.recording.calls[-1]
         print(f"    {call['stage']}: {c.prompt_tokens} tok, {call['seconds']:.1f} s", flush=True)
-        self.recorded.replies.update(self.recording.fixture()["replies"])
+        entry = self.recording.fixture()["replies"][key]
+        self.recorded.replies[key] = {**entry, "prompt": prompt} if self.keep_prompts else entry
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"model": self.spec, "replies": self.recorded.replies}))
         os.replace(tmp, self.path)
@@ -87,6 +91,11 @@ class ReplayOrAsk:
 
     async def acomplete(self, prompt: str) -> Completion:
         return self.complete(prompt)
+
+    def fixture(self, **meta: Any) -> dict[str, Any]:
+        """The replies this run used, in first use order, for a test to replay."""
+        used = {k: self.recorded.replies[k] for k in dict.fromkeys(self.used)}
+        return {"model": self.spec, **meta, "replies": used}
 
 
 def engine_for(ds: Dataset, item: dict, embedder: Any, overrides: dict) -> ReMindRAG:
@@ -281,8 +290,7 @@ def compare(args: argparse.Namespace) -> dict:
                 with open(args.jsonl, "a", encoding="utf-8") as f:
                     f.write(json.dumps(row, default=float) + "\n")
     if args.fixture:  # the replies this run used, for a test to replay
-        used = {k: v for k, v in llm.recorded.replies.items() if k in llm.used}
-        fixture = {"model": args.llm, "command": " ".join(sys.argv), "replies": used}
+        fixture = llm.fixture(command=" ".join(sys.argv))
         Path(args.fixture).write_text(json.dumps(fixture, indent=1, sort_keys=True) + "\n")
     return {"overrides": overrides, "k": args.k, "summary": summarize(rows), "rows": rows}
 

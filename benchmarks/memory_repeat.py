@@ -24,52 +24,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from remindrag_integrations import ReMindRAG
-from remindrag_integrations.adapters.llm import as_chat_llm
-from remindrag_integrations.adapters.llm_specs import load_llm
 from remindrag_integrations.bench.data import load_dataset
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.core.config import RetrievalConfig
-from remindrag_integrations.core.protocols import Completion
-from remindrag_integrations.testing import RecordedLLM, RecordingLLM, prompt_key
 
-
-class ReplayOrAsk:
-    """Recorded replies first; a prompt not recorded goes to the model (loaded at the first
-    such prompt) and is recorded with its prompt text, the file saved at once."""
-
-    def __init__(self, path: Path, spec: str) -> None:
-        self.path, self.spec = path, spec
-        data = json.loads(path.read_text()) if path.exists() else {"model": spec, "replies": {}}
-        self.recorded = RecordedLLM(data)
-        self.recording: RecordingLLM | None = None
-        self.used: list[str] = []  # the keys of every prompt this run sent, in order
-
-    def complete(self, prompt: str) -> Completion:
-        key = prompt_key(prompt)
-        found = self.recorded.lookup(prompt)  # the exact prompt, else the same ask reordered
-        if found is not None:
-            self.used.append(found[0])
-            return self.recorded.complete(prompt)
-        self.used.append(key)
-        if self.recording is None:
-            self.recording = RecordingLLM(as_chat_llm(load_llm(self.spec)), self.spec)
-        c = self.recording.complete(prompt)
-        call = self.recording.calls[-1]
-        print(f"    {call['stage']}: {c.prompt_tokens} tok, {call['seconds']:.1f} s", flush=True)
-        self.recorded.replies[key] = {**self.recording.fixture()["replies"][key], "prompt": prompt}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"model": self.spec, "replies": self.recorded.replies}))
-        os.replace(tmp, self.path)
-        return c
-
-    async def acomplete(self, prompt: str) -> Completion:
-        return self.complete(prompt)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from llm_navigation import ReplayOrAsk  # noqa: E402  (replay, else ask the model and record)
 
 
 def traversal_tokens(r: Any) -> int:
@@ -85,7 +50,7 @@ def memorize_calls(rag: ReMindRAG, trace_id: str) -> int:
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     ds = load_dataset(args.set, Path(args.data)).head(args.limit)
     emb = make_embedder(args.embedder)
-    llm = ReplayOrAsk(Path(args.replies), args.llm)
+    llm = ReplayOrAsk(Path(args.replies), args.llm, keep_prompts=True)
     rows = []
     for item in ds.questions:
         cfg = RetrievalConfig(llm_timeout=1800.0)  # a slow local model on a busy machine
@@ -116,8 +81,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         print(json.dumps(row, indent=1), flush=True)
         rows.append(row)
     if args.fixture:  # the replies this run used, for a test to replay
-        used = {k: llm.recorded.replies[k] for k in dict.fromkeys(llm.used)}
-        fixture = {"model": args.llm, "command": " ".join(sys.argv), "replies": used}
+        fixture = llm.fixture(command=" ".join(sys.argv))
         Path(args.fixture).write_text(json.dumps(fixture, indent=1) + "\n")
     return rows
 

@@ -315,7 +315,10 @@ class RecordedLLM:
                 f"{stage}: {prompt_key(prompt)[:12]} query {query!r}, prompt {prompt[:200]!r}"
             )
             return Completion("", count_tokens(prompt), 0)
-        hit = found[1]
+        return self.serve(found[1])
+
+    def serve(self, hit: dict[str, Any]) -> Completion:
+        """A reply :meth:`lookup` found, as the model's completion with its recorded usage."""
         self.served.append(hit)
         return Completion(
             hit["reply"],

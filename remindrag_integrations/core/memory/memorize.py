@@ -31,6 +31,7 @@ from ..errors import UnknownNodeError
 from ..prompts import FILTER_PROMPT
 from ..protocols import GraphStore, TraceClaims
 from ..steps import Step
+from ..store import ChunkBatchStore
 from ..types import MemoryWrite, Trace
 from .assure import Requery, assure
 from .filter import Support, citations, llm_filter, similarity_filter
@@ -111,12 +112,7 @@ class Memorizer:
         score = {c: float(e.get("score", 0.0)) for c, e in trace.rank_evidence.items()}
         ids = list(dict.fromkeys([*trace.rank_evidence, *trace.chunk_ids]))
         ids.sort(key=lambda c: (c not in score, -score.get(c, 0.0)))
-        passages = []
-        for c in ids:
-            try:
-                passages.append((c, self.store.get_chunk(c).text))
-            except UnknownNodeError:  # a document edited or deleted since the retrieval
-                continue
+        passages = live_texts(self.store, ids)
         if not names_held(trace.query, passages):
             why = (
                 "the retrieved passages name nothing the question names (an off-corpus "
@@ -147,6 +143,24 @@ class Memorizer:
             return result
         q = np.asarray(trace.query_embedding, dtype=np.float32)
         return (yield from assure(store, self.requery, trace.query, q, result, support.chunks))
+
+
+def live_texts(store: GraphStore, ids: list[str]) -> list[tuple[str, str]]:
+    """``(id, text)`` of the chunks still stored, in the order given: in one call where the
+    store reads many at once, chunk by chunk where it cannot or where one is gone (a document
+    edited or deleted since the retrieval)."""
+    if ids and isinstance(store, ChunkBatchStore):
+        try:
+            return [(c.id, c.text) for c in store.get_chunks(ids)]
+        except UnknownNodeError:
+            pass
+    out = []
+    for c in ids:
+        try:
+            out.append((c, store.get_chunk(c).text))
+        except UnknownNodeError:
+            continue
+    return out
 
 
 def mark(trace: Trace, store: GraphStore, result: MemoryWrite) -> MemoryWrite:
