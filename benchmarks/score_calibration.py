@@ -45,6 +45,7 @@ from remindrag_integrations.bench import metrics as M
 from remindrag_integrations.bench.data import Dataset, load_dataset
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.bench.runner import KnowledgeBase, build_kb
+from remindrag_integrations.core.config import RECOMMENDED_MIN_SCORE
 
 SETS = (
     "hotpotqa_train100",
@@ -55,7 +56,7 @@ SETS = (
     "loogle_shortdep_qa",
 )
 SAME_CORPUS = {"loogle_shortdep_qa": "loogle_longdep_qa"}  # a second question set, one document
-CUTOFFS = (0.35, 0.4, 0.45, 0.5, 0.55)
+CUTOFFS = (0.4, 0.45, 0.5, 0.525, 0.55)
 K = 5
 
 
@@ -188,7 +189,9 @@ def main() -> None:
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--sizes", default="per-question,pooled")
     ap.add_argument("--off", type=int, default=30, help="off-corpus questions per other set")
-    ap.add_argument("--cutoff", type=float, default=0.45, help="the documented min_score")
+    ap.add_argument(
+        "--cutoff", type=float, default=RECOMMENDED_MIN_SCORE, help="the documented min_score"
+    )
     ap.add_argument("--cache", default=".bench-cache", help="embedding cache folder")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()

@@ -62,7 +62,7 @@ def construction_args(data: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     if search_type == "similarity_score_threshold" and "score_threshold" not in out:
         raise ConfigError(
             "search_type='similarity_score_threshold' needs a threshold: "
-            "search_kwargs={'score_threshold': 0.45} (a relevance in [0, 1]; "
+            "search_kwargs={'score_threshold': 0.525} (a relevance in [0, 1]; "
             "docs/retriever.md#scores)"
         )
     found = [

@@ -25,7 +25,13 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 
 from remindrag_integrations import Document, ReMindMemoryCallback, ReMindRAG, ReMindRetriever
-from remindrag_integrations.core.memory.grounding import abstains, grounded_in, key_words
+from remindrag_integrations.core.config import RECOMMENDED_MIN_SCORE, RetrievalConfig
+from remindrag_integrations.core.memory.grounding import (
+    abstains,
+    grounded_in,
+    key_words,
+    names_held,
+)
 from remindrag_integrations.llama_index.events import ReMindMemoryEventHandler
 from remindrag_integrations.testing import HashEmbedder
 
@@ -101,6 +107,22 @@ def test_the_answer_is_grounded_in_the_passage_holding_its_words() -> None:
     assert grounded_in("The capital.", "Which river?", passages) == []
 
 
+def test_the_passages_must_name_the_questions_longest_name() -> None:
+    q = (
+        "The real life person that James Woods' character is based on in the television film "
+        "In Love and War was awarded what medal?"  # names: "James Woods", "Love", "War"
+    )
+    lara = (
+        "p1",
+        "Salvador J. Lara was a U.S. Army veteran of World War II and recipient of "
+        "the Medal of Honor.",
+    )
+    woods = ("p2", "In Love and War stars James Woods as James Stockdale.")
+    assert not names_held(q, [lara])  # "War" alone: a common word, not what it asks about
+    assert names_held(q, [lara, woods])
+    assert names_held("Which river is the longest?", [lara])  # names nothing: nothing to tell
+
+
 # --- the engine ----------------------------------------------------------------------------
 
 
@@ -167,7 +189,8 @@ def test_an_uncited_answer_to_a_question_the_passages_do_not_name_writes_nothing
     question: str, answer: str
 ) -> None:
     texts = {**TEXTS, "club.txt": "The rowing club of Rome was founded in 1993 by students."}
-    rag = ReMindRAG(embeddings=HashEmbedder())
+    unchecked = RetrievalConfig().with_overrides(memory={"uncited_min_score": 0.0})
+    rag = ReMindRAG(embeddings=HashEmbedder(), retrieval_config=unchecked)  # names alone
     rag.insert([Document(k, v) for k, v in texts.items()])
     r = rag.retrieve(question)
     assert any(answer in rc.chunk.text for rc in r.chunks)  # a passage holds the answer
@@ -176,6 +199,36 @@ def test_an_uncited_answer_to_a_question_the_passages_do_not_name_writes_nothing
     assert rag.memory_stats().touched_edges == 0
     cited = next(rc.chunk.id for rc in r.chunks if answer in rc.chunk.text)
     assert rag.memorize(r.trace_id, answer=f"{answer} [{cited}]").applied  # a citation counts
+
+
+# an off-corpus question that names something a passage names ("Hindi"), whose answer a
+# passage holds by chance ("2011"): the names check passes, the question's relevance does not
+CENSUS = (
+    "Hindi is spoken as a native language by 41% of the population according to the 2011 census."
+)
+FILM_QUESTION = (
+    "Do Lafzon Ki Kahani, a 2016 Hindi-language romantic drama, is a remake of a South Korean "
+    "film released in which year?"
+)
+
+
+@pytest.mark.packaged_embedder
+def test_an_uncited_answer_to_an_off_corpus_question_writes_nothing_even_when_names_match() -> None:
+    rag = ReMindRAG()  # the packaged embedder: the relevance the cutoff was measured on
+    rag.insert([Document(k, v) for k, v in {**TEXTS, "census.txt": CENSUS}.items()])
+    r = rag.retrieve(FILM_QUESTION)
+    assert any("2011" in rc.chunk.text for rc in r.chunks)  # a passage holds the answer
+    assert r.chunks[0].score < RECOMMENDED_MIN_SCORE - 0.05  # off the corpus, with a margin
+    w = rag.memorize(r.trace_id, answer="2011")
+    assert not w.applied and "memory.uncited_min_score" in (w.skipped_reason or "")
+    assert rag.memory_stats().touched_edges == 0
+    census = next(rc.chunk.id for rc in r.chunks if "2011" in rc.chunk.text)
+    assert rag.memorize(r.trace_id, answer=f"2011 [{census}]").applied  # a citation counts
+    # the same kind of answer to an on-topic question is grounded and writes
+    on = rag.retrieve(QUESTION)
+    assert on.chunks[0].score > RECOMMENDED_MIN_SCORE + 0.05
+    w = rag.memorize(on.trace_id, answer="The Vistula.")
+    assert w.applied and doc_ids(rag, w.supporting_chunks) == ["warsaw.txt"]
 
 
 def test_supporting_stays_the_callers_word_and_citations_come_first() -> None:

@@ -27,7 +27,7 @@ from remindrag_integrations import ReMindRAG, ReMindRetriever
 from remindrag_integrations.app.cli import main as cli_main
 from remindrag_integrations.core.config import RECOMMENDED_MIN_SCORE, RetrievalConfig
 from remindrag_integrations.core.errors import ConfigError
-from remindrag_integrations.core.pipeline import relevance
+from remindrag_integrations.core.pipeline import combined, coverage, relevance
 from remindrag_integrations.core.types import Trace
 from remindrag_integrations.testing import HashEmbedder
 
@@ -99,6 +99,33 @@ def test_relevance_is_the_questions_best_falling_by_the_square_root_of_the_share
     assert got[2] == pytest.approx(0.4)  # never above a passage returned before it
     assert got[3] == 0.0
     assert relevance(0.5, []) == []
+
+
+def test_the_questions_relevance_needs_its_meaning_and_its_words() -> None:
+    words = {"vistula", "warsaw", "flow"}  # content words: plural s dropped, "which" left out
+    texts = ["The Vistula flows through Krakow.", "Warsaw is the capital of Poland."]
+    assert coverage(words, texts) == pytest.approx(1.0)
+    assert coverage(words, texts[:1]) == pytest.approx(3 / 4)  # (2 held + 1) / (3 + 1)
+    assert coverage(words, ["A recipe for carbonara."]) == pytest.approx(1 / 4)
+    assert coverage(set(), texts) is None
+    assert combined(0.64, 0.25) == pytest.approx(0.4)  # the geometric mean
+    assert combined(0.9, 0.0) == 0.0
+    assert combined(0.6, None) == pytest.approx(0.6)  # no content word: the meaning alone
+
+
+def test_a_question_about_names_the_corpus_lacks_scores_below_the_cutoff(
+    retriever: ReMindRetriever,
+) -> None:
+    """Close in meaning (a river, a city), but the corpus names neither: off the corpus."""
+    q = (
+        "Which river flows through Ljubljana and Zagreb, in Slovenia and Croatia, and which "
+        "dams stand on it?"
+    )
+    docs = retriever.invoke(q, k=5)
+    assert docs and docs[0].metadata["remindrag"]["score"] <= CUT - MARGIN
+    named = retriever.invoke("Which cities does the Danube flow through?", k=5)
+    assert source(named[0]) == "danube.txt"
+    assert named[0].metadata["remindrag"]["score"] >= CUT + MARGIN
 
 
 # --- the frameworks' cutoffs ----------------------------------------------------------------

@@ -87,7 +87,7 @@ def _ask(sub: Any, commands: Commands) -> None:
         default=None,
         metavar="X",
         help="abstain (no answer, no memory) when no passage is at least this relevant "
-        "(0-1; default: the store's min_score, else the recommended 0.45; 0 answers always)",
+        "(0-1; default: the store's min_score, else the recommended 0.525; 0 answers always)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=commands["ask"])

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from . import filters
 from .errors import ConfigError, warn_deprecated
 
-RECOMMENDED_MIN_SCORE = 0.45
+RECOMMENDED_MIN_SCORE = 0.525
 """The relevance cutoff measured with the packaged embedder (all-MiniLM-L6-v2) on the dev
 sets (benchmarks/score_calibration.py, docs/retriever.md#scores): ``min_score``,
 LlamaIndex's ``SimilarityPostprocessor(similarity_cutoff=...)`` and LangChain's
@@ -233,6 +233,14 @@ class MemoryConfig(_Config):
         description="A write reaches support the walk missed by a graph path of at most this "
         "many hops (else a learned edge).",
     )
+    uncited_min_score: float = Field(
+        RECOMMENDED_MIN_SCORE,
+        ge=0.0,
+        le=1.0,
+        description="An answer that cites no passage is taken as grounded in the passages "
+        "holding its words only when the question's relevance (its first passage's score) "
+        "reaches this: an off-corpus question's answer writes no memory; 0 = no such check.",
+    )
 
 
 class NavigatorConfig(_Config):
@@ -321,7 +329,7 @@ class RetrievalConfig(_Config):
         le=1.0,
         description="Abstain below this relevance: a question whose best passage scores "
         "less (off the corpus) returns no passage and its trace writes no memory; None = off "
-        "(0.45 recommended with the packaged embedder: docs/retriever.md#scores).",
+        "(0.525 recommended with the packaged embedder: docs/retriever.md#scores).",
     )
     seeds: int = Field(2, ge=1, le=100, description="Walk start nodes per (sub)question.")
     # the walk's bounds

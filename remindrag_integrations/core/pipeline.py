@@ -18,6 +18,7 @@ from .config import RetrievalConfig
 from .errors import InvalidQueryError, LLMError, LLMOutputError
 from .extract_rules import rule_based_extraction
 from .ids import anchor_of, is_anchor
+from .memory.grounding import content_words
 from .memory.math import rank_scores
 from .memory.replay import replay, vouched
 from .navigate import Navigator, mode, navigate
@@ -81,13 +82,20 @@ def _fill(walk: Walk, have: set[str], n: int) -> list[tuple[str, float]]:
     return out
 
 
-def rank(walk: Walk, merged: bool = False, names: Sequence[str] = ()) -> list[RetrievedChunk]:
+def rank(
+    walk: Walk,
+    merged: bool = False,
+    names: Sequence[str] = (),
+    words: frozenset[str] | set[str] = frozenset(),
+) -> list[RetrievedChunk]:
     """The chunks the walk read, by their first-pass score (:func:`.prior.first_pass`) plus
     ``memory.rank_weight`` × :func:`score_span` times the memory evidence of each (how
     strongly a remembered edge vouches for it), then (``fill_to_k``) the prior's next best unread chunks; at most ``k``.
     ``merged``: the read and the unread candidates compete on one score (a zero-token walk
     follows the prior, so reading a chunk adds no judgement of its own); otherwise what the
-    navigator read comes first. The score parts are kept in ``walk.evidence``."""
+    navigator read comes first. The score parts are kept in ``walk.evidence``. ``names`` and
+    ``words``: the question's names and content words, which the relevance looks for
+    (:func:`question_relevance`)."""
     cfg, ids = walk.cfg, walk.chunk_ids
     sims = walk.sims(ids)
     cos = np.asarray(sims, dtype=np.float32)
@@ -106,10 +114,9 @@ def rank(walk: Walk, merged: bool = False, names: Sequence[str] = ()) -> list[Re
         scored = sorted(scored, key=lambda t: -t[1]) + [(c, s, "dense_fill") for c, s in fill]
     top = scored[: cfg.k]
     chunks = walk.chunks([c for c, _, _ in top])  # one read
-    best = max(
-        [question_relevance(walk, names)]
-        + [_own(walk.evidence[c], names, ch.text) for (c, _, _), ch in zip(top, chunks)]
-    )
+    own = [_own(walk.evidence[c], names, ch.text) for (c, _, _), ch in zip(top, chunks)]
+    meaning, texts = _meaning(walk, names)
+    best = combined(max([meaning, *own]), coverage(words, [*texts, *(ch.text for ch in chunks)]))
     rel = relevance(best, [s for _, s, _ in top])
     for (c, _, _), r in zip(top, rel):
         walk.evidence[c]["relevance"] = r
@@ -153,27 +160,68 @@ def _own(parts: dict, names: Sequence[str] = (), text: str | None = None) -> flo
     return min(1.0, max(0.0, cos, float(parts.get("memory", 0.0))))
 
 
-def question_relevance(walk: Walk, names: Sequence[str] = ()) -> float:
-    """How relevant the graph is to the question, in [0, 1]: the best own relevance
-    (:func:`_own`) among the first pass's candidates (the prior's; the chunks the seeds
-    read without one), with the names counted in its best ``k`` passages, and memory's
-    vouching. Absolute, not scaled to the best hit: an off-corpus question scores low on
-    any corpus."""
-    cfg = walk.cfg
+COVER_TOP = 10
+"""How many of the first pass's best candidates :func:`coverage` reads the question's words in."""
+
+
+def coverage(words: set[str] | frozenset[str], texts: Sequence[str]) -> float | None:
+    """The share of the question's content ``words`` (:func:`.memory.grounding.content_words`)
+    that ``texts`` hold, with one word's grace: ``(held + 1) / (words + 1)``, so a short
+    question is not taken off the corpus for one word no passage uses ("How do I *make*
+    carbonara?": 2/3, not 1/2); ``None`` when the question has no content word. An
+    off-corpus question shares its meaning loosely with many passages but its own words
+    with few: a name, a title, a rare term it asks about stands in none of them."""
+    if not words:
+        return None
+    held: set[str] = set()
+    for text in texts:
+        held |= content_words(text) & words
+        if len(held) == len(words):
+            break
+    return (len(held) + 1) / (len(words) + 1)
+
+
+def combined(meaning: float, share: float | None) -> float:
+    """The question's relevance in [0, 1]: the geometric mean of the best passage's
+    relevance in meaning (:func:`_meaning`) and the share of the question's words the best
+    passages hold (:func:`coverage`); the meaning alone when the question has no content
+    word. Either being low makes it low: a passage near in meaning to a question whose
+    names no passage holds, or passages that share the words but not the meaning
+    (benchmarks/score_calibration.py)."""
+    if share is None:
+        return meaning
+    return float(np.sqrt(max(0.0, meaning) * share))
+
+
+def _meaning(walk: Walk, names: Sequence[str] = ()) -> tuple[float, list[str]]:
+    """The best own relevance (:func:`_own`) among the first pass's candidates (the
+    prior's; the chunks the seeds read without one), with the names counted in its best
+    :data:`COVER_TOP` passages, and memory's vouching; and those passages' texts."""
     if walk.prior is not None:
         parts = walk.prior.parts
         cands = [_own(p) for p in parts.values()]
-        best = walk.prior.ranked()[: cfg.k]
-        texts = walk.chunks(best) if names else []
-        cands += [_own(parts[c], names, ch.text) for c, ch in zip(best, texts)]
+        best = walk.prior.ranked()[:COVER_TOP]
+        texts = [ch.text for ch in walk.chunks(best)]
+        cands += [_own(parts[c], names, t) for c, t in zip(best, texts)]
     else:
         read = [*(n for n in walk.seeds if is_anchor(n)), *walk.chunk_ids]
         cands = [max(0.0, s) for s in walk.sims(read)]
-        ids = list(dict.fromkeys(walk.chunk_ids))[: cfg.k]
-        texts = walk.chunks(ids) if names else []
-        cands += [_own({"cosine": x}, names, ch.text) for x, ch in zip(walk.sims(ids), texts)]
+        ids = list(dict.fromkeys(walk.chunk_ids))[:COVER_TOP]
+        texts = [ch.text for ch in walk.chunks(ids)]
+        cands += [_own({"cosine": x}, names, t) for x, t in zip(walk.sims(ids), texts)]
     mem = vouched(walk)
-    return min(1.0, max([0.0, *cands, *mem.values()]))
+    return min(1.0, max([0.0, *cands, *mem.values()])), texts
+
+
+def question_relevance(
+    walk: Walk, names: Sequence[str] = (), words: set[str] | frozenset[str] = frozenset()
+) -> float:
+    """How relevant the graph is to the question, in [0, 1] (:func:`combined`): its best
+    passage's relevance in meaning (:func:`_meaning`) with the share of the question's
+    content ``words`` that the first pass's best :data:`COVER_TOP` passages hold. Absolute,
+    not scaled to the best hit: an off-corpus question scores low on any corpus."""
+    meaning, texts = _meaning(walk, names)
+    return combined(meaning, coverage(words, texts))
 
 
 def relevance(best: float, rank_scores: list[float]) -> list[float]:
@@ -242,6 +290,7 @@ def retrieve(
         raise InvalidQueryError(f"the query must be a non-empty string, got {query!r}")
     subqs = yield from pre_query(query, cfg, pre_query_template)
     mentioned = mentioned_names(query)  # what the relevance looks for in a passage's text
+    words = content_words(query)
     names = question_names(query, cfg, mentioned) if subqs else []
     vecs = yield Embed((query, *[s for s in subqs if s != query], *names))
     vecs, name_vecs = vecs[: len(vecs) - len(names)], vecs[len(vecs) - len(names) :]
@@ -257,7 +306,7 @@ def retrieve(
     navigating = [0.0]  # the navigator's own work, not its LLM calls
     if not walk.parents:
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
-    elif cfg.min_score is not None and question_relevance(walk, mentioned) < cfg.min_score:
+    elif cfg.min_score is not None and question_relevance(walk, mentioned, words) < cfg.min_score:
         walk.stop_reason = "below_min_score"  # no walk (no LLM call) for an off-corpus question
     elif ("replay" in walk.sources.values() or vouched(walk)) and not cfg.verify_replay:
         walk.stop_reason = "replay"
@@ -269,7 +318,7 @@ def retrieve(
         yield from timed(navigate(walk, query, navigator, ledger), navigating)
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
-    chunks = rank(walk, merged, mentioned) if walk.parents else []
+    chunks = rank(walk, merged, mentioned, words) if walk.parents else []
     below = cfg.min_score is not None and bool(chunks) and chunks[0].score < cfg.min_score
     abstained = walk.stop_reason == "below_min_score" or below  # decided before the walk, or now
     if abstained:

@@ -23,10 +23,14 @@ half of its key words (:data:`MIN_COVERAGE`); otherwise, or when it adds no key 
 "Yes."), it is grounded in no passage and memorize writes nothing. "The Vistula." is grounded
 in the passage that names the Vistula, never in the top passage about Paris.
 
-**The question's own names.** An answer that cites nothing is taken as grounded only when the
-retrieved passages name something the question names (:func:`names_held`): off-corpus
-questions otherwise wrote memory whenever their answer's words ("1993", "New York City")
-happened to stand in some unrelated passage (RESULTS §13).
+**An on-topic question.** An answer that cites nothing is taken as grounded only when the
+question is one the corpus holds: its relevance (the first passage's score, which needs both
+the meaning and the question's own words: ``core/pipeline.py::combined``) reaches
+``memory.uncited_min_score`` (the documented cutoff, 0.525 with the packaged embedder), and
+the retrieved passages name the question's most specific name, its longest
+(:func:`names_held`). Off-corpus questions otherwise wrote memory whenever their answer's
+words ("1993", "New York City", "Medal of Honor") happened to stand in some unrelated
+passage (RESULTS §13). The relevance is checked in ``memorize.py``; this module reads texts.
 """
 
 from __future__ import annotations
@@ -194,16 +198,20 @@ def question_names(question: str) -> list[str]:
 
 
 def names_held(question: str, passages: Sequence[tuple[str, str]]) -> bool:
-    """Whether the passages name something the question names (True when it names
-    nothing: nothing to tell). A question none of whose names the retrieval found is one
-    the corpus does not seem to hold (an off-corpus question): an answer that cites nothing
-    is not taken as grounded in a passage that merely shares its words ("1993", "New York
-    City")."""
+    """Whether the passages name what the question names: its longest name (the most words;
+    any of them when several are as long), which is its most specific ("James Woods", not
+    "War" of "In Love and War"). True when it names nothing: nothing to tell. A question
+    whose longest name the retrieval did not find is one the corpus does not seem to hold
+    (an off-corpus question): an answer that cites nothing is not taken as grounded in a
+    passage that merely shares its words ("1993", "Medal of Honor")."""
     names = question_names(question)
     if not names:
         return True
+    most = max(len(n.split()) for n in names)
     texts = [norm_name(text) for _, text in passages]
-    return any(re.search(rf"\b{re.escape(n)}\b", t) for n in names for t in texts)
+    return any(
+        re.search(rf"\b{re.escape(n)}\b", t) for n in names if len(n.split()) == most for t in texts
+    )
 
 
 def grounded_in(answer: str, question: str, passages: Sequence[tuple[str, str]]) -> list[str]:

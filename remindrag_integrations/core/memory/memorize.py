@@ -108,16 +108,26 @@ class Memorizer:
     def grounding(self, trace: Trace, answer: str) -> tuple[Support, str]:
         """The passages the retrieval read or returned that hold ``answer``
         (:func:`.grounding.grounded_in`), best-ranked first; none, with the reason, when
-        they name nothing the question names (:func:`.grounding.names_held`)."""
+        the question's relevance is below ``memory.uncited_min_score`` or the passages name
+        nothing the question names (:func:`.grounding.names_held`)."""
         score = {c: float(e.get("score", 0.0)) for c, e in trace.rank_evidence.items()}
         ids = list(dict.fromkeys([*trace.rank_evidence, *trace.chunk_ids]))
         ids.sort(key=lambda c: (c not in score, -score.get(c, 0.0)))
+        floor = self.cfg.memory.uncited_min_score
+        rel = [float(e["relevance"]) for e in trace.rank_evidence.values() if "relevance" in e]
+        if rel and max(rel) < floor:  # a trace from before relevances were kept: not checked
+            why = (
+                f"the question's relevance {max(rel):.2f} is below memory.uncited_min_score "
+                f"{floor} (an off-corpus question?): an answer that cites no passage is not "
+                "grounded in them; cite a passage or pass supporting=[...]"
+            )
+            return Support([]), why
         passages = live_texts(self.store, ids)
         if not names_held(trace.query, passages):
             why = (
-                "the retrieved passages name nothing the question names (an off-corpus "
-                "question?): an answer that cites none is not grounded in them; cite a "
-                "passage or pass supporting=[...]"
+                "the retrieved passages name nothing the question names (not its longest "
+                "name: an off-corpus question?): an answer that cites none is not grounded "
+                "in them; cite a passage or pass supporting=[...]"
             )
             return Support([]), why
         return Support(grounded_in(answer, trace.query, passages)), ""
