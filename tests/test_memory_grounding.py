@@ -8,6 +8,7 @@ support is read from the texts, so nothing here hinges on a near-tie of scores).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import warnings
 from argparse import Namespace
 from pathlib import Path
@@ -288,6 +289,22 @@ def test_mcp_remember_takes_the_answers_passage(mcp_store: Path) -> None:
     other = service.search("Which river flows through Rome?")
     refused = service.remember(other["trace_id"], "I don't know.")
     assert not refused["applied"] and "abstains" in refused["skipped_reason"]
+
+
+def test_mcp_search_min_score_abstains_and_remember_writes_nothing(mcp_store: Path) -> None:
+    from remindrag_integrations.app.mcp_server import _search
+    from remindrag_integrations.app.mcp_service import StoreService
+
+    args = Namespace(store=str(mcp_store), namespace="default", llm="none", cache=None)
+    service = StoreService(Namespace(**vars(args), no_cache=True))
+    assert "min_score" in inspect.signature(_search(service)).parameters  # the tool's schema
+    found = service.search(QUESTION, min_score=0.99)  # no passage reaches it
+    assert found["passages"] == [] and found["abstained"]
+    assert found["stop_reason"] == "below_min_score"
+    wrote = service.remember(found["trace_id"], "The Vistula.")
+    assert not wrote["applied"] and "abstained" in wrote["skipped_reason"]
+    kept = service.search(QUESTION, min_score=0.0)  # 0: every question answers
+    assert kept["passages"] and not kept["abstained"]
 
 
 # --- LangChain: the callback wherever it is attached ----------------------------------------

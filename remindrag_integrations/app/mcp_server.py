@@ -26,6 +26,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from ..core.config import RECOMMENDED_MIN_SCORE
 from ..core.errors import ReMindError
 from .mcp_service import StoreService, check_store
 from .specs import CLIError
@@ -143,8 +144,8 @@ SEARCH = """\
 Search the knowledge graph for passages that answer a question. Returns numbered passages
 (chunk_id, doc_id, the document's metadata, score, found_by: 'seed' (closest to the question),
 'replay' (reached through memory of past similar questions), 'traversal' (the guided walk) or
-'dense_fill'), the walk's stop_reason ('replay' when memory answered) and the trace_id to pass
-to remember after you answer."""
+'dense_fill'), the walk's stop_reason ('replay' when memory answered; 'below_min_score' when no passage was
+relevant enough) and the trace_id to pass to remember after you answer."""
 
 REMEMBER = """\
 After answering from a search: remember what helped, so that similar questions later (in
@@ -181,11 +182,22 @@ def _search(s: StoreService) -> Callable[..., Any]:
             dict[str, Any] | None,
             Field(
                 description='Document metadata filter, e.g. {"year": {"$gte": 2020}}; '
-                "operators $eq $ne $gt $gte $lt $lte $in $nin $and $or."
+                "operators $eq $ne $gt $gte $lt $lte $in $nin $contains $all $and $or."
+            ),
+        ] = None,
+        min_score: Annotated[
+            float | None,
+            Field(
+                ge=0.0,
+                le=1.0,
+                description=f"Return nothing unless the best passage's score (a relevance in "
+                f"0-1) reaches this: an off-topic question then gets no passage and "
+                f"remember writes nothing for it ({RECOMMENDED_MIN_SCORE} recommended; default: "
+                "the store's setting, off unless set).",
             ),
         ] = None,
     ) -> dict[str, Any]:
-        return s.search(query, k, filter)
+        return s.search(query, k, filter, min_score)
 
     return search
 

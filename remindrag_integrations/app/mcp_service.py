@@ -189,13 +189,21 @@ class StoreService:
 
     # --- the tools --------------------------------------------------------------------------
     def search(
-        self, query: str, k: int | None = None, filter: Mapping[str, Any] | None = None
+        self,
+        query: str,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
     ) -> dict[str, Any]:
+        """The ``search`` tool: a retrieval with the given overrides (``min_score``: abstain
+        below it; ``None`` keeps the store's setting), its trace kept for ``remember``."""
         overrides: dict[str, Any] = {}
         if k is not None:
             overrides["k"] = k
         if filter:
             overrides["filter"] = dict(filter)
+        if min_score is not None:
+            overrides["min_score"] = min_score
         with self._lock:
             retrieval = self._fresh().retrieve(query, **overrides)
             trace = retrieval.trace
@@ -208,6 +216,7 @@ class StoreService:
         return {
             "trace_id": trace.trace_id,
             "stop_reason": trace.stop_reason,
+            "abstained": trace.abstained,
             "replayed_edges": len(trace.replayed_edges),
             "walk_steps": len(trace.moves),
             "llm_calls": trace.costs.total_calls,
