@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..errors import UnknownNodeError
 from ..protocols import GraphStore
 from ..steps import Step
 from ..types import MemoryWrite, Retrieval
@@ -54,17 +55,27 @@ def assure(
     chunk_ids: Sequence[str],
 ) -> Step:
     """``result`` with ``linked`` and ``not_found`` filled in after checking (and, where
-    needed, linking) that every one of ``chunk_ids`` comes back for ``question``."""
+    needed, linking) that every one of ``chunk_ids`` comes back for ``question``.
+
+    The write it checks is already applied, so this never undoes it nor raises for a
+    document changed meanwhile: a named passage deleted or edited by another caller after
+    the write (its chunk or anchor gone: :class:`~..errors.UnknownNodeError` from the
+    re-query or from a link) ends the check, and the passages not seen back are reported in
+    ``not_found``. Each link is one atomic update: it is made whole or not at all."""
     if not chunk_ids:
         return result
-    r = yield from requery(question)
-    gone = missing(r, chunk_ids)
     made: list[str] = []
-    for _ in range(LINK_ROUNDS):  # a second round saturates the link (replay needs no more)
-        if not gone:
-            break
-        made += link(store, r.trace.seeds, gone, q)
+    gone = list(chunk_ids)
+    try:
         r = yield from requery(question)
         gone = missing(r, chunk_ids)
+        for _ in range(LINK_ROUNDS):  # a second round saturates the link (replay needs no more)
+            if not gone:
+                break
+            made += link(store, r.trace.seeds, gone, q)
+            r = yield from requery(question)
+            gone = missing(r, chunk_ids)
+    except UnknownNodeError:  # a named passage changed under the check: report, keep the write
+        pass
     linked = list(dict.fromkeys([*result.linked, *made]))
     return replace(result, applied=result.applied or bool(made), linked=linked, not_found=gone)

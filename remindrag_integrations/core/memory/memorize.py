@@ -151,6 +151,8 @@ class Memorizer:
         )
         if not (named and helpful and support.chunks):
             return result
+        if result.applied:  # recorded as applied before the check: a retry never applies twice
+            mark(trace, store, result)
         q = np.asarray(trace.query_embedding, dtype=np.float32)
         return (yield from assure(store, self.requery, trace.query, q, result, support.chunks))
 

@@ -162,14 +162,20 @@ def teach_one(
     store: GraphStore, requery: Requery, pair: TeachPair, chunks: list[str], cfg: RetrievalConfig
 ) -> Step:
     """Ask the question, write the paths from its subgraph to ``chunks``, check they come
-    back: the pair's :class:`TeachResult` (without the names not found)."""
+    back: the pair's :class:`TeachResult` (without the names not found). The write is one
+    atomic update: a passage deleted or edited by another caller before it lands makes the
+    pair write nothing (its chunks reported as not found, the next pairs taught as usual);
+    one changed after it keeps the write (:func:`.assure.assure`)."""
     if not chunks:
         return TeachResult(pair.question, [], [], [], [], 0)
-    r = yield from requery(pair.question)
-    trace = r.trace
-    done = write(
-        trace, store, Support(chunks), penalise=False, max_depth=cfg.memory.max_bridge_hops
-    )
+    try:
+        r = yield from requery(pair.question)
+        trace = r.trace
+        done = write(
+            trace, store, Support(chunks), penalise=False, max_depth=cfg.memory.max_bridge_hops
+        )
+    except UnknownNodeError:  # a passage deleted or edited since it was resolved: no write
+        return TeachResult(pair.question, [], [], [], list(chunks), 0)
     q = np.asarray(trace.query_embedding, dtype=np.float32)
     done = yield from assure(store, requery, pair.question, q, done, chunks)
     reached = [c for c in chunks if c not in done.not_found]
@@ -196,7 +202,7 @@ def teach(
     for i, pair in enumerate(pairs):
         chunks, missing = resolve(store, pair, located)
         result = yield from teach_one(store, requery, pair, chunks, cfg)
-        results.append(replace(result, not_found=missing))
+        results.append(replace(result, not_found=[*missing, *result.not_found]))
         if progress:
             progress(i + 1, len(pairs))
     return TeachReport(results)
