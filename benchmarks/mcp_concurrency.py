@@ -1,0 +1,206 @@
+"""The MCP server under concurrent agents (issue 34 item 7): search latency over streamable
+HTTP from one client, then from ``--clients`` clients at once, on the same store and server.
+
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/mcp_concurrency.py \\
+        --out benchmarks/results/mcp_concurrency.json
+
+The store: the HotpotQA sample's passages (``tests/data``), indexed by ``remindrag index``.
+One ``remindrag mcp --http`` process serves it (read-write, the defaults). Each client is an
+MCP SDK session (``streamable_http_client`` + ``ClientSession``) that searches its questions
+one after the other: first in a closed loop (each sends its next search as soon as it has
+the last result: the server's throughput decides), then paced (``--think-ms`` between a result
+and the next search, as an agent's model reads and writes); ``--rounds`` searches per client. Measured per search: the time from ``call_tool`` to its result at the client. Reported:
+p50 / p95 / max single-client and concurrent, their ratio, the searches per second, the tool
+errors and failed calls, and the lines of ``Traceback`` the server wrote to stderr (one per
+ordinary disconnect before issue 33). Prints a table and writes a small JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+
+
+def load_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def build_store(tmp: Path) -> tuple[Path, list[str]]:
+    """The sample's passages in one store; its questions."""
+    questions = load_jsonl(DATA / "hotpotqa_train100_sample.questions.jsonl")
+    corpus = DATA / "hotpotqa_train100_sample.corpus.jsonl"
+    docs = tmp / "docs"
+    docs.mkdir()
+    (docs / "passages.jsonl").write_text(corpus.read_text(encoding="utf-8"), encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "remindrag_integrations.app.cli", "index", str(docs)]
+    subprocess.run([*cmd, "--store", str(tmp / "store")], check=True, env=env)
+    return tmp / "store", [q["question"] for q in questions]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(store: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    args = ["mcp", "--store", str(store), "--http", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "remindrag_integrations.app.cli", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/mcp"
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited: {log.read_text()}")
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("the HTTP server did not start")
+
+
+async def client(
+    url: str, questions: list[str], rounds: int, out: dict[str, list], think_ms: float, seed: int
+) -> None:
+    """One agent: a session, ``rounds`` searches one after the other, ``think_ms`` (× 0.5-1.5,
+    seeded) between a result and the next search: the agent's model reading and writing."""
+    import random
+
+    rng = random.Random(seed)
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    try:
+        async with httpx.AsyncClient(timeout=120) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    for i in range(rounds):
+                        q = questions[i % len(questions)]
+                        t = time.perf_counter()
+                        result = await session.call_tool("search", {"query": q})
+                        out["ms"].append((time.perf_counter() - t) * 1e3)
+                        if result.isError:
+                            out["tool_errors"].append(result.content[0].text[:200])
+                        if think_ms:
+                            await asyncio.sleep(think_ms * rng.uniform(0.5, 1.5) / 1e3)
+    except Exception as exc:  # noqa: BLE001 - counted and reported
+        out["failed"].append(f"{type(exc).__name__}: {exc}"[:200])
+
+
+async def run(
+    url: str, questions: list[str], clients: int, rounds: int, think_ms: float = 0.0
+) -> dict[str, Any]:
+    out: dict[str, list] = {"ms": [], "tool_errors": [], "failed": []}
+    t = time.perf_counter()
+    await asyncio.gather(
+        *(
+            client(url, questions[c:] + questions[:c], rounds, out, think_ms, c)
+            for c in range(clients)
+        )
+    )
+    wall = time.perf_counter() - t
+    ms = sorted(out["ms"])
+    pct = lambda p: ms[min(len(ms) - 1, int(p / 100 * len(ms)))] if ms else float("nan")  # noqa: E731
+    return {
+        "clients": clients,
+        "think_ms": think_ms,
+        "searches": len(ms),
+        "p50_ms": statistics.median(ms) if ms else None,
+        "p95_ms": pct(95),
+        "max_ms": ms[-1] if ms else None,
+        "searches_per_s": len(ms) / wall if wall else None,
+        "tool_errors": len(out["tool_errors"]),
+        "failed_clients": len(out["failed"]),
+        "examples": (out["tool_errors"] + out["failed"])[:3],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=25, help="searches per client")
+    ap.add_argument("--single-rounds", type=int, default=100)
+    ap.add_argument(
+        "--think-ms",
+        type=float,
+        default=1000.0,
+        help="the paced run's pause between an agent's searches (its model's turn)",
+    )
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    load = [os.getloadavg()]
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        store, questions = build_store(tmp)
+        log = tmp / "server.stderr"
+        proc, url = serve(store, log)
+        try:
+            asyncio.run(run(url, questions, 1, 5))  # warm: the first search loads the model
+            single = asyncio.run(run(url, questions, 1, args.single_rounds))
+            many = asyncio.run(run(url, questions, args.clients, args.rounds))
+            paced = asyncio.run(run(url, questions, args.clients, args.rounds, args.think_ms))
+            single_after = asyncio.run(run(url, questions, 1, args.single_rounds))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+        tracebacks = log.read_text(errors="replace").count("Traceback")
+    load.append(os.getloadavg())
+    base = max(single["p95_ms"], single_after["p95_ms"])
+    ratio, paced_ratio = many["p95_ms"] / base, paced["p95_ms"] / base
+    summary = {
+        "single": single,
+        "concurrent": many,
+        "paced": paced,
+        "single_after": single_after,
+        "p95_ratio": ratio,
+        "paced_p95_ratio": paced_ratio,
+        "server_tracebacks": tracebacks,
+        "load": load,
+        "cpus": os.cpu_count(),
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    }
+    print(
+        "| clients | think ms | searches | p50 ms | p95 ms | max ms | searches/s | tool errors "
+        "| failed |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in (single, many, paced, single_after):
+        print(
+            f"| {r['clients']} | {r['think_ms']:.0f} | {r['searches']} | {r['p50_ms']:.1f} | "
+            f"{r['p95_ms']:.1f} | "
+            f"{r['max_ms']:.1f} | {r['searches_per_s']:.1f} | {r['tool_errors']} | "
+            f"{r['failed_clients']} |"
+        )
+    print(
+        f"p95 / single-client p95: closed loop {ratio:.2f}, paced {paced_ratio:.2f}; "
+        f"server tracebacks: {tracebacks}; load {load}"
+    )
+    if args.out:
+        args.out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
