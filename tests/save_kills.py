@@ -61,47 +61,64 @@ def problems(scenario: str, folder: Path, switched: bool = False) -> list[str]:
     """What is wrong with ``folder``, left by a save of ``scenario`` killed at some step
     (``switched``: after its ``CURRENT`` switch): it must load (an update save's new store
     once switched, else the previous one; after a first save, none, with a typed not-found
-    error) and take the next save, which leaves no temporary file nor half-made generation."""
-    from remindrag_integrations import Document, ReMindRAG
+    error) and take the next save, which leaves no temporary file nor half-made generation.
+    A typed error where none belongs is one of the problems; any other exception is raised."""
+    from remindrag_integrations import Document, ReMindError, ReMindRAG
     from remindrag_integrations.errors import StoreEmptyError, StoreNotFoundError
     from remindrag_integrations.stores import InMemoryGraphStore
     from remindrag_integrations.testing import HashEmbedder
 
     found: list[str] = []
+
+    def attempt(what: str, call: Any, expected: type[Exception] | None = None) -> Any:
+        """``call()``, or None when it raised ``expected`` or (noted) another typed error;
+        a call that returned where ``expected`` was due is noted too."""
+        try:
+            got = call()
+        except ReMindError as exc:
+            if expected is None or not isinstance(exc, expected):
+                found.append(f"{what}: {type(exc).__name__}: {exc}")
+            return None
+        if expected is not None:
+            found.append(f"{what}: no {expected.__name__}")
+        return got
+
+    def load() -> Any:
+        return ReMindRAG.load(folder, embeddings=HashEmbedder(DIM))
+
     docs = [Document(i, t) for i, t in TEXTS]
     if scenario == "update save":  # the save before the killed one, or the killed one
-        eng = ReMindRAG.load(folder, embeddings=HashEmbedder(DIM))
         had = sorted([i for i, _ in TEXTS] + ([ADDED[0]] if switched else []))
-        if sorted(eng.store.document_ids()) != had:
+        eng = attempt("load", load)
+        if eng is not None and sorted(eng.store.document_ids()) != had:
             found.append(f"loads {sorted(eng.store.document_ids())}, not {had}")
-        eng.insert([Document(*ADDED)])
-        eng.save(folder)  # the next save: an update again
+        if eng is not None:  # the next save: an update again
+            eng.insert([Document(*ADDED)])
+            attempt("the next save", lambda: eng.save(folder))
         want = sorted([*(i for i, _ in TEXTS), ADDED[0]])
     else:  # a first save that did not finish: nothing was saved
         if InMemoryGraphStore.exists(folder):
             found.append("InMemoryGraphStore.exists() is True")
-        try:
-            ReMindRAG.load(folder, embeddings=HashEmbedder(DIM))
-            found.append("ReMindRAG.load() loaded a save that never finished")
-        except StoreNotFoundError:
-            pass
-        opened = ReMindRAG(embeddings=HashEmbedder(DIM), store=folder)
-        try:
-            opened.retrieve("Who directed Sinister?")
-            found.append("store=DIR answered from a save that never finished")
-        except StoreEmptyError:
-            pass
+        attempt("load", load, StoreNotFoundError)
+        attempt(
+            "store=DIR, retrieve",
+            lambda: ReMindRAG(embeddings=HashEmbedder(DIM), store=folder).retrieve("Who?"),
+            StoreEmptyError,
+        )
         if scenario == "folder store":  # the next save: the first insert again
-            ReMindRAG(embeddings=HashEmbedder(DIM), store=folder).insert(docs)
+            attempt(
+                "the next save",
+                lambda: ReMindRAG(embeddings=HashEmbedder(DIM), store=folder).insert(docs),
+            )
         else:  # a new engine, no overwrite=True
             fresh = ReMindRAG(embeddings=HashEmbedder(DIM))
             fresh.insert(docs)
-            fresh.save(folder)
+            attempt("the next save", lambda: fresh.save(folder))
         want = [i for i, _ in TEXTS]
-    got = sorted(ReMindRAG.load(folder, embeddings=HashEmbedder(DIM)).store.document_ids())
-    if got != want:
-        found.append(f"after the next save it loads {got}, not {want}")
-    left = sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+    after = attempt("load after the next save", load)
+    if after is not None and sorted(after.store.document_ids()) != want:
+        found.append(f"after the next save it loads {sorted(after.store.document_ids())}")
+    left = sorted(p.name for p in folder.glob("*") if p.name.endswith(".tmp"))
     if left:
         found.append(f"temporary files survived the next save: {left}")
     if (folder / ".first-save").exists():
