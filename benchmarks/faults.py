@@ -6,7 +6,8 @@ memorizing on one directory; threads reading while one updates. Issue 26 adds: h
 directories (paths out of the store, links, FIFOs); retrieves during updates and deletes (a
 failed retrieve counts as lost); the public API with wrong types and failing parts (a call
 that runs with a coerced value counts as lost); disk full / read-only during save; the exit
-after an LLM timeout. Each row counts what was tried, what survived (a correct result or a
+after an LLM timeout. Issue 34 adds: ``kill -9`` at every step of a first save, of the folder
+store's first insert and of an update save (tests/save_kills.py). Each row counts what was tried, what survived (a correct result or a
 typed ``ReMindError``), crashes (any other exception, or a hang) and lost (data missing or
 silently wrong). Prints a table and writes JSON.
 
@@ -176,6 +177,41 @@ def kill_during_save(rounds: int, tmp: Path) -> dict:
     out = row("kill -9 during save", rounds, survived, 0, lost + stale)
     out["stale_temp_after_next_save"] = stale
     out["kills_inside_a_write"] = mid_write
+    return out
+
+
+def kill_every_step(tmp: Path) -> dict:
+    """``kill -9`` before each step of a save (issue 34): a forked saver kills itself at
+    step n. Survived: the folder loads (the previous save, the new one once ``CURRENT`` is
+    switched, or none with ``StoreNotFoundError`` after a first save) and takes the next
+    save with no temporary file left; lost: anything else a check finds (a typed error on
+    the way counts too: the folder did not load or did not save); crashes: a raw exception."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import save_kills
+
+    survived = crashes = lost = 0
+    steps: dict[str, int] = {}
+    for scenario in save_kills.SCENARIOS:
+        where = tmp / "steps" / scenario.replace(" ", "-")
+        done = save_kills.kill_every_step(scenario, where)
+        steps[scenario] = len(done["steps"])
+        for n in done["folders"]:
+            switched = save_kills.switched(done["steps"], int(n))
+            try:
+                found = save_kills.problems(scenario, where / n, switched)
+            except ReMindError as exc:
+                found = [f"{type(exc).__name__}: {exc}"]
+            except Exception as exc:  # noqa: BLE001 - what this row counts
+                crashes += 1
+                print("crash:", scenario, n, type(exc).__name__, exc, file=sys.stderr)
+                continue
+            survived += not found
+            lost += bool(found)
+            for problem in found:
+                print("lost:", scenario, n, problem, file=sys.stderr)
+    name = "kill -9 at every step of a first save, a folder store's first insert, an update"
+    out = row(name, survived + crashes + lost, survived, crashes, lost)
+    out["steps"] = steps
     return out
 
 
@@ -865,6 +901,7 @@ def main() -> None:
         suite: dict[str, Callable[[], dict]] = {
             "fuzz_replies": lambda: fuzz_replies(args.replies),
             "kill_during_save": lambda: kill_during_save(args.kills, tmp),
+            "kill_every_step": lambda: kill_every_step(tmp),
             "flip_every_byte": lambda: flip_every_byte(tmp),
             "savers_threads": lambda: savers_threads(args.rounds, tmp),
             "savers_processes": lambda: savers_processes(args.rounds, tmp),

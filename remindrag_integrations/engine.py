@@ -58,6 +58,12 @@ def folder_of(store: Any) -> Path | None:
     return None
 
 
+def saved_engine(root: Path) -> bool:
+    """True when ``root`` holds a saved engine's ``engine.json`` (not one that a first save
+    which did not finish left: :func:`~.stores.generations.unfinished`)."""
+    return (root / ENGINE_FILE).exists() and not generations.unfinished(root)
+
+
 def _make_folder(root: Path) -> bool:
     """Make ``root`` for a store (True when it was missing); a file or a folder of other files
     is refused now, before any work would be lost to a refused save."""
@@ -119,7 +125,7 @@ class ReMindRAG(Engine):
         root, probe, created = folder_of(store), None, False
         if root is not None:
             created = _make_folder(root)
-            if (root / ENGINE_FILE).exists():  # a saved engine: its embedder and config
+            if saved_engine(root):  # a saved engine: its embedder and config
                 recorded = persist.load_embedder(root)
                 embeddings, probe = embedder_record.embedder_for_record(recorded, embeddings)
                 saved_index, saved_retrieval = persist.load_config(root)
@@ -160,6 +166,8 @@ class ReMindRAG(Engine):
         if self._maybe_empty:  # retrieve, answer and their async twins
             if not self.store.document_ids():
                 how = "it did not exist and was made empty" if self._created else "it is empty"
+                if self.directory is not None and generations.unfinished(self.directory):
+                    how = "the first save there did not finish, so nothing was saved"
                 raise StoreEmptyError(
                     f"the store at {self.directory} holds no documents ({how}): a mistyped "
                     "path? Give the folder of a saved store (ReMindRAG.load(path) refuses a "
@@ -255,7 +263,8 @@ class ReMindRAG(Engine):
         Saving again where this engine's store was loaded from or saved to updates it; a
         folder holding another store raises :class:`StoreExistsError` unless ``overwrite``
         (which replaces it, learned memory included), and a folder of other files is never
-        written into."""
+        written into. A first save killed on the way (``kill -9``, power cut, disk full)
+        leaves a folder that holds no engine, which the next save takes over."""
         if directory is None:
             if self.directory is None:
                 raise InvalidArgumentError(
@@ -302,14 +311,23 @@ class ReMindRAG(Engine):
     ) -> ReMindRAG:
         """Load what :meth:`save` wrote, with the embedder it recorded unless ``embeddings``
         is given (checked against the record). Raises :class:`StoreNotFoundError` when there
-        is no such directory, :class:`StoreCorruptError` on damage. ``progress=True`` draws
-        a bar of the store's load steps (a 1 M-edge store takes seconds: reading, the graph,
-        the ANN and BM25 indexes, the graph matrix), a function ``(done, total)`` is called
-        as each ends; ignored with a ``store`` given (it is loaded already)."""
+        is no such directory, when it holds no saved engine or only what a first save that
+        did not finish left (save there again), :class:`StoreCorruptError` on damage.
+        ``progress=True`` draws a bar of the store's load steps (a 1 M-edge store takes
+        seconds: reading, the graph, the ANN and BM25 indexes, the graph matrix), a function
+        ``(done, total)`` is called as each ends; ignored with a ``store`` given (it is loaded
+        already)."""
         directory = Path(arguments.path(directory, "directory")).expanduser()
         progress_arg.check(progress)
         if store is None and not Path(directory).is_dir():
             raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
+        if generations.unfinished(directory):
+            raise generations.not_finished(directory, "saved engine")
+        if store is None and not generations.holds_data(directory) and not saved_engine(directory):
+            raise StoreNotFoundError(
+                f"no saved engine at {directory}: the folder holds none; give the folder of a "
+                "saved engine, or save one there first"
+            )
         index_cfg, retrieval_cfg = persist.load_config(directory)
         recorded = persist.load_embedder(directory)
         embedder, probe = embedder_record.embedder_for_record(recorded, embeddings)

@@ -32,7 +32,6 @@ from .core import filters
 from .core.config import IndexConfig, RetrievalConfig
 from .core.errors import ConfigError, InvalidArgumentError, NoTraceError
 from .core.memory.teach import TeachReport
-from .core.persist import ENGINE_FILE
 from .core.types import (
     DeleteReport,
     Document,
@@ -42,7 +41,7 @@ from .core.types import (
     Retrieval,
     Trace,
 )
-from .engine import ReMindRAG, folder_of
+from .engine import ReMindRAG, folder_of, saved_engine
 from .inputs import content_id, join_parts, jsonable
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import from_langchain_document, to_langchain_document
@@ -233,7 +232,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         where = config.pop("store", None), config.pop("namespace", "default")
         index_cfg, retrieval_cfg = split_config(config)  # checked before the store is opened
         folder = folder_of(where[0])  # a folder: the engine opens it, and saves each write
-        saved = folder is not None and (folder / ENGINE_FILE).exists()
+        saved = folder is not None and saved_engine(folder)
         engine = ReMindRAG(
             llm=llm,
             embeddings=embeddings,

@@ -205,19 +205,21 @@ def test_a_save_that_cannot_switch_current_keeps_the_last_generation(
 def test_engine_json_that_cannot_be_written_is_a_typed_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from remindrag_integrations.core import persist
-
     eng = ReMindRAG(embeddings=HashEmbedder(16))
     eng.insert([Document("d1", "Alice lives in Paris.")])
     root = eng.save(tmp_path / "s")
     before = (root / "engine.json").read_bytes()
+    real = generations._write_synced
 
-    def full(self: Path, *a: object, **kw: object) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def full(path: Path, data: bytes) -> None:
+        if path.name.startswith(".engine.json."):  # written under the lock, after CURRENT
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
 
-    monkeypatch.setattr(persist.Path, "write_text", full)
-    with pytest.raises(StoreError, match="free space"):
+    monkeypatch.setattr(generations, "_write_synced", full)
+    with pytest.raises(StoreError, match="the store is saved.*free space"):
         eng.save(root)
     monkeypatch.undo()
     assert (root / "engine.json").read_bytes() == before
+    assert not list(root.glob(".*.tmp"))
     ReMindRAG.load(root, embeddings=HashEmbedder(16))

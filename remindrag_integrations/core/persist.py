@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -26,7 +26,16 @@ configuration, the retriever's and the command line's."""
 class DirectoryStore(Protocol):
     """A store persisted as files in a directory (the embedded store)."""
 
-    def save(self, directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path: ...
+    def save(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        overwrite: bool = False,
+        beside: Mapping[str, bytes] | None = None,
+    ) -> Path:
+        """Save the store, then write ``beside`` (file name: bytes) in ``directory`` under
+        the same lock, each atomically; a first save is done only when they are written."""
+        ...
 
 
 def check_folder(root: Path, own: Callable[[str], bool]) -> None:
@@ -64,23 +73,24 @@ def save(
 ) -> Path:
     """``embedder`` (what :func:`~..adapters.embedder_record.record` says of it) is recorded
     so that :func:`load_embedder` can tell which embedder the store needs. A directory store
-    refuses to replace another store unless ``overwrite`` (see its ``save``); no store writes
-    into a folder that holds other files and nothing saved by this library
-    (:func:`check_folder`)."""
-    if isinstance(store, DirectoryStore):
-        root = Path(store.save(directory, overwrite=overwrite))
-    else:  # a database store writes through: make it durable, keep the config beside
-        root = Path(directory)
-        if not (root / ENGINE_FILE).exists():  # a folder this library has not saved to
-            check_folder(root, lambda _: False)
-        store.flush()
-        root.mkdir(parents=True, exist_ok=True)
+    refuses to replace another store unless ``overwrite`` (see its ``save``) and writes
+    ``engine.json`` under its lock, as the last file of its save (a first save killed before
+    it holds no store: the next save takes it over); no store writes into a folder that holds
+    other files and nothing saved by this library (:func:`check_folder`)."""
     cfg: dict[str, Any] = {
         "index": index_config.model_dump(),
         "retrieval": retrieval_config.model_dump(),
     }
     if embedder is not None:
         cfg["embedder"] = embedder
+    if isinstance(store, DirectoryStore):
+        beside = {ENGINE_FILE: checked_json(cfg)}
+        return Path(store.save(directory, overwrite=overwrite, beside=beside))
+    root = Path(directory)  # a database store writes through: make it durable, config beside
+    if not (root / ENGINE_FILE).exists():  # a folder this library has not saved to
+        check_folder(root, lambda _: False)
+    store.flush()
+    root.mkdir(parents=True, exist_ok=True)
     write_checked_json(root / ENGINE_FILE, cfg)
     return root
 
@@ -94,14 +104,20 @@ def load_config(directory: str | os.PathLike[str]) -> tuple[IndexConfig, Retriev
         raise StoreCorruptError(f"no readable engine config at {root}: {exc}") from exc
 
 
+def checked_json(obj: dict[str, Any]) -> bytes:
+    """``obj`` as JSON with the sha256 of its body (read back by :func:`read_checked_json`)."""
+    body = json.dumps(obj, sort_keys=True, allow_nan=False)
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    return json.dumps({"sha256": digest, "body": body}).encode("utf-8")
+
+
 def write_checked_json(path: Path, obj: dict[str, Any]) -> None:
     """Write ``obj`` as JSON with the sha256 of its body, atomically (a unique temporary
     name, then a rename), so concurrent writers never collide and damage is detected."""
-    body = json.dumps(obj, sort_keys=True, allow_nan=False)
-    digest = hashlib.sha256(body.encode()).hexdigest()
+    data = checked_json(obj)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        tmp.write_text(json.dumps({"sha256": digest, "body": body}), encoding="utf-8")
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError as exc:  # disk full, read-only: the previous file stays as it was
         tmp.unlink(missing_ok=True)

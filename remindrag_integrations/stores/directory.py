@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -36,7 +37,8 @@ class Persisted:
 
     @staticmethod
     def exists(directory: str | os.PathLike[str]) -> bool:
-        """True when ``directory`` holds a saved store (readable or damaged)."""
+        """True when ``directory`` holds a saved store (readable or damaged); False where
+        only a first save that did not finish left files."""
         return generations.holds_data(Path(directory))
 
     def save(
@@ -45,15 +47,19 @@ class Persisted:
         *,
         wait: float | None = None,
         overwrite: bool = False,
+        beside: Mapping[str, bytes] | None = None,
     ) -> Path:
         """Write a new generation under ``directory`` and switch to it atomically, holding
         the directory's lock (waiting up to ``wait`` s, default :attr:`lock_wait`, then
-        :class:`StoreLockedError`). Saving where this store was loaded from or last saved to
-        is an update; anything else must not lose data silently, so unless ``overwrite``:
-        :class:`StoreExistsError` when the folder holds a store this one never loaded nor
-        saved (another store, with its learned memory), :class:`StoreConflictError` when
-        another writer saved there since this store was loaded from (or last saved to) it.
-        A folder that holds no store but other files is refused even with ``overwrite``."""
+        :class:`StoreLockedError`); then, still holding it, write ``beside`` (file name:
+        bytes, e.g. the engine's ``engine.json``), each atomically. Saving where this store
+        was loaded from or last saved to is an update; anything else must not lose data
+        silently, so unless ``overwrite``: :class:`StoreExistsError` when the folder holds a
+        store this one never loaded nor saved (another store, with its learned memory),
+        :class:`StoreConflictError` when another writer saved there since this store was
+        loaded from (or last saved to) it. A folder that holds no store but other files is
+        refused even with ``overwrite``. A first save killed on the way leaves a folder that
+        holds no store (:func:`.generations.unfinished`): the next save takes it over."""
         root = Path(directory).resolve()
         if not generations.holds_data(root):  # before the lock file is made there
             check_folder(root, generations.own_name)
@@ -74,7 +80,7 @@ class Persisted:
                     "loaded from it: load it again, re-apply the changes, then save "
                     "(or pass overwrite=True to replace that save)"
                 )
-            self._bases[root] = generations.write(root, files, meta)
+            self._bases[root] = generations.write(root, files, meta, beside)
         return root
 
     def _dir_lock(self, root: Path, held: bool, wait: float | None) -> Any:
@@ -87,8 +93,9 @@ class Persisted:
         cls, directory: str | os.PathLike[str], *, progress: Any = None, **options: Any
     ) -> Self:
         """Load a saved store (no lock taken); raises :class:`StoreCorruptError` on any
-        damage. A later :meth:`save` there refuses to overwrite another writer's save.
-        ``options`` go to the constructor (e.g. ``vectors=``, ``ann=``). ``progress``:
+        damage, :class:`StoreNotFoundError` where a first save did not finish. A later
+        :meth:`save` there refuses to overwrite another writer's save. ``options`` go to the
+        constructor (e.g. ``vectors=``, ``ann=``). ``progress``:
         ``True`` draws a bar of the load's steps (``snapshot.LOAD_STEPS``: reading the
         files, the graph, memory, the ANN indexes, and the BM25 index and graph matrix the
         first query needs), a function ``(done, total)`` is called as each ends."""
@@ -111,7 +118,8 @@ class Persisted:
         progress: Any = None,
         **options: Any,
     ) -> Self:
-        """The store saved in ``directory``, or an empty one if nothing is saved there. With
+        """The store saved in ``directory``, or an empty one if nothing is saved there (or
+        only a first save that did not finish: the next save takes its files over). With
         ``lock`` it is opened for writing: the directory's lock is held until :meth:`close`,
         so a second writer gets :class:`StoreLockedError` (or waits up to ``wait`` s,
         ``None``: forever), and a folder of files that are not a store is refused

@@ -7,10 +7,19 @@ dimension) and the sha256 of every data file. So every byte of a saved store is 
 damaged file, manifest or ``CURRENT`` is a :class:`StoreCorruptError`, never other data.
 
 Writers take the OS lock on ``DIR/.lock`` (:func:`dir_lock`) and, holding it, write a new
-generation under a unique temporary name, swap ``CURRENT`` with an atomic rename, then delete
-what no reader needs: temporary folders of dead writers and generations older than the one
-``CURRENT`` pointed to before (kept for readers that are still reading it). Readers take no
-lock: they retry when a generation vanishes under them.
+generation under a unique temporary name, swap ``CURRENT`` with an atomic rename, write the
+caller's files beside the store (``engine.json``), then delete what no reader needs: temporary
+files of dead writers and generations older than the one ``CURRENT`` pointed to before (kept
+for readers that are still reading it). Readers take no lock: they retry when a generation
+vanishes under them.
+
+A first save (no readable ``CURRENT`` before it) first makes ``DIR/.first-save``
+(:data:`UNFINISHED`) and removes it as its last step, once ``CURRENT`` and the files beside it
+are written. While it is there the folder holds no store: a save killed on the way (``kill
+-9``, a power cut, a full disk) leaves a folder that loads as it was before it, nothing
+(:class:`StoreNotFoundError`, saying so), and that the next save takes over without
+``overwrite``. A folder whose ``CURRENT`` went missing without that mark is damage, never
+taken for empty.
 
 Loading reads only what the store names by plain file names inside its own generation folder
 (:mod:`..core.files`): only regular files, never through a symbolic link, never a FIFO or a
@@ -34,27 +43,48 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from ..core.errors import StoreCorruptError, StoreError, StoreLockedError
+from ..core.errors import StoreCorruptError, StoreError, StoreLockedError, StoreNotFoundError
 from ..core.files import is_real_dir, plain_name, read_regular
 
 FORMAT_VERSION = 2
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 LOCK_FILE = ".lock"
+UNFINISHED = ".first-save"
+"""Made before a first save writes anything a load could take for a store, removed as its last
+step: while it is there the folder holds what a first save left that did not finish."""
 _READ_ATTEMPTS = 8
 _GEN = re.compile(r"gen-[A-Za-z0-9_-]{1,64}")
 
 
 def holds_data(root: Path) -> bool:
-    """True when ``root`` holds (or held) a saved store, readable or not."""
+    """True when ``root`` holds (or held) a saved store, readable or not; False for what a
+    first save left that did not finish (:func:`unfinished`)."""
+    if unfinished(root):
+        return False
     return os.path.lexists(root / CURRENT) or any(root.glob("gen-*"))
+
+
+def unfinished(root: Path) -> bool:
+    """True when ``root`` holds only what a first save left that did not finish (killed,
+    power cut, disk full): no store. It loads as none and the next save takes it over."""
+    return os.path.lexists(root / UNFINISHED)
+
+
+def not_finished(root: Path, what: str = "saved store") -> StoreNotFoundError:
+    """The error a load of an :func:`unfinished` folder raises (``what``: what was loaded)."""
+    return StoreNotFoundError(
+        f"no {what} at {root}: the first save there did not finish (the process was killed "
+        "or the disk was full), so nothing was saved there; save there again (it needs no "
+        f"overwrite=True), or give the folder of a {what}"
+    )
 
 
 def own_name(name: str) -> bool:
     """True for the names this module writes in a store directory (``CURRENT``, the lock,
-    generations and their temporary files)."""
+    the first-save mark, generations and their temporary files)."""
     return (
-        name in (CURRENT, LOCK_FILE)
+        name in (CURRENT, LOCK_FILE, UNFINISHED)
         or name.startswith("gen-")
         or (name.startswith((".gen-", ".CURRENT.")) and name.endswith(".tmp"))
     )
@@ -97,7 +127,10 @@ def acquire(root: Path, wait: float | None) -> FileLock:
 
 
 def current(root: Path) -> str | None:
-    """The generation ``CURRENT`` names (None: nothing saved). Damage raises."""
+    """The generation ``CURRENT`` names (None: nothing saved, or only a first save that did
+    not finish). Damage raises."""
+    if unfinished(root):
+        return None
     pointer = _pointer(root)
     return pointer[0] if pointer else None
 
@@ -129,16 +162,26 @@ def _gen_name(root: Path, name: str) -> str:
     return name
 
 
-def write(root: Path, files: Mapping[str, bytes], meta: Mapping[str, Any]) -> str:
-    """Publish ``files`` as a new generation (the caller holds :func:`dir_lock`); returns its
-    name. A crash at any point leaves the previous generation current and loadable."""
+def write(
+    root: Path,
+    files: Mapping[str, bytes],
+    meta: Mapping[str, Any],
+    beside: Mapping[str, bytes] | None = None,
+) -> str:
+    """Publish ``files`` as a new generation (the caller holds :func:`dir_lock`), then write
+    ``beside`` (plain file names in ``root``: ``engine.json``), each atomically; returns the
+    generation's name. A crash at any point leaves the previous generation current and
+    loadable, or, in a first save, a folder that holds none (:data:`UNFINISHED`)."""
     before = current_or_none(root)
+    first = before is None  # nothing loadable here: the save is not done until it all is
     for stale in root.glob(".gen-*.tmp"):  # only writers make them, under the lock: dead ones
         shutil.rmtree(stale, ignore_errors=True)
     gen = f"gen-{uuid.uuid4().hex[:16]}"
     tmp = root / f".{gen}.tmp"
     pointer = root / f".CURRENT.{uuid.uuid4().hex}.tmp"
     try:
+        if first:
+            _mark_unfinished(root)
         manifest = _write_generation(tmp, files, meta)
         os.replace(tmp, root / gen)
         _write_synced(pointer, f"{gen}\n{hashlib.sha256(manifest).hexdigest()}\n".encode())
@@ -152,13 +195,48 @@ def write(root: Path, files: Mapping[str, bytes], meta: Mapping[str, Any]) -> st
             f"generation ({before or 'none'}) is intact; free space or make the directory "
             "writable, then save again"
         ) from exc
-    _sync_dir(root)
+    try:
+        _sync_dir(root)
+        for name, data in (beside or {}).items():
+            _replace(root, name, data)
+        if first:  # the last step: from here on the folder holds this store
+            (root / UNFINISHED).unlink()
+            _sync_dir(root)
+    except OSError as exc:
+        done = "nothing is saved there yet" if first else "the store is saved"
+        raise StoreError(
+            f"could not finish the save at {root}: {exc.strerror or exc} ({done}); free "
+            "space or make the directory writable, then save again"
+        ) from exc
     for old in root.glob("gen-*"):
         if old.name not in (gen, before):
             shutil.rmtree(old, ignore_errors=True)
     for junk in root.glob(".CURRENT.*.tmp"):
         junk.unlink(missing_ok=True)
     return gen
+
+
+def _mark_unfinished(root: Path) -> None:
+    """Make :data:`UNFINISHED` (a new empty file, never through a link put there) for good."""
+    mark = root / UNFINISHED
+    if os.path.lexists(mark):  # a dead first save's
+        mark.unlink()
+    os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    _sync_dir(root)
+
+
+def _replace(root: Path, name: str, data: bytes) -> None:
+    """Write ``root / name`` atomically (a temporary file, synced, then a rename), deleting
+    the temporary files of writers killed while writing it (the caller holds the lock)."""
+    for stale in root.glob(f".{name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+    tmp = root / f".{name}.{uuid.uuid4().hex}.tmp"
+    try:
+        _write_synced(tmp, data)
+        os.replace(tmp, root / name)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _write_generation(tmp: Path, files: Mapping[str, bytes], meta: Mapping[str, Any]) -> bytes:
@@ -183,19 +261,25 @@ def current_or_none(root: Path) -> str | None:
 
 def read(root: Path) -> tuple[str, dict[str, Any], dict[str, bytes]]:
     """The current generation: ``(name, manifest, files)``, every checksum verified. Raises
-    :class:`StoreCorruptError` on any damage; retries when a writer replaced it meanwhile."""
+    :class:`StoreCorruptError` on any damage, :class:`StoreNotFoundError` where a first save
+    did not finish; retries when a writer replaced it meanwhile."""
     for _ in range(_READ_ATTEMPTS):
+        if unfinished(root):
+            raise not_finished(root)
         pointer = _pointer(root)
         if pointer is None:
             raise StoreCorruptError(f"no saved store at {root} (no {CURRENT} file)")
         try:
-            return (pointer[0], *_read_generation(root, *pointer))
+            found = (pointer[0], *_read_generation(root, *pointer))
         except (OSError, StoreCorruptError) as exc:
             if _pointer(root) != pointer:
                 continue  # a writer switched generations meanwhile: read the new one
             if isinstance(exc, StoreCorruptError):
                 raise
             raise StoreCorruptError(f"store at {root} is incomplete: {exc}") from exc
+        if unfinished(root):  # a first save began meanwhile: what was read is not saved yet
+            raise not_finished(root)
+        return found
     raise StoreCorruptError(f"the store at {root} kept changing while it was read")
 
 
