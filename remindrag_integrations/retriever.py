@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,7 +31,13 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 from .adapters.llm import LangChainLLM
 from .core import filters
 from .core.config import IndexConfig, RetrievalConfig
-from .core.errors import ConfigError, InvalidArgumentError, NoTraceError
+from .core.errors import (
+    ConfigError,
+    InvalidArgumentError,
+    NoTraceError,
+    StoreCorruptError,
+    StoreError,
+)
 from .core.memory.teach import TeachReport
 from .core.types import (
     DeleteReport,
@@ -78,6 +85,21 @@ _RETRIEVER_ARGS = (
     "similarity_top_k",
     "filters",
 )
+
+
+def _read_fields(saved: Path) -> dict[str, Any]:
+    """The retriever's saved fields; a damaged file is a :class:`StoreCorruptError` saying
+    what to do."""
+    try:
+        fields = json.loads(saved.read_text(encoding="utf-8"))
+        if not isinstance(fields, dict) or set(fields) - set(_RETRIEVER_ARGS):
+            raise ValueError("not the retriever's fields")
+        return fields
+    except (OSError, ValueError, UnicodeError) as exc:
+        raise StoreCorruptError(
+            f"{saved} is damaged ({exc}); delete it to load the retriever with the defaults "
+            "(k, filter, score_threshold), then save it again"
+        ) from None
 
 
 def as_engine_document(item: Any) -> Any:
@@ -346,12 +368,21 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return root
 
     def _write_fields(self, root: Path) -> None:
-        (root / _RETRIEVER_FILE).write_text(
-            json.dumps(
-                {"k": self.k, "filter": self.filter, "score_threshold": self.score_threshold}
-            ),
-            encoding="utf-8",
-        )
+        """``retriever.json`` atomically (a temporary file, then a rename): a save killed while
+        writing it leaves the previous one; the temporary files of killed saves are removed."""
+        fields = {"k": self.k, "filter": self.filter, "score_threshold": self.score_threshold}
+        for stale in root.glob(f".{_RETRIEVER_FILE}.*.tmp"):
+            stale.unlink(missing_ok=True)
+        tmp = root / f".{_RETRIEVER_FILE}.{uuid.uuid4().hex}.tmp"
+        try:
+            tmp.write_text(json.dumps(fields), encoding="utf-8")
+            os.replace(tmp, root / _RETRIEVER_FILE)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(
+                f"could not write {root / _RETRIEVER_FILE}: {exc.strerror or exc} (the store "
+                "itself is saved); free space or make the folder writable, then save again"
+            ) from exc
 
     @classmethod
     def load(
@@ -367,8 +398,8 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         with; ``llm`` is injected again (it is never persisted). ``progress`` as in
         :meth:`ReMindRAG.load`."""
         engine = ReMindRAG.load(path, llm=llm, embeddings=embeddings, progress=progress)
-        saved = Path(path) / _RETRIEVER_FILE
-        fields = json.loads(saved.read_text(encoding="utf-8")) if saved.exists() else {}
+        saved = Path(path).expanduser() / _RETRIEVER_FILE
+        fields = _read_fields(saved) if saved.exists() else {}
         return cls(engine=engine, **{**fields, **kwargs})
 
     # --- retrieval -----------------------------------------------------------------------

@@ -154,3 +154,23 @@ def test_a_first_save_mark_that_is_a_link_is_never_written_through(tmp_path: Pat
     assert (tmp_path / "mine.txt").read_text() == "mine"
     assert not os.path.lexists(root / ".first-save")
     ReMindRAG.load(root, embeddings=HashEmbedder(save_kills.DIM))
+
+
+def test_the_retrievers_file_is_written_atomically_and_damage_is_typed(tmp_path: Path) -> None:
+    """``retriever.json`` (k, filter, score_threshold) beside the engine: a save killed while
+    writing it leaves the previous file and a temporary one, which the next save removes; a
+    damaged file is a ``StoreCorruptError`` saying what to do, not a ``JSONDecodeError``."""
+    from remindrag_integrations import ReMindRetriever
+
+    where = tmp_path / "r"
+    r = ReMindRetriever(engine=_engine(), k=3)
+    r.save(where)
+    (where / ".retriever.json.dead.tmp").write_text('{"k": ', encoding="utf-8")  # killed
+    r.save(where)
+    assert not list(where.glob(".retriever.json.*.tmp"))
+    assert ReMindRetriever.load(where, embeddings=HashEmbedder(save_kills.DIM)).k == 3
+    (where / "retriever.json").write_text('{"k": 3, "filt', encoding="utf-8")  # truncated
+    with pytest.raises(StoreCorruptError, match="delete it"):
+        ReMindRetriever.load(where, embeddings=HashEmbedder(save_kills.DIM))
+    (where / "retriever.json").unlink()
+    assert ReMindRetriever.load(where, embeddings=HashEmbedder(save_kills.DIM)).k is None
