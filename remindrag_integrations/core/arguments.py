@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError, InvalidDocumentError, InvalidQueryError
 from .indexing import describe
+from .text import storable
 from .types import Document
 
 
@@ -71,17 +72,6 @@ def fraction(value: Any, what: str) -> float:
     ):
         raise InvalidArgumentError(f"{what} must be a number in [0, 1], got {value!r}")
     return float(value)
-
-
-def storable(text: str) -> bool:
-    """True when every store can keep ``text``: no NUL character, no lone surrogate."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def query(value: Any) -> str:

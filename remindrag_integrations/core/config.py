@@ -18,6 +18,7 @@ engine's config (``engine.json``) in the old shape loads without a warning
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -87,6 +88,10 @@ class _Config(BaseModel):
             raise _config_error(cls, exc) from None
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 80, 80
+
+
 def _config_error(owner: type, exc: ValidationError) -> ConfigError:
     """One line per bad field, each with the value given and what to do; pydantic's own
     report (its text, its links) is not chained on as well, so it is printed once. A nested
@@ -103,7 +108,7 @@ def _config_error(owner: type, exc: ValidationError) -> ConfigError:
         if e["type"] == "extra_forbidden":
             problems.append(f"{where}: no such field (check its spelling)")
             continue
-        given = repr(e.get("input"))
+        given = _SHORT.repr(e.get("input"))  # reprlib: bounded at any depth (a filter's)
         given = given if len(given) <= 80 else given[:77] + "..."
         problems.append(f"{where}: {msg} (got {given})")
     error = ConfigError(
