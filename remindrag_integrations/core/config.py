@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -86,6 +86,24 @@ class _Config(BaseModel):
             return cls.model_validate(dict(values))
         except ValidationError as exc:
             raise _config_error(cls, exc) from None
+
+
+C = TypeVar("C", bound=_Config)
+
+
+def as_config(value: Any, cls: type[C], what: str) -> C | None:
+    """An engine's ``index_config=`` / ``retrieval_config=``: ``None`` (the defaults, or a
+    saved engine's), a ``cls``, or a dict of its fields (checked like keyword arguments);
+    anything else is a :class:`ConfigError` naming what is accepted."""
+    if value is None or isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return cls.build(**value)  # type: ignore[no-any-return]
+    article = "an" if cls.__name__[0] in "AEIOU" else "a"
+    raise ConfigError(
+        f"{what} must be {article} {cls.__name__}, a dict of its fields (docs/config.md) or "
+        f"None, got {type(value).__name__}"
+    )
 
 
 _SHORT = reprlib.Repr()
