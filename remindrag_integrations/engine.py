@@ -31,8 +31,9 @@ from .adapters.llm import as_chat_llm
 from .core import arguments, persist
 from .core import progress as progress_arg
 from .core.config import IndexConfig, RetrievalConfig
-from .core.engine import Engine
+from .core.engine import Engine, checked_options
 from .core.errors import (
+    ConfigError,
     EmbeddingError,
     InvalidArgumentError,
     StoreEmptyError,
@@ -44,7 +45,13 @@ from .core.persist import ENGINE_FILE, check_folder
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM, GraphStore
 from .core.types import DeleteReport, IndexReport, MemoryWrite
-from .stores import InMemoryGraphStore, generations, is_postgres_dsn, open_store
+from .stores import (
+    InMemoryGraphStore,
+    check_store_argument,
+    generations,
+    is_postgres_dsn,
+    open_store,
+)
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +111,10 @@ class ReMindRAG(Engine):
     ``store`` is a :class:`~.core.protocols.GraphStore`, a ``postgresql://`` DSN, or a
     folder path: the store kept in that folder, made when missing and saved after every
     write (see the module; :attr:`directory`); ``None`` makes an embedded store in memory.
-    ``namespace`` selects the tenant of a DSN or folder store.
+    ``namespace`` selects the tenant of a DSN or folder store. ``index_config`` /
+    ``retrieval_config`` are config objects or dicts of their fields (``None``: the defaults,
+    or a saved engine's). An argument of a wrong type is a :class:`ConfigError` naming what
+    is accepted, raised before a folder is made or a store opened.
     """
 
     directory: Path | None
@@ -122,6 +132,16 @@ class ReMindRAG(Engine):
         *,
         namespace: str = "default",
     ) -> None:
+        # every argument checked before a folder is made or a store opened
+        index_config, retrieval_config = checked_options(
+            index_config, retrieval_config, max_cached_traces, prompts
+        )
+        if not isinstance(namespace, str) or not namespace or not arguments.storable(namespace):
+            raise ConfigError(
+                f"namespace must be a non-empty string (the tenant of a DSN or folder store), "
+                f"got {namespace!r}"
+            )
+        check_store_argument(store)
         root, probe, created = folder_of(store), None, False
         if root is not None:
             created = _make_folder(root)

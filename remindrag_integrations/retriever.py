@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import reprlib
 import sys
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +30,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from .adapters.llm import LangChainLLM
-from .core import filters
+from .core import arguments, filters
 from .core.config import IndexConfig, RetrievalConfig
 from .core.errors import (
     ConfigError,
@@ -117,12 +118,26 @@ def as_engine_documents(items: Iterable[Any], what: str = "add_documents") -> li
         raise InvalidArgumentError(
             f"{what} takes a list of documents, not one {type(items).__name__}: wrap it in a list"
         )
+    if isinstance(items, Mapping):  # iterated, its keys would be indexed as texts
+        raise InvalidArgumentError(
+            f"{what} takes a list of documents, not a {type(items).__name__} (a dict is no "
+            "document): pass [Document(page_content=text, metadata=...)] (LangChain), "
+            "[Document(text=text, metadata=...)] (LlamaIndex) or a list of strings"
+        )
     if items is None or not isinstance(items, Iterable):
         raise InvalidArgumentError(
             f"{what} takes a list of documents (LangChain Documents, LlamaIndex documents or "
             f"nodes, strings), got {type(items).__name__}; pass [] for none"
         )
     return join_parts(as_engine_document(d) for d in items)
+
+
+def _li_query(query: Any) -> str | QueryBundle:
+    """LlamaIndex's ``retrieve`` argument, checked before its instrumentation reads it (which
+    raises pydantic's error for a wrong type)."""
+    if isinstance(query, QueryBundle):
+        return query
+    return arguments.query(query)
 
 
 def split_config(config: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
@@ -189,7 +204,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             super().__init__(**args)
         except ValidationError as exc:  # a typed error like every other argument mistake
             problems = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {reprlib.repr(e.get('input'))})"
                 for e in exc.errors()
             )
             raise ConfigError(f"ReMindRetriever: {problems}") from None
@@ -293,9 +308,18 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
             raise InvalidArgumentError(
                 "from_texts takes a list of texts, not one string: from_texts([text])"
             )
-        texts = list(texts)
-        if metadatas is not None and len(metadatas) != len(texts):
-            raise InvalidArgumentError("metadatas must have one entry per text")
+        texts = list(arguments.items(texts, "texts"))
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise InvalidArgumentError(
+                    f"texts must hold strings, got {type(t).__name__} at {i}; for documents "
+                    "with ids and metadata use from_documents"
+                )
+        if metadatas is not None:
+            metadatas = list(arguments.items(metadatas, "metadatas (one dict per text)"))
+            if len(metadatas) != len(texts):
+                raise InvalidArgumentError("metadatas must have one entry per text")
+        ids = arguments.id_list(ids, "ids (one id string per text)", optional=True)
         if ids is not None and len(ids) != len(texts):
             raise InvalidArgumentError("ids must have one entry per text")
         docs = [
@@ -478,6 +502,14 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     ) -> list[LCDocument]:
         return self._documents(await self._arun(query, self._child_llm(run_manager), kwargs))
 
+    def retrieve(self, str_or_query_bundle: str | QueryBundle) -> list[NodeWithScore]:
+        """LlamaIndex's ``retrieve``: a question (a string or a ``QueryBundle``) in,
+        ``NodeWithScore`` s out; anything else is an :class:`InvalidQueryError`."""
+        return LIBaseRetriever.retrieve(self, _li_query(str_or_query_bundle))
+
+    async def aretrieve(self, str_or_query_bundle: str | QueryBundle) -> list[NodeWithScore]:
+        return await LIBaseRetriever.aretrieve(self, _li_query(str_or_query_bundle))
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._nodes(self.search(query_bundle.query_str))
 
@@ -496,7 +528,11 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return self.engine.trace(self._trace_id(trace_id))
 
     def _trace_id(self, trace_id: str | None) -> str:
-        tid = trace_id or self.last_trace_id
+        """``trace_id``, else (``None``) the last retrieval's; any other non-string, or an
+        empty string, is an :class:`InvalidArgumentError`."""
+        if trace_id is not None:
+            return arguments.trace_id(trace_id)
+        tid = self.last_trace_id
         if tid is None:
             raise NoTraceError(
                 "no trace id given, and 'the last retrieval' is unknown here: nothing was "

@@ -339,6 +339,54 @@ def test_http_needs_the_token(indexed_store: Path) -> None:
         proc.wait(timeout=30)
 
 
+def _nested(levels: int) -> dict:
+    f: dict = {"kind": "god"}
+    for _ in range(levels):
+        f = {"$and": [f]}
+    return f
+
+
+def test_a_request_nested_too_deep_is_answered_on_both_transports(indexed_store: Path) -> None:
+    """40 levels of $and: the tool refuses the filter (at most 32); 100 levels (200 of JSON):
+    too deep for the SDK to read, answered before it (stdio once gave no reply at all, HTTP a
+    500 for a body of 100,000 '['); the server keeps serving."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def over_stdio() -> dict:
+        async with client(indexed_store, "--read-only") as s:
+            read = await error(s, "search", query=QUESTION, filter=_nested(40))
+            assert "at most 32 levels deep" in read and "write it flatter" in read
+            unread = error(s, "search", query=QUESTION, filter=_nested(100))
+            assert "write it flatter" in await asyncio.wait_for(unread, 60)
+            return await call(s, "search", query=QUESTION, k=2)
+
+    assert asyncio.run(over_stdio())["passages"]
+    proc, url = _serve_http(indexed_store, "--read-only")
+    try:
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
+        sent = httpx.post(url, content=b"[" * 100_000, headers=headers, timeout=60)
+        assert sent.status_code == 400, sent.text
+        assert "write it flatter" in sent.json()["error"]["message"]
+
+        async def over_http() -> dict:
+            http = httpx.AsyncClient(timeout=60)
+            async with http, streamable_http_client(url, http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    refused = await error(s, "search", query=QUESTION, filter=_nested(40))
+                    assert "at most 32 levels deep" in refused
+                    return await call(s, "search", query=QUESTION, k=2)
+
+        assert asyncio.run(over_http())["passages"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_a_non_local_bind_without_a_token_refuses_to_start(indexed_store: Path) -> None:
     env = {k: v for k, v in server_env().items() if k != "REMINDRAG_MCP_TOKEN"}
     proc = subprocess.run(

@@ -7,7 +7,8 @@ Tools: ``search``, ``remember``, ``feedback``, ``teach``, ``add_documents``,
 ``trace://{trace_id}`` (a retrieval as text) and ``memory://view`` (the memory view page).
 What each tool does is :mod:`.mcp_service`; this module is the protocol's side: names,
 descriptions and argument schemas written for a model, typed errors turned into tool errors,
-and the transports (stdio; streamable HTTP, with a bearer token off the local machine).
+and the transports (stdio; streamable HTTP, with a bearer token off the local machine), both
+answering a request nested too deep for the SDK to read (:mod:`.mcp_depth`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pydantic import Field
 
 from ..core.config import RECOMMENDED_MIN_SCORE
 from ..core.errors import ReMindError
+from .mcp_depth import guarded_stdio, refuse_deep_bodies
 from .mcp_service import StoreService, check_store
 from .specs import CLIError
 
@@ -373,7 +375,8 @@ def serve(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the stdio transport's
         service = StoreService(args, read_only=args.read_only, local_files=bind is None)
     if bind is None:
-        build_server(service).run("stdio")
+        with guarded_stdio():  # a request nested too deep is answered, not dropped
+            build_server(service).run("stdio")
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the transport closed the real one
         return 0
     _serve_http(service, *bind, token)
@@ -396,6 +399,7 @@ def _serve_http(service: StoreService, host: str, port: int, token: str | None) 
         app = build_server(service).streamable_http_app(host=host, transport_security=security)
     else:
         app = build_server(service, host=host, transport_security=security).streamable_http_app()
+    app = refuse_deep_bodies(app)  # a body nested too deep: a 400 that says so, not a 500
     quiet_hang_ups()
     where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/mcp"
     print(f"remindrag mcp: serving {service.args.store} at {where}", file=sys.stderr, flush=True)

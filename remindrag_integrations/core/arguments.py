@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError, InvalidDocumentError, InvalidQueryError
 from .indexing import describe
+from .text import storable
 from .types import Document
 
 
@@ -34,9 +35,25 @@ def id_list(value: Any, what: str, *, optional: bool = False) -> list[str] | Non
 
 
 def items(value: Any, what: str) -> Iterable[Any]:
-    """A list (any iterable) of items: not one string, not None."""
+    """A list (any iterable) of items: not one string, not None, not one dict (iterating
+    it would read its keys as the items)."""
+    if isinstance(value, Mapping):
+        raise InvalidArgumentError(
+            f"{what} must be a list, got one {type(value).__name__}: to pass one item, wrap "
+            "it in a list ([item])"
+        )
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise InvalidArgumentError(f"{what} must be a list, got {type(value).__name__}")
+    return value
+
+
+def trace_id(value: Any) -> str:
+    """A trace id: a non-empty string (the ``trace_id`` of a retrieval)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(
+            "trace_id must be a non-empty string, the trace_id of a retrieval "
+            f"(retrieval.trace_id, or a result's metadata['remindrag']['trace_id']), got {value!r}"
+        )
     return value
 
 
@@ -71,17 +88,6 @@ def fraction(value: Any, what: str) -> float:
     ):
         raise InvalidArgumentError(f"{what} must be a number in [0, 1], got {value!r}")
     return float(value)
-
-
-def storable(text: str) -> bool:
-    """True when every store can keep ``text``: no NUL character, no lone surrogate."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def query(value: Any) -> str:

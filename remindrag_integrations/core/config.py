@@ -18,8 +18,9 @@ engine's config (``engine.json``) in the old shape loads without a warning
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -87,6 +88,28 @@ class _Config(BaseModel):
             raise _config_error(cls, exc) from None
 
 
+C = TypeVar("C", bound=_Config)
+
+
+def as_config(value: Any, cls: type[C], what: str) -> C | None:
+    """An engine's ``index_config=`` / ``retrieval_config=``: ``None`` (the defaults, or a
+    saved engine's), a ``cls``, or a dict of its fields (checked like keyword arguments);
+    anything else is a :class:`ConfigError` naming what is accepted."""
+    if value is None or isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return cls.build(**value)  # type: ignore[no-any-return]
+    article = "an" if cls.__name__[0] in "AEIOU" else "a"
+    raise ConfigError(
+        f"{what} must be {article} {cls.__name__}, a dict of its fields (docs/config.md) or "
+        f"None, got {type(value).__name__}"
+    )
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 80, 80
+
+
 def _config_error(owner: type, exc: ValidationError) -> ConfigError:
     """One line per bad field, each with the value given and what to do; pydantic's own
     report (its text, its links) is not chained on as well, so it is printed once. A nested
@@ -103,7 +126,7 @@ def _config_error(owner: type, exc: ValidationError) -> ConfigError:
         if e["type"] == "extra_forbidden":
             problems.append(f"{where}: no such field (check its spelling)")
             continue
-        given = repr(e.get("input"))
+        given = _SHORT.repr(e.get("input"))  # reprlib: bounded at any depth (a filter's)
         given = given if len(given) <= 80 else given[:77] + "..."
         problems.append(f"{where}: {msg} (got {given})")
     error = ConfigError(

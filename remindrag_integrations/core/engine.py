@@ -13,15 +13,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from . import answer as answering
 from . import arguments, indexing, pipeline
 from . import insert as inserting
-from .config import IndexConfig, RetrievalConfig
+from .config import IndexConfig, RetrievalConfig, as_config
 from .errors import (
+    ConfigError,
     InvalidArgumentError,
     NotCopyableError,
     UnknownNodeError,
@@ -67,6 +68,30 @@ log = logging.getLogger(__name__)
 ABSTAINED = "the retrieval abstained: no passage reached min_score (nothing was returned)"
 
 
+def checked_options(
+    index_config: Any, retrieval_config: Any, max_cached_traces: Any, prompts: Any
+) -> tuple[IndexConfig | None, RetrievalConfig | None]:
+    """An engine's options checked before anything is built (a wrong type is a
+    :class:`ConfigError` naming what is accepted, not an ``AttributeError`` at first use);
+    the configs as config objects (a dict: its fields), ``None`` left for the defaults."""
+    if isinstance(max_cached_traces, bool) or not isinstance(max_cached_traces, int):
+        raise ConfigError(
+            f"max_cached_traces must be an int (the traces kept in memory; the store keeps "
+            f"them all), got {max_cached_traces!r}"
+        )
+    if max_cached_traces < 0:
+        raise ConfigError(f"max_cached_traces must be 0 or more, got {max_cached_traces}")
+    if prompts is not None and not isinstance(prompts, Prompts):
+        raise ConfigError(
+            f"prompts must be a Prompts (from remindrag_integrations import Prompts) or None, "
+            f"got {type(prompts).__name__}"
+        )
+    return (
+        as_config(index_config, IndexConfig, "index_config"),
+        as_config(retrieval_config, RetrievalConfig, "retrieval_config"),
+    )
+
+
 def _embedding_bar(progress: Any) -> ProgressFn | None:
     """With ``progress=True``, a bar for one batch's embedding (after its extraction bar)."""
     return tqdm_bar("embedding", "text") if progress is True else None
@@ -88,6 +113,9 @@ class Engine(MemoryAdmin):
         max_cached_traces: int = 1000,
         prompts: Prompts | None = None,
     ) -> None:
+        index_config, retrieval_config = checked_options(
+            index_config, retrieval_config, max_cached_traces, prompts
+        )
         self.llm: ChatLLM | None = llm
         self.embedder = embedder
         self.store: GraphStore = store
@@ -155,6 +183,12 @@ class Engine(MemoryAdmin):
     def _documents(documents: Any) -> Iterable[Any]:
         if isinstance(documents, Document):
             raise InvalidArgumentError("insert takes a list of documents, not one document")
+        if isinstance(documents, Mapping):  # iterated, its keys would be indexed as texts
+            raise InvalidArgumentError(
+                f"insert takes a list of documents, not a {type(documents).__name__} (a dict "
+                "is no document): pass [Document(id, text, metadata)] or "
+                "[(id, text, metadata)]"
+            )
         if documents is None:
             raise InvalidArgumentError(
                 "insert takes a list of documents (Document, str or (id, text[, metadata])), "
@@ -382,7 +416,10 @@ class Engine(MemoryAdmin):
         )
 
     def trace(self, trace_id: str) -> Trace:
-        if not isinstance(trace_id, str) or not arguments.storable(trace_id):
+        """The trace of a retrieval (:class:`InvalidArgumentError` when ``trace_id`` is not a
+        non-empty string, :class:`UnknownTraceError` when this engine never made it)."""
+        arguments.trace_id(trace_id)
+        if not arguments.storable(trace_id):
             raise UnknownTraceError(f"unknown trace id {trace_id!r}")
         with self._lock:
             found = self._traces.get(trace_id)
@@ -408,6 +445,7 @@ class Engine(MemoryAdmin):
     def _memorizing(
         self, trace_id: str, answer: Any, supporting: Any, cited: Any, llm: Any
     ) -> tuple:
+        arguments.trace_id(trace_id)
         supporting = arguments.id_list(supporting, "supporting", optional=True)
         cited = arguments.id_list(cited, "cited", optional=True)
         if answer is not None and not isinstance(answer, str):
@@ -473,6 +511,7 @@ class Engine(MemoryAdmin):
         ``named_support_penalises``. Down penalises the paths to
         ``chunk_ids``, or every subgraph edge. Named ``chunk_ids`` with a thumbs up come
         back in the top ``k`` for the question afterwards (a learned edge where needed)."""
+        arguments.trace_id(trace_id)
         arguments.flag(helpful, "helpful")
         chunk_ids = arguments.id_list(chunk_ids, "chunk_ids", optional=True)
         trace = self.trace(trace_id)

@@ -15,6 +15,14 @@ holds every one of them. ``$contains`` / ``$all`` read a plain value as a list o
 (``{"dept": {"$contains": "x"}}`` is ``{"dept": "x"}``), never as a substring test.
 ``$eq`` / ``$ne`` compare the whole value.
 
+A value no metadata can hold is refused (:class:`ConfigError`, before any store reads the
+filter), not run to an empty result: NaN or infinity (metadata holds finite numbers only), a
+NUL character or a lone surrogate in a key or a value, and ``$gt`` / ``$gte`` / ``$lt`` /
+``$lte`` with ``None`` (``None`` has no order). An empty filter ``{}`` holds for every
+document, at the top (no filter) as inside ``$and`` / ``$or``. ``$and`` / ``$or`` nest at
+most :data:`MAX_DEPTH` (32) levels, checked before the filter is read (never a
+``RecursionError``, in process or over MCP).
+
 How a walk honours it (docs/method.md §2 with a filter): entity nodes are shared by every document and
 always allowed; an anchor or a chunk belongs to one document and is never seeded, replayed
 into, offered as a move, read or dense-filled when that document fails the filter.
@@ -22,12 +30,15 @@ into, offered as a move, read or dense-filled when that document fails the filte
 
 from __future__ import annotations
 
+import math
 import operator
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .text import storable
 
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "$eq": operator.eq,
@@ -40,6 +51,17 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 OPERATORS = (*_COMPARE, "$in", "$nin", "$contains", "$all")
 _LISTS = ("$in", "$nin", "$all")  # operators that take a list of plain values
 _SCALAR = (str, int, float, bool)
+_ORDER = ("$gt", "$gte", "$lt", "$lte")  # operators that need an ordered value
+
+MAX_DEPTH = 32
+"""How deep ``$and`` / ``$or`` may nest: ``{"$and": [{"$or": [...]}]}`` is 2 levels."""
+
+_REPR = reprlib.Repr()  # a value as an error shows it: short, and safe at any depth
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
+
+
+def _shown(value: Any) -> str:
+    return _REPR.repr(value)
 
 
 @dataclass(frozen=True)
@@ -90,9 +112,51 @@ class Filter:
 
 def parse(spec: Mapping[str, Any] | Filter | None) -> Filter | None:
     """A LangChain-style filter dict as a :class:`Filter` (``None`` / ``{}``: no filter).
-    Raises :class:`ConfigError` for an operator or a value it cannot honour."""
+    Raises :class:`ConfigError` for an operator or a value it cannot honour, or one that
+    could never match (see the module)."""
     if spec is None or isinstance(spec, Filter):
         return spec
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"a filter is a dict like {{'dept': 'x'}}, got {type(spec).__name__}")
+    _check_depth(spec)  # before the recursion below, which it bounds
+    parsed = _parse(spec)
+    if parsed is not None and _levels(parsed) > MAX_DEPTH:  # its canonical form, re-read later
+        raise _too_deep()
+    return parsed
+
+
+def _too_deep() -> ConfigError:
+    return ConfigError(
+        f"a filter nests $and / $or at most {MAX_DEPTH} levels deep, this one deeper: write "
+        "it flatter ($and and $or take any number of filters, so an $and directly inside an "
+        "$and, or an $or inside an $or, merges into it; several keys in one dict are AND-ed)"
+    )
+
+
+def _levels(f: Condition | Filter) -> int:
+    """How deep the canonical form (:meth:`Filter.to_dict`) nests ``$and`` / ``$or``."""
+    if isinstance(f, Condition):
+        return 0
+    if len(f.parts) == 1:
+        return _levels(f.parts[0])
+    return 1 + max(_levels(p) for p in f.parts)
+
+
+def _check_depth(spec: Mapping[str, Any]) -> None:
+    """Refuse ``$and`` / ``$or`` nested deeper than :data:`MAX_DEPTH`, without recursion."""
+    todo: list[tuple[Mapping[str, Any], int]] = [(spec, 0)]
+    while todo:
+        node, depth = todo.pop()
+        for key in ("$and", "$or"):
+            items = node.get(key)
+            if not isinstance(items, list | tuple):
+                continue
+            if depth >= MAX_DEPTH:
+                raise _too_deep()
+            todo.extend((x, depth + 1) for x in items if isinstance(x, Mapping))
+
+
+def _parse(spec: Any) -> Filter | None:
     if not isinstance(spec, Mapping):
         raise ConfigError(f"a filter is a dict like {{'dept': 'x'}}, got {type(spec).__name__}")
     parts: list[Condition | Filter] = []
@@ -100,10 +164,24 @@ def parse(spec: Mapping[str, Any] | Filter | None) -> Filter | None:
         if key in ("$and", "$or"):
             if not isinstance(value, list | tuple) or not value:
                 raise ConfigError(f"{key} takes a non-empty list of filters")
-            subs = [parse(v) for v in value]
-            parts.append(Filter(tuple(s for s in subs if s is not None), any_of=key == "$or"))
+            subs = [_parse(v) for v in value]
+            # an empty filter ({}) holds for every document, as at the top: it drops out of
+            # an $and, and makes an $or always hold
+            if key == "$or" and None in subs:
+                continue
+            kept = tuple(x for x in subs if x is not None)
+            if kept:
+                parts.append(Filter(kept, any_of=key == "$or"))
         elif not isinstance(key, str) or key.startswith("$"):
-            raise ConfigError(f"unknown filter operator {key!r} (use $and or $or at the top)")
+            raise ConfigError(
+                f"unknown filter operator {_shown(key)} (use $and or $or at the top; "
+                f"a field's operators go inside it: {{'year': {{'$gte': 2020}}}})"
+            )
+        elif not storable(key):
+            raise ConfigError(
+                f"the filter key {key!r} holds a NUL character or a lone surrogate, which no "
+                "metadata key holds (insert refuses them): remove it"
+            )
         elif isinstance(value, Mapping):
             parts.extend(_conditions(key, value))
         else:
@@ -120,24 +198,55 @@ def _conditions(key: str, ops: Mapping[str, Any]) -> list[Condition]:
 def _condition(key: str, op: str, value: Any) -> Condition:
     if op not in OPERATORS:
         raise ConfigError(
-            f"filter on {key!r}: unknown operator {op!r} (supported: {', '.join(OPERATORS)})"
+            f"filter on {key!r}: unknown operator {_shown(op)} (supported: {', '.join(OPERATORS)})"
         )
     if op in _LISTS:
         if not isinstance(value, list | tuple | set) or not all(
             isinstance(v, _SCALAR) for v in value
         ):
-            raise ConfigError(f"filter on {key!r}: {op} takes a list of plain values")
+            raise ConfigError(
+                f"filter on {key!r}: {op} takes a list of plain values (str, number, bool), "
+                f"got {_shown(value)}"
+            )
         if op == "$all" and not value:
             raise ConfigError(f"filter on {key!r}: $all takes a non-empty list")
+        for v in value:
+            _matchable(key, op, v)
         return Condition(key, op, tuple(value))
     if op == "$contains" and not isinstance(value, _SCALAR):
         raise ConfigError(
             f"filter on {key!r}: $contains takes one plain value (a list holds it), got "
-            f"{value!r}; for several use $all (every one) or $in (any one)"
+            f"{_shown(value)}; for several use $all (every one) or $in (any one)"
         )
     if value is not None and not isinstance(value, _SCALAR):
-        raise ConfigError(f"filter on {key!r}: {op} compares with a plain value, got {value!r}")
+        raise ConfigError(
+            f"filter on {key!r}: {op} compares with a plain value (str, number, bool or "
+            f"None), got {_shown(value)}"
+        )
+    if value is None and op in _ORDER:
+        raise ConfigError(
+            f"filter on {key!r}: {op} None matches no document (None has no order): "
+            f"compare with a number, a string or a bool, or test for None with "
+            f"{{{key!r}: None}} / {{{key!r}: {{'$ne': None}}}}"
+        )
+    _matchable(key, op, value)
     return Condition(key, op, value)
+
+
+def _matchable(key: str, op: str, value: Any) -> None:
+    """Refuse a value no stored metadata can hold: the condition could never match (and
+    PostgreSQL cannot even be asked about it)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(
+            f"filter on {key!r}: {op} {value} is no metadata value (metadata holds finite "
+            "numbers only, and NaN equals nothing): compare with a finite number, or leave "
+            "the condition out"
+        )
+    if isinstance(value, str) and not storable(value):
+        raise ConfigError(
+            f"filter on {key!r}: {op} {_shown(value)} holds a NUL character or a lone "
+            "surrogate, which no metadata value holds (insert refuses them): remove it"
+        )
 
 
 def normalise(spec: Mapping[str, Any] | Filter | None) -> dict[str, Any] | None:
@@ -148,8 +257,16 @@ def normalise(spec: Mapping[str, Any] | Filter | None) -> dict[str, Any] | None:
 
 
 def both(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """Two filters that must both hold (either may be ``None``)."""
+    """Two filters that must both hold (either may be ``None``): one ``$and`` of their parts,
+    so it nests no deeper than the deeper of the two."""
     if a and b:
-        return {"$and": [dict(a), dict(b)]}
+        return {"$and": [*_and_parts(a), *_and_parts(b)]}
     either = a or b
     return dict(either) if either else None
+
+
+def _and_parts(f: Mapping[str, Any]) -> list[Any]:
+    """The filters ``f`` ANDs: an ``{"$and": [...]}``'s items, else ``f`` itself."""
+    if len(f) == 1 and isinstance(f.get("$and"), list | tuple):
+        return list(f["$and"])
+    return [dict(f)]

@@ -194,7 +194,10 @@ def as_documents(items: Iterable[Any]) -> list[Document]:
         elif isinstance(item, tuple) and len(item) in (2, 3):
             doc = Document(str(item[0]), item[1], dict(item[2]) if len(item) == 3 else {})
         else:
-            raise InvalidDocumentError(f"item {i}: cannot index a {type(item).__name__}")
+            raise InvalidDocumentError(
+                f"item {i}: cannot index a {type(item).__name__}; a document is a "
+                "Document(id, text, metadata), a str, or an (id, text[, metadata]) tuple"
+            )
         docs.append(doc)
     return docs
 

@@ -9,6 +9,17 @@ _SENT_RE = re.compile(r"[^.!?\n]*(?:[.!?]+[\"')\]]*|\n+|$)")
 _WORD_RE = re.compile(r"\w+|[^\w\s]")
 
 
+def storable(text: str) -> bool:
+    """True when every store can keep ``text``: no NUL character, no lone surrogate."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` when the model reports no usage: a deterministic word-piece and
     punctuation count (about 1.1x the word count of English prose, close to BPE tokenizers)."""

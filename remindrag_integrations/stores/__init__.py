@@ -22,6 +22,7 @@ __all__ = [
     "Change",
     "InMemoryGraphStore",
     "PostgresGraphStore",
+    "check_store_argument",
     "is_postgres_dsn",
     "open_store",
 ]
@@ -32,6 +33,24 @@ _PG_SCHEMES = ("postgresql://", "postgres://")
 def is_postgres_dsn(spec: object) -> bool:
     """True for a ``postgresql://`` / ``postgres://`` connection URL."""
     return isinstance(spec, str) and spec.lower().startswith(_PG_SCHEMES)
+
+
+_STORE_METHODS = ("add_graph", "counts", "document_hash", "document_ids")  # some of its own
+
+
+def check_store_argument(spec: object) -> None:
+    """Refuse a ``store=`` argument that is none of those :func:`open_store` takes (a
+    :class:`ConfigError` naming them), before anything is opened or made."""
+    if spec is None or isinstance(spec, (str, os.PathLike)):
+        return
+    missing = [m for m in _STORE_METHODS if not callable(getattr(spec, m, None))]
+    if missing:
+        raise ConfigError(
+            f"store must be a graph store (InMemoryGraphStore, PostgresGraphStore or one of "
+            f"your own: docs/stores.md), a postgresql:// DSN, a folder path (str or "
+            f"pathlib.Path) or None, got {type(spec).__name__} (it has no "
+            f"{', '.join(missing)})"
+        )
 
 
 def open_store(
@@ -74,6 +93,7 @@ def open_store(
                 f"store at {spec} holds namespace {store.namespace!r}, not {namespace!r}"
             )
         return store
+    check_store_argument(spec)
     return spec  # already a store
 
 

@@ -3,6 +3,7 @@ portable file format for export / import."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import arguments
-from ..errors import InvalidArgumentError, UnknownNodeError
+from ..errors import InvalidArgumentError, StoreError, UnknownNodeError
 from ..ids import EDGE_ID_RE
 from ..protocols import Embedder, GraphStore
 from ..steps import embed_checked
@@ -63,13 +64,35 @@ def inspect(
 
 
 def export_file(store: GraphStore, path: str | os.PathLike[str]) -> int:
-    """Write the memory vectors to a JSON file (atomically); returns how many."""
+    """Write the memory vectors to a JSON file (atomically); returns how many. A folder, or
+    a file in a folder that does not exist, is an :class:`InvalidArgumentError`; a write that
+    fails otherwise (a full disk, no permission) a :class:`StoreError`. Nothing is left
+    behind either way."""
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidArgumentError(
+            f"{path} is a folder: export_memory writes one file; give a file path, e.g. "
+            f"{target / 'memory.json'}"
+        )
+    if not target.parent.is_dir():
+        raise InvalidArgumentError(
+            f"cannot write the memory export to {path}: the folder {target.parent} does not "
+            "exist; make it first, or give a path in an existing folder"
+        )
     vectors = store.export_memory()
     doc: dict[str, Any] = {"format": MEMORY_FORMAT, "namespace": store.namespace}
     doc.update(dim=store.dim, vectors=vectors)
     tmp = Path(f"{path}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(doc), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise StoreError(
+            f"cannot write the memory export to {path}: {exc.strerror or exc}; give a path "
+            "you can write to (the memory itself is unchanged)"
+        ) from exc
     return len(vectors)
 
 
