@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from indexing import table  # benchmarks/indexing.py, next to this script (a table printer)
+from legacy_extractor import legacy_extraction  # benchmarks/, next to this script
 
-from remindrag_integrations.bench.legacy_extractor import legacy_extraction
 from remindrag_integrations.core import extract_rules, indexing
 from remindrag_integrations.core.extract_rules import rule_based_extraction
 from remindrag_integrations.core.prompts import Extraction

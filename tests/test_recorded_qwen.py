@@ -8,7 +8,7 @@ HotpotQA sample questions, recorded once by
 and replayed here through the real navigator, filter and answer steps by ``RecordedLLM``
 (the bench protocol runs exactly as it did with the model). The recording was made on graphs
 built by the zero-token extractor of that time, so the replay builds them with it
-(``bench.legacy_extractor``): the navigation prompts list the graph's entity names, and the
+(``benchmarks/legacy_extractor.py``): the navigation prompts list the graph's entity names, and the
 recorded replies answer those prompts. It was also made before the first-pass prior existed,
 so the replay runs with ``prior={"enabled": False}`` (the paper's cosine-only first pass): together they
 give the model's prompts back byte for byte. When chunk ids came to hash their own text
@@ -21,18 +21,21 @@ prompt and the walk after it (2 replies) were recorded again the same way."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.legacy_extractor import legacy_extraction
 from remindrag_integrations.bench.real import run_real
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.core import indexing
 from remindrag_integrations.testing import RecordedLLM
 
 DATA = Path(__file__).parent / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from legacy_extractor import legacy_extraction  # noqa: E402  (benchmarks/: not shipped)
+
 FIXTURE = DATA / "qwen2.5-1.5b_replies.json"
 
 

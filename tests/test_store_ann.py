@@ -168,7 +168,7 @@ def test_embedding_table_reuses_rows_and_grows() -> None:
     assert table.drop(["b", "zz"]) == [1]
     assert list(table.put(["d", "a"], vecs[3:5])) == [1, 0]  # d takes b's row; a keeps its own
     assert np.array_equal(table.get(["a", "d", "c"]), vecs[[0, 3, 2]])
-    assert table.id_at(1) == "d"
+    assert table.ids_at(np.array([1, 5])) == ["d", None]
     with pytest.raises(UnknownNodeError):
         table.get(["b"])
     with pytest.raises(ValueError):

@@ -12,12 +12,11 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .types import EdgeKind, NodeKind
+from .types import EdgeKind
 
 NODE_ID_RE = re.compile(r"^[cae]-[0-9a-f]{4,40}$")
 EDGE_ID_RE = re.compile(r"^[rmkxl]-[0-9a-f]{4,40}$")
 
-_NODE_KINDS: dict[str, NodeKind] = {"c": "chunk", "a": "anchor", "e": "entity"}
 _EDGE_KINDS: dict[str, EdgeKind] = {
     "r": "relation",
     "m": "mention",
@@ -33,11 +32,6 @@ def hex_id(*parts: str, n: int = 10) -> str:
     return hashlib.sha1("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:n]
 
 
-def kind_of(node_id: str) -> NodeKind:
-    """The kind of a node, read from its id."""
-    return _NODE_KINDS[node_id[0]]
-
-
 def is_chunk(node_id: str) -> bool:
     return node_id.startswith("c-")
 
@@ -48,10 +42,6 @@ def is_anchor(node_id: str) -> bool:
 
 def is_entity(node_id: str) -> bool:
     return node_id.startswith("e-")
-
-
-def edge_kind_of(edge_id: str) -> EdgeKind:
-    return _EDGE_KINDS[edge_id[0]]
 
 
 def anchor_of(chunk_id: str) -> str:

@@ -117,12 +117,6 @@ class EmbeddingTable:
             self._held = [(v, r) for v, r in self._held if oldest is not None and v > oldest]
             self._free.extend(ready)
 
-    def id_at(self, row: int) -> str:
-        node_id = self._ids[row] if 0 <= row < len(self._ids) else None
-        if node_id is None:
-            raise UnknownNodeError(f"row {row} holds no node")
-        return node_id
-
     def ids_at(self, rows: np.ndarray) -> list[str | None]:
         """The node id of each row (None: a row this table does not hold)."""
         n = len(self._ids)

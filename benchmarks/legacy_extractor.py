@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from ..core.prompts import Extraction
-from ..core.text import first_sentence, split_sentences
+from remindrag_integrations.core.prompts import Extraction
+from remindrag_integrations.core.text import first_sentence, split_sentences
 
 _CAP = r"[A-Z0-9][\w'’.&-]*"
 _ENTITY_RE = re.compile(rf"{_CAP}(?:\s+(?:(?:of|the|de|du|la|le|von|van|der|and|&)\s+)*{_CAP})*")
