@@ -3,6 +3,7 @@ and ARCHITECTURE.md draws the house the code builds."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 import sys
@@ -126,3 +127,18 @@ def test_architecture_draws_the_house_the_code_builds(package_edges: list) -> No
     drawn = re.search(r"```mermaid\n(.*?)```", page, re.DOTALL)
     assert drawn is not None
     assert _arrows(drawn.group(1)) == _arrows(floors.mermaid(package_edges))
+
+
+def test_architecture_names_every_store_capability() -> None:
+    """The page's paragraph on the door for stores names every optional capability the code
+    has (``core.store.CAPABILITIES``), and each protocol where it lives."""
+    from remindrag_integrations.core import store
+
+    page = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    door = page[page.index("## The door for stores") :]
+    door = door[: door.index("\n## ", 1)]
+    named = set(re.findall(r"`(\w+)`", door))
+    assert set(store.CAPABILITIES) <= named, set(store.CAPABILITIES) - named
+    for path, cls in re.findall(r"`core/(\w+)\.py::(\w+Store)\.", page):
+        module = importlib.import_module(f"remindrag_integrations.core.{path}")
+        assert hasattr(module, cls), f"ARCHITECTURE.md puts {cls} in core/{path}.py"
