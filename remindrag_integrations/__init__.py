@@ -32,7 +32,8 @@ from .core.errors import (
 from .core.errors import warn_deprecated as _warn_deprecated
 from .core.memory.teach import TeachPair, TeachReport, TeachResult
 from .core.prompts import Prompts
-from .core.protocols import ChatLLM, Completion, Embedder, GraphStore
+from .core.protocols import ChatLLM, Completion, Embedder
+from .core.store import GraphStore
 from .core.types import (
     Answer,
     Chunk,

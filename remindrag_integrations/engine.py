@@ -43,7 +43,8 @@ from .core.errors import (
 from .core.memory.teach import TeachReport
 from .core.persist import ENGINE_FILE, check_folder
 from .core.prompts import Prompts
-from .core.protocols import ChatLLM, GraphStore
+from .core.protocols import ChatLLM
+from .core.store import GraphStore
 from .core.types import DeleteReport, IndexReport, MemoryWrite
 from .stores import (
     InMemoryGraphStore,

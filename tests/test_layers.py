@@ -142,3 +142,22 @@ def test_architecture_names_every_store_capability() -> None:
     for path, cls in re.findall(r"`core/(\w+)\.py::(\w+Store)\.", page):
         module = importlib.import_module(f"remindrag_integrations.core.{path}")
         assert hasattr(module, cls), f"ARCHITECTURE.md puts {cls} in core/{path}.py"
+
+
+def test_the_store_protocols_have_one_door() -> None:
+    """The package imports the store protocols from ``core.store`` only; the old address,
+    ``core.protocols``, still gives them for one release, with a deprecation warning."""
+    from remindrag_integrations.core import store
+    from remindrag_integrations.errors import ReMindDeprecationWarning
+
+    pkg = ROOT / "remindrag_integrations"
+    moved = {"GraphStore", "LexicalStore", "MemoryFn", "SettingsStore", "SnapshotStore"}
+    moved |= {"TraceClaims", "reading"}
+    for path in pkg.rglob("*.py"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if re.match(r"from [.\w]*protocols import", line):
+                names = {n.strip() for n in line.split("import", 1)[1].split(",")}
+                assert not names & moved, f"{path.relative_to(ROOT)}: {line}"
+    with pytest.warns(ReMindDeprecationWarning, match="core.store"):
+        from remindrag_integrations.core.protocols import GraphStore
+    assert GraphStore is store.GraphStore

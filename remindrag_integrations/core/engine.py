@@ -39,7 +39,7 @@ from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
 from .progress import ProgressFn, as_progress, tqdm_bar
 from .prompts import Prompts
-from .protocols import ChatLLM, Embedder, GraphStore, reading
+from .protocols import ChatLLM, Embedder
 from .steps import (
     LLMDecider,
     NoLLM,
@@ -51,6 +51,7 @@ from .steps import (
     drive,
     drive_many,
 )
+from .store import GraphStore, reading
 from .types import (
     Answer,
     CostLedger,

@@ -20,9 +20,9 @@ from .errors import ExtractionError, InvalidDocumentError, LLMError, LLMOutputEr
 from .extract_rules import rule_based_extraction
 from .ids import anchor_of, chunk_id, contains_edge_of, edge_id, entity_id, hex_id, norm_name
 from .prompts import EXTRACTION_PROMPT, Extraction, parse_extraction
-from .protocols import Embedder, GraphStore
+from .protocols import Embedder
 from .steps import Ask, Step, embed_checked
-from .store import BatchSearchStore
+from .store import BatchSearchStore, GraphStore
 from .text import chunk_text, count_tokens, first_sentence
 from .types import Chunk, Document, Edge, Node, NodeKind, Piece
 

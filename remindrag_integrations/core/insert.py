@@ -11,8 +11,9 @@ from . import arguments, indexing
 from .config import IndexConfig
 from .memory import carry
 from .prompts import Extraction
-from .protocols import Embedder, GraphStore
+from .protocols import Embedder
 from .steps import Step
+from .store import GraphStore
 from .text import count_tokens
 from .types import Chunk, CostLedger, Document, IndexReport, Piece
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from .config import IndexConfig, RetrievalConfig
 from .errors import StoreCorruptError, StoreError, StoreExistsError
 from .files import read_regular
-from .protocols import GraphStore
+from .store import GraphStore
 
 ENGINE_FILE = "engine.json"
 BESIDE = (ENGINE_FILE, "retriever.json", "cli.json")

@@ -24,9 +24,9 @@ from .memory.replay import replay, vouched
 from .navigate import Navigator, mode, navigate
 from .navigate.zero_token import ZeroTokenNavigator
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
-from .protocols import GraphStore
 from .selection import seed
 from .steps import Embed, Step, ask, done, timed
+from .store import GraphStore
 from .types import CostLedger, Retrieval, RetrievedChunk, Trace
 from .walk import Walk, path_triples
 

@@ -14,8 +14,7 @@ from . import filters
 from .config import RetrievalConfig
 from .frontier import Follow, FrontierStore, adjacency, neighborhoods
 from .ids import is_chunk
-from .protocols import GraphStore
-from .store import ChunkBatchStore
+from .store import ChunkBatchStore, GraphStore
 from .types import Chunk, Edge, Move, Node, NodeKind, Triple
 
 if TYPE_CHECKING:

@@ -14,8 +14,9 @@ import numpy as np
 from .. import arguments
 from ..errors import InvalidArgumentError, StoreError, UnknownNodeError
 from ..ids import EDGE_ID_RE
-from ..protocols import Embedder, GraphStore
+from ..protocols import Embedder
 from ..steps import embed_checked
+from ..store import GraphStore
 
 MEMORY_FORMAT = "remindrag-memory/1"
 

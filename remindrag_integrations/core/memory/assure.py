@@ -18,8 +18,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import UnknownNodeError
-from ..protocols import GraphStore
 from ..steps import Step
+from ..store import GraphStore
 from ..types import MemoryWrite, Retrieval
 from .write import learned_links, update
 

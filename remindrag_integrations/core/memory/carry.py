@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ..ids import anchor_of, edge_id
-from ..protocols import GraphStore
+from ..store import GraphStore
 from ..types import Chunk, Edge
 
 SAME_PASSAGE = 0.5  # least word overlap (Jaccard) of an edited chunk and its predecessor

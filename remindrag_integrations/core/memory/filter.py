@@ -11,9 +11,9 @@ import numpy as np
 from ..errors import LLMError, LLMOutputError
 from ..ids import is_chunk
 from ..prompts import FILTER_PROMPT, cited_ids, parse_filter
-from ..protocols import GraphStore
 from ..selection import top_support
 from ..steps import Ask, Step, done
+from ..store import GraphStore
 from ..types import Trace
 
 

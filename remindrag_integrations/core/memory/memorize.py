@@ -29,9 +29,8 @@ import numpy as np
 from ..config import RetrievalConfig
 from ..errors import UnknownNodeError
 from ..prompts import FILTER_PROMPT
-from ..protocols import GraphStore, TraceClaims
 from ..steps import Step
-from ..store import ChunkBatchStore
+from ..store import ChunkBatchStore, GraphStore, TraceClaims
 from ..types import MemoryWrite, Trace
 from .assure import Requery, assure
 from .filter import Support, citations, llm_filter, similarity_filter

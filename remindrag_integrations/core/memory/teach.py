@@ -19,8 +19,8 @@ import numpy as np
 from ..config import RetrievalConfig
 from ..errors import InvalidTeachPairError, UnknownNodeError
 from ..ids import chunk_of, is_chunk
-from ..protocols import GraphStore
 from ..steps import Embed, Step
+from ..store import GraphStore
 from .assure import Requery, assure
 from .filter import Support
 from .write import write

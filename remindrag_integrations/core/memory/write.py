@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ids import anchor_of, contains_edge_of, edge_id, is_chunk
-from ..protocols import GraphStore
+from ..store import GraphStore
 from ..types import Edge, MemoryWrite, Trace
 from ..walk import Parents
 from .filter import Support
