@@ -13,14 +13,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .core.errors import UnknownTraceError
 from .core.types import MemoryWrite
 from .results import own_metadata
-
-if TYPE_CHECKING:
-    from .retriever import ReMindRetriever
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +28,21 @@ def trace_ids(metadatas: Sequence[Any]) -> list[str]:
     return list(dict.fromkeys(t for t in ids if isinstance(t, str)))
 
 
+class Memorizing(Protocol):
+    """What a memory hook needs of a retriever (:class:`~.retriever.ReMindRetriever` is one):
+    its engine, which knows the traces, and ``memorize``. A protocol, so the hooks import
+    nothing of the retriever that holds them."""
+
+    @property
+    def engine(self) -> Any: ...
+
+    def memorize(self, *args: Any, **kwargs: Any) -> MemoryWrite: ...
+
+
 class MemoryWriter:
     """Memorizes traces of one retriever, each at most once, recording writes and errors."""
 
-    def __init__(self, retriever: ReMindRetriever) -> None:
+    def __init__(self, retriever: Memorizing) -> None:
         self.retriever = retriever
         self.writes: list[MemoryWrite] = []
         self.errors: list[BaseException] = []

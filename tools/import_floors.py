@@ -10,7 +10,8 @@ Floors, from the ground up (a module may import its own floor and the floors bel
 
 Every ``import`` counts, at module level, inside a function (lazy) or under
 ``if TYPE_CHECKING:``. The rules: ``core`` imports nothing above it, no import runs up a floor,
-and no modules import each other in a circle (runtime imports; type-only ones cannot loop).
+and no modules import each other in a circle, counting the imports under ``TYPE_CHECKING``
+(they cannot loop at run time, but a reader and a type checker walk them).
 Inside ``core`` the same holds room by room (:func:`core_room`); neighbours listed in
 :data:`ONE_WAY` import each other one way only.
 
@@ -188,11 +189,11 @@ def edges(root: Path = ROOT) -> list[Edge]:
 
 
 def cycles(found: list[Edge]) -> list[frozenset[str]]:
-    """The circles of runtime imports (but the :data:`ALLOWED` one): every strongly connected
-    set of two or more modules (Tarjan's algorithm)."""
+    """The circles of imports, type-only ones included (but the :data:`ALLOWED` ones): every
+    strongly connected set of two or more modules (Tarjan's algorithm)."""
     graph: dict[str, set[str]] = {}
     for e in found:
-        if e.kind != "type" and (e.source, e.target) not in ALLOWED:
+        if (e.source, e.target) not in ALLOWED:
             graph.setdefault(e.source, set()).add(e.target)
             graph.setdefault(e.target, set())
     index: dict[str, int] = {}

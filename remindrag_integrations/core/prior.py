@@ -19,7 +19,6 @@ are kept for the trace. Pure functions over a :class:`~.walk.Walk` (its cached s
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from .config import RetrievalConfig
 from .extract_rules import question_links
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
 from .store import LexicalStore, MatrixStore
-from .walk import Walk
+from .walk import Prior, Walk
 
 # words that make no name on their own (a span of only these is never looked up)
 _FUNCTION_WORDS = frozenset(
@@ -43,19 +42,6 @@ _FUNCTION_WORDS = frozenset(
 def is_name(text: str) -> bool:
     """Whether a span can be a name: it has a word that is not a function word."""
     return any(w not in _FUNCTION_WORDS for w in norm_name(text).split())
-
-
-@dataclass
-class Prior:
-    """Per chunk: the fused score and its parts; per node: the graph (PPR) mass."""
-
-    score: dict[str, float] = field(default_factory=dict)
-    parts: dict[str, dict[str, float]] = field(default_factory=dict)
-    graph: dict[str, float] = field(default_factory=dict)
-
-    def ranked(self) -> list[str]:
-        """Candidate chunks, best first (ties by id)."""
-        return sorted(self.score, key=lambda c: (-self.score[c], c))
 
 
 def first_pass(walk: Walk, chunk_ids: Sequence[str], cosines: Sequence[float]) -> list[float]:

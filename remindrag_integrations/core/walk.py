@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -17,10 +17,21 @@ from .ids import is_chunk
 from .store import ChunkBatchStore, GraphStore
 from .types import Chunk, Edge, Move, Node, NodeKind, Triple
 
-if TYPE_CHECKING:
-    from .prior import Prior
-
 Parents = dict[str, tuple[str | None, str | None]]
+
+
+@dataclass
+class Prior:
+    """The first pass's scores (built by :func:`.prior.build`, kept by the walk): per chunk
+    the fused score and its parts; per node the graph (PPR) mass."""
+
+    score: dict[str, float] = field(default_factory=dict)
+    parts: dict[str, dict[str, float]] = field(default_factory=dict)
+    graph: dict[str, float] = field(default_factory=dict)
+
+    def ranked(self) -> list[str]:
+        """Candidate chunks, best first (ties by id)."""
+        return sorted(self.score, key=lambda c: (-self.score[c], c))
 
 
 @dataclass

@@ -5,16 +5,13 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
 from ..core.types import MemoryWrite
-from ..memory_hooks import MemoryWriter, log, trace_ids
-
-if TYPE_CHECKING:
-    from ..retriever import ReMindRetriever
+from ..memory_hooks import Memorizing, MemoryWriter, log, trace_ids
 
 
 def answer_text(outputs: Any) -> str | None:
@@ -84,7 +81,7 @@ class ReMindMemoryCallback(BaseCallbackHandler):
     ``writes`` lists the :class:`MemoryWrite` s made; ``errors`` what failed while writing.
     """
 
-    def __init__(self, retriever: ReMindRetriever) -> None:
+    def __init__(self, retriever: Memorizing) -> None:
         self._writer = MemoryWriter(retriever)
         self._lock = threading.Lock()
         self._parent: dict[UUID, UUID | None] = {}
@@ -137,7 +134,7 @@ class ReMindMemoryCallback(BaseCallbackHandler):
             self._writer.write(ids, answer)
 
     @property
-    def retriever(self) -> ReMindRetriever:
+    def retriever(self) -> Memorizing:
         return self._writer.retriever
 
     @property

@@ -13,7 +13,7 @@ does a synthesis that errors.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.instrumentation import get_dispatcher
@@ -23,10 +23,7 @@ from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent
 from pydantic import PrivateAttr
 
 from ..core.types import MemoryWrite
-from ..memory_hooks import MemoryWriter, log, trace_ids
-
-if TYPE_CHECKING:
-    from ..retriever import ReMindRetriever
+from ..memory_hooks import Memorizing, MemoryWriter, log, trace_ids
 
 
 class ReMindMemoryEventHandler(BaseEventHandler):
@@ -44,7 +41,7 @@ class ReMindMemoryEventHandler(BaseEventHandler):
     _writer: MemoryWriter = PrivateAttr()
     _dispatcher: Any = PrivateAttr(default=None)
 
-    def __init__(self, retriever: ReMindRetriever | None = None, **kwargs: Any) -> None:
+    def __init__(self, retriever: Memorizing | None = None, **kwargs: Any) -> None:
         if retriever is not None:
             kwargs["retriever"] = retriever
         super().__init__(**kwargs)

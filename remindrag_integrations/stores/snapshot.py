@@ -7,7 +7,7 @@ import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -15,9 +15,6 @@ from ..core.errors import ConfigError, StoreCorruptError
 from ..core.progress import ProgressFn
 from ..core.types import Chunk, Edge, Node
 from .node_index import KINDS
-
-if TYPE_CHECKING:
-    from .memory_store import InMemoryGraphStore
 
 # what a load does after reading and checking the files, in order (its progress steps)
 LOAD_STEPS = ("files read", "graph", "memory", "ANN indexes", "BM25 index", "graph matrix")
@@ -112,11 +109,14 @@ def _stepper(progress: ProgressFn | None) -> Callable[[], None]:
 
 
 def _restore(
-    store: InMemoryGraphStore,
+    store: Any,
     manifest: dict,
     files: dict[str, bytes],
     step: Callable[[], None],
-) -> InMemoryGraphStore:
+) -> Any:
+    """``store`` (a new, empty ``InMemoryGraphStore``; typed loosely, as :func:`dump`'s, so
+    this module imports nothing of the store it serialises) filled from ``files``."""
+
     def read(name: str) -> Any:
         return json.loads(files[name])
 
