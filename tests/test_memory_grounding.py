@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capitals import QUESTION, TEXTS
 from langchain_core.documents import Document as LCDocument
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import HumanMessage
@@ -35,14 +36,6 @@ from remindrag_integrations.core.memory.grounding import (
 )
 from remindrag_integrations.llama_index.events import ReMindMemoryEventHandler
 from remindrag_integrations.testing import HashEmbedder
-
-TEXTS = {
-    "paris.txt": "Paris is the capital of France. The Seine flows through Paris past the Louvre.",
-    "warsaw.txt": "Warsaw is the capital of Poland. The Vistula flows through Warsaw to the "
-    "Baltic Sea.",
-    "rome.txt": "Rome is the capital of Italy. The Tiber flows through Rome near the Vatican.",
-}
-QUESTION = "Which river flows through Warsaw?"
 
 # refusals as chat models write them over a retrieval prompt (Qwen2.5, Llama 3, Mistral,
 # GPT-4o-mini, SmolLM2 and Gemma replies seen on this library's answer prompt and elsewhere)

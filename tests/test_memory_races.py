@@ -12,6 +12,7 @@ from typing import Any
 
 import pg_fixture
 import pytest
+from capitals import QUESTION, TEXTS
 
 import remindrag_integrations.core.memory.memorize as memorizing
 import remindrag_integrations.core.memory.teach as teaching
@@ -20,14 +21,6 @@ from remindrag_integrations.testing import HashEmbedder
 
 pg_dsn = pg_fixture.pg_dsn
 make_pg_store = pg_fixture.make_pg_store
-
-TEXTS = {
-    "paris.txt": "Paris is the capital of France. The Seine flows through Paris past the Louvre.",
-    "warsaw.txt": "Warsaw is the capital of Poland. The Vistula flows through Warsaw to the "
-    "Baltic Sea.",
-    "rome.txt": "Rome is the capital of Italy. The Tiber flows through Rome near the Vatican.",
-}
-QUESTION = "Which river flows through Warsaw?"
 
 
 @pytest.fixture(params=["memory", "postgres"])
@@ -45,15 +38,23 @@ def chunk_of(rag: ReMindRAG, doc_id: str) -> str:
     return rag.store.document_chunks(doc_id)[0].id
 
 
-def after_each_write(
-    monkeypatch: pytest.MonkeyPatch, module: Any, then: Callable[[], None], *, before: bool = False
+def around_write(
+    monkeypatch: pytest.MonkeyPatch,
+    module: Any,
+    then: Callable[[], None],
+    *,
+    before: bool = False,
+    nth: int = 1,
 ) -> None:
-    """``then()`` once, right after (or before) the first memory write of ``module``."""
+    """``then()`` once: right after the first memory write of ``module`` that applied, or
+    (``before``) right before its ``nth`` write."""
     original = module.write
+    calls: list[int] = []
     fired: list[bool] = []
 
     def racing(*args: Any, **kwargs: Any) -> Any:
-        if before and not fired:
+        calls.append(1)
+        if before and not fired and len(calls) == nth:
             fired.append(True)
             then()
         out = original(*args, **kwargs)
@@ -70,7 +71,7 @@ def test_a_delete_after_memorizes_write_keeps_it_reports_it_and_a_retry_writes_n
 ) -> None:
     r = rag.retrieve(QUESTION)
     warsaw = chunk_of(rag, "warsaw.txt")
-    after_each_write(monkeypatch, memorizing, lambda: rag.delete(["warsaw.txt"]))
+    around_write(monkeypatch, memorizing, lambda: rag.delete(["warsaw.txt"]))
     w = rag.memorize(r.trace_id, supporting=[warsaw])  # raised UnknownNodeError before
     assert w.applied and w.not_found == [warsaw]  # written, and not seen back: reported
     assert rag.trace(r.trace_id).memorized
@@ -106,7 +107,7 @@ def test_a_thumbs_up_on_a_passage_deleted_after_the_write_keeps_it_and_reports_i
 ) -> None:
     r = rag.retrieve(QUESTION)
     warsaw = chunk_of(rag, "warsaw.txt")
-    after_each_write(monkeypatch, memorizing, lambda: rag.delete(["warsaw.txt"]))
+    around_write(monkeypatch, memorizing, lambda: rag.delete(["warsaw.txt"]))
     w = rag.feedback(r.trace_id, True, [warsaw])
     assert w.applied and w.not_found == [warsaw]
 
@@ -119,16 +120,8 @@ def test_teach_with_a_delete_before_a_pairs_write_teaches_the_others_and_says_wh
         {"question": QUESTION, "chunk_ids": [warsaw]},
         {"question": "Which river flows through Rome?", "chunk_ids": [rome]},
     ]
-    calls: list[int] = []
-    original = teaching.write
-
-    def racing(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 2:  # the second pair's passage is deleted just before its write
-            rag.delete(["rome.txt"])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(teaching, "write", racing)
+    # the second pair's passage is deleted just before its write
+    around_write(monkeypatch, teaching, lambda: rag.delete(["rome.txt"]), before=True, nth=2)
     report = rag.teach(pairs)  # raised UnknownNodeError with the first pair written before
     first, second = report.results
     assert first.reached == [warsaw] and not first.not_found

@@ -116,7 +116,8 @@ def rank(
     chunks = walk.chunks([c for c, _, _ in top])  # one read
     own = [_own(walk.evidence[c], names, ch.text) for (c, _, _), ch in zip(top, chunks)]
     meaning, texts = _meaning(walk, names)
-    best = combined(max([meaning, *own]), coverage(words, [*texts, *(ch.text for ch in chunks)]))
+    texts.update((c, ch.text) for (c, _, _), ch in zip(top, chunks))  # each passage read once
+    best = combined(max([meaning, *own]), coverage(words, list(texts.values())))
     rel = relevance(best, [s for _, s, _ in top])
     for (c, _, _), r in zip(top, rel):
         walk.evidence[c]["relevance"] = r
@@ -193,22 +194,22 @@ def combined(meaning: float, share: float | None) -> float:
     return float(np.sqrt(max(0.0, meaning) * share))
 
 
-def _meaning(walk: Walk, names: Sequence[str] = ()) -> tuple[float, list[str]]:
+def _meaning(walk: Walk, names: Sequence[str] = ()) -> tuple[float, dict[str, str]]:
     """The best own relevance (:func:`_own`) among the first pass's candidates (the
     prior's; the chunks the seeds read without one), with the names counted in its best
-    :data:`COVER_TOP` passages, and memory's vouching; and those passages' texts."""
+    :data:`COVER_TOP` passages, and memory's vouching; and those passages' texts by id."""
     if walk.prior is not None:
         parts = walk.prior.parts
         cands = [_own(p) for p in parts.values()]
         best = walk.prior.ranked()[:COVER_TOP]
-        texts = [ch.text for ch in walk.chunks(best)]
-        cands += [_own(parts[c], names, t) for c, t in zip(best, texts)]
+        texts = {c: ch.text for c, ch in zip(best, walk.chunks(best))}
+        cands += [_own(parts[c], names, t) for c, t in texts.items()]
     else:
         read = [*(n for n in walk.seeds if is_anchor(n)), *walk.chunk_ids]
         cands = [max(0.0, s) for s in walk.sims(read)]
         ids = list(dict.fromkeys(walk.chunk_ids))[:COVER_TOP]
-        texts = [ch.text for ch in walk.chunks(ids)]
-        cands += [_own({"cosine": x}, names, t) for x, t in zip(walk.sims(ids), texts)]
+        texts = {c: ch.text for c, ch in zip(ids, walk.chunks(ids))}
+        cands += [_own({"cosine": x}, names, t) for x, t in zip(walk.sims(ids), texts.values())]
     mem = vouched(walk)
     return min(1.0, max([0.0, *cands, *mem.values()])), texts
 
@@ -221,7 +222,7 @@ def question_relevance(
     content ``words`` that the first pass's best :data:`COVER_TOP` passages hold. Absolute,
     not scaled to the best hit: an off-corpus question scores low on any corpus."""
     meaning, texts = _meaning(walk, names)
-    return combined(meaning, coverage(words, texts))
+    return combined(meaning, coverage(words, list(texts.values())))
 
 
 def relevance(best: float, rank_scores: list[float]) -> list[float]:
