@@ -52,16 +52,16 @@ from .engine import ReMindRAG
 
 if TYPE_CHECKING:
     from .adapters.llm import as_chat_llm
-    from .langchain.callbacks import ReMindMemoryCallback
-    from .llama_index.events import ReMindMemoryEventHandler
-    from .retriever import ReMindRetriever
+    from .faces.langchain.callbacks import ReMindMemoryCallback
+    from .faces.llama_index.events import ReMindMemoryEventHandler
+    from .faces.retriever import ReMindRetriever
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "ReMindRetriever": ".retriever",
-    "ReMindMemoryCallback": ".langchain.callbacks",
-    "ReMindMemoryEventHandler": ".llama_index.events",
+    "ReMindRetriever": ".faces.retriever",
+    "ReMindMemoryCallback": ".faces.langchain.callbacks",
+    "ReMindMemoryEventHandler": ".faces.llama_index.events",
     "as_chat_llm": ".adapters.llm",
 }
 

@@ -89,6 +89,19 @@ def _make_folder(root: Path) -> bool:
     return created
 
 
+def split_config(fields: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
+    """Route flat keyword arguments (``k=3, chunk_tokens=500``) to :class:`IndexConfig` /
+    :class:`RetrievalConfig` fields; an unknown name is a :class:`ConfigError`."""
+    index_keys = {k for k in fields if IndexConfig.accepts(k)}
+    unknown = {k for k in fields if k not in index_keys and not RetrievalConfig.accepts(k)}
+    if unknown:
+        raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
+    return (
+        IndexConfig.build(**{k: v for k, v in fields.items() if k in index_keys}),
+        RetrievalConfig.build(**{k: v for k, v in fields.items() if k not in index_keys}),
+    )
+
+
 class _Committed:
     """``on_batch`` for an insert that saves: notes that a batch was written, then calls the
     user's ``on_batch``."""
@@ -168,6 +181,48 @@ class ReMindRAG(Engine):
         self._probe: tuple[Any, list[float] | None] = (None, None)  # embedder, fingerprint
         if probe is not None:
             self._probe = (self.embedder, probe)
+
+    @classmethod
+    def from_fields(
+        cls,
+        *,
+        llm: Any = None,
+        embeddings: Any = None,
+        store: GraphStore | str | os.PathLike[str] | None = None,
+        namespace: str = "default",
+        **fields: Any,
+    ) -> ReMindRAG:
+        """An engine from flat configuration fields (``k=3``, ``chunk_tokens=500``, any
+        :class:`IndexConfig` / :class:`RetrievalConfig` field), the wiring
+        ``ReMindRetriever.from_documents`` uses: the fields are checked before a store is
+        opened; over a folder that holds a saved engine they change its saved configuration
+        (the others keep their saved values), else they change the defaults."""
+        index_cfg, retrieval_cfg = split_config(fields)  # checked before the store is opened
+        root = folder_of(store)
+        saved = root is not None and saved_engine(root)
+        engine = cls(
+            llm=llm,
+            embeddings=embeddings,
+            store=store,
+            index_config=None if saved else index_cfg,
+            retrieval_config=None if saved else retrieval_cfg,
+            namespace=namespace,
+        )
+        if saved:  # the saved engine's config, with the fields given here changed
+            engine.change_fields(**fields)
+        return engine
+
+    def change_fields(self, **fields: Any) -> None:
+        """Change the named configuration fields (flat, as :meth:`from_fields` takes them)
+        and keep the others: how a saved engine opened by :meth:`from_fields` or the command
+        line takes the settings given with it."""
+        split_config(fields)  # an unknown name: ConfigError before anything changes
+        idx = {k: v for k, v in fields.items() if IndexConfig.accepts(k)}
+        index_config = self.index_config.with_overrides(**idx)
+        retrieval_config = self.retrieval_config.with_overrides(
+            **{k: v for k, v in fields.items() if k not in idx}
+        )
+        self.index_config, self.retrieval_config = index_config, retrieval_config
 
     def _chat_llm(self, llm: Any) -> ChatLLM | None:
         return as_chat_llm(llm)

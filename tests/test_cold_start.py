@@ -1,5 +1,5 @@
-"""Cold start stays cold-cheap (issue #15 item 6): what a fresh process imports, asserted on
-``sys.modules`` in subprocesses (never on time; ``benchmarks/cold_start.py`` measures time)."""
+"""Cold start stays cold-cheap: what a fresh process imports, asserted on ``sys.modules`` in
+subprocesses (never on time; ``benchmarks/cold_start.py`` measures time)."""
 
 from __future__ import annotations
 
@@ -114,8 +114,8 @@ def test_the_framework_faces_still_load_on_first_use():
         "print(json.dumps([lc, li]))"
     )
     assert got == [
-        ["remindrag_integrations.langchain.callbacks", False],
-        ["remindrag_integrations.llama_index.events", True],
+        ["remindrag_integrations.faces.langchain.callbacks", False],
+        ["remindrag_integrations.faces.llama_index.events", True],
     ]
 
 

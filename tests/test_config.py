@@ -1,6 +1,6 @@
-"""The config a user reads (issue 24): a short first screen, nested configs for the method's
-knobs, the previous release's names working with a warning (arguments, overrides, attributes,
-saved stores), docs/config.md in step with the fields, and the errors in one module."""
+"""The config a user reads: a short first screen, nested configs for the method's knobs, the
+previous release's names working with a warning (arguments, overrides, attributes, saved stores),
+docs/config.md in step with the fields, and the errors in one module."""
 
 from __future__ import annotations
 
@@ -22,13 +22,14 @@ from remindrag_integrations import (
     ReMindRAG,
     ReMindRetriever,
     RetrievalConfig,
+    faces,
 )
 from remindrag_integrations import errors as public_errors
 from remindrag_integrations.core import errors as core_errors
 from remindrag_integrations.core import persist
 from remindrag_integrations.core.config import RENAMED
 from remindrag_integrations.errors import ReMindDeprecationWarning, ReMindError
-from remindrag_integrations.search_args import call_overrides
+from remindrag_integrations.faces.search_args import call_overrides
 from remindrag_integrations.testing import HashEmbedder
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "config.md"
@@ -301,3 +302,43 @@ def test_the_other_errors_still_import_from_the_top_level_with_a_warning(name: s
         exec(f"from remindrag_integrations.core.types import {name}", {})  # noqa: S102
     with pytest.raises(AttributeError):
         top.NoSuchError  # noqa: B018
+
+
+@pytest.mark.parametrize("old", faces.MOVED)
+def test_a_face_module_at_its_old_path_warns_and_is_the_same_module(old: str) -> None:
+    """The framework faces moved under ``faces/``; each old import path still works for one
+    release, warns, and gives the very module (its classes are the same classes)."""
+    import importlib
+    import sys
+
+    name = f"remindrag_integrations.{old}"
+    head = f"remindrag_integrations.{old.split('.')[0]}"
+    kept = {
+        m: sys.modules.pop(m) for m in list(sys.modules) if m == head or m.startswith(head + ".")
+    }
+    try:
+        with pytest.warns(ReMindDeprecationWarning, match="faces"):
+            module = importlib.import_module(name)
+        assert module is importlib.import_module(f"remindrag_integrations.faces.{old}")
+    finally:
+        sys.modules.update(kept)
+
+
+def test_one_wiring_for_flat_fields_over_a_saved_engine(tmp_path: Path) -> None:
+    """``ReMindRAG.from_fields`` (what ``from_documents`` uses): flat fields go to their config;
+    over a saved engine they change only what they name; a bad name makes no folder."""
+    with pytest.raises(ConfigError, match="unknown configuration field"):
+        ReMindRAG.from_fields(embeddings=HashEmbedder(), store=tmp_path / "x", k_typo=3)
+    assert not (tmp_path / "x").exists()
+    rag = ReMindRAG.from_fields(
+        embeddings=HashEmbedder(), store=tmp_path / "kb", k=3, chunk_tokens=300
+    )
+    assert (rag.retrieval_config.k, rag.index_config.chunk_tokens) == (3, 300)
+    rag.insert([Document("a", "Alice lives in Paris.")])
+    again = ReMindRAG.from_fields(embeddings=HashEmbedder(), store=tmp_path / "kb", k=7)
+    assert (again.retrieval_config.k, again.index_config.chunk_tokens) == (7, 300)
+    again.change_fields(prior={"damping": 0.5})
+    assert again.retrieval_config.prior.damping == 0.5 and again.retrieval_config.k == 7
+    with pytest.raises(ConfigError):
+        again.change_fields(nope=1)
+    assert again.retrieval_config.k == 7

@@ -84,7 +84,7 @@ def test_an_import_circle_is_caught(tmp_path: Path) -> None:
 
 
 def test_a_circle_closed_by_a_type_only_import_is_a_circle_too(tmp_path: Path) -> None:
-    """It cannot loop at run time, but a reader and a type checker walk it (issue 37)."""
+    """It cannot loop at run time, but a reader and a type checker walk it."""
     guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n"
     root = _package(tmp_path, {"stores/a.py": "from .b import g\n", "stores/b.py": guarded})
     assert floors.violations(floors.edges(root)) == ["import circle: stores.a <-> stores.b"]
@@ -101,6 +101,46 @@ def test_inside_core_memory_does_not_reach_up_to_the_stages(tmp_path: Path) -> N
     )
     broken = floors.violations(floors.edges(root))
     assert broken == ["core imports up a room: core.memory.teach:1 -> core.pipeline (top)"]
+
+
+def test_a_face_part_reaching_up_to_the_retriever_is_caught(tmp_path: Path) -> None:
+    """Inside ``faces`` the query climbs down from the retriever and never back: a part (or a
+    framework's face) importing the retriever, even lazily, breaks the rule."""
+    root = _package(
+        tmp_path,
+        {
+            "faces/__init__.py": "",
+            "faces/retriever.py": "from .results import x\nfrom .langchain import convert\n",
+            "faces/results.py": "def f():\n    from .retriever import R\n",
+            "faces/langchain/__init__.py": "",
+            "faces/langchain/convert.py": "from ..retriever import R\n",
+        },
+    )
+    broken = floors.violations(floors.edges(root))
+    assert [b for b in broken if b.startswith("a face imports up a room")] == [
+        "a face imports up a room: faces.langchain.convert:1 -> faces.retriever (top)",
+        "a face imports up a room: faces.results:2 -> faces.retriever (lazy)",
+    ]
+
+
+def test_the_two_frameworks_faces_stand_side_by_side(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "faces/__init__.py": "",
+            "faces/langchain/__init__.py": "",
+            "faces/langchain/convert.py": "from ..llama_index import convert\n",
+            "faces/llama_index/__init__.py": "",
+            "faces/llama_index/convert.py": "",
+        },
+    )
+    broken = floors.violations(floors.edges(root))
+    assert broken and all(b.startswith("faces.langchain imports faces.llama_index") for b in broken)
+
+
+def test_the_engine_never_imports_the_faces(tmp_path: Path) -> None:
+    root = _package(tmp_path, {"faces/__init__.py": "", "engine.py": "from .faces import x\n"})
+    assert floors.violations(floors.edges(root)) == ["import runs up: engine:1 -> faces (top)"]
 
 
 def test_the_harness_does_not_import_the_command_line(tmp_path: Path) -> None:

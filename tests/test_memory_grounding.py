@@ -1,6 +1,6 @@
-"""Memory learns only from grounded answers (issue 33 items 6 and 7): with no LLM the answer
-decides what ``memorize`` writes, on every path an app takes (the engine, the retriever, the
-MCP ``remember`` tool, LangChain's callback wherever it is attached, LlamaIndex's handler).
+"""Memory learns only from grounded answers: with no LLM the answer decides what ``memorize``
+writes, on every path an app takes (the engine, the retriever, the MCP ``remember`` tool,
+LangChain's callback wherever it is attached, LlamaIndex's handler).
 
 The corpus: three capitals on their rivers, embedded by the deterministic HashEmbedder (the
 support is read from the texts, so nothing here hinges on a near-tie of scores)."""
@@ -34,7 +34,7 @@ from remindrag_integrations.core.memory.grounding import (
     key_words,
     names_held,
 )
-from remindrag_integrations.llama_index.events import ReMindMemoryEventHandler
+from remindrag_integrations.faces.llama_index.events import ReMindMemoryEventHandler
 from remindrag_integrations.testing import HashEmbedder
 
 # refusals as chat models write them over a retrieval prompt (Qwen2.5, Llama 3, Mistral,
@@ -412,7 +412,7 @@ def test_llamaindex_handler_learns_from_the_answer_not_from_every_source_node() 
 
 
 def test_traces_waiting_for_an_answer_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from remindrag_integrations.langchain import callbacks
+    from remindrag_integrations.faces.langchain import callbacks
 
     monkeypatch.setattr(callbacks, "MAX_WAITING", 2)
     r = lc_retriever()

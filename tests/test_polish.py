@@ -1,7 +1,6 @@
-"""Issue 23, items 11-13: deleting reports unknown ids, a mistyped embedder name fails at
-once without ``HF_HUB_OFFLINE``, and the polish a careful user notices (progress, logging,
-reprs, copying, typed keyword arguments, one retriever shared between threads). Each test
-failed on the code before the change."""
+"""Deleting reports unknown ids, a mistyped embedder name fails at once without ``HF_HUB_OFFLINE``,
+and the polish a careful user notices (progress, logging, reprs, copying, typed keyword arguments,
+one retriever shared between threads). Each test failed on the code before the change."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from pydantic import BaseModel
 from remindrag_integrations import IndexConfig, ReMindRetriever, RetrievalConfig
 from remindrag_integrations.adapters.embeddings import SentenceTransformerEmbedder
 from remindrag_integrations.errors import EmbeddingError, NotCopyableError
-from remindrag_integrations.options import RetrieverOptions
+from remindrag_integrations.faces.options import RetrieverOptions
 from remindrag_integrations.testing import HashEmbedder
 
 TEXTS = [

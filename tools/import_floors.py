@@ -4,15 +4,19 @@ Floors, from the ground up (a module may import its own floor and the floors bel
 
 0. ``core``: the method;
 1. ``stores``, ``adapters``: where the graph lives, other libraries' models;
-2. the faces: ``langchain``, ``llama_index`` and the top-level modules (``retriever.py``,
-   the public ``engine.py``, ``__init__.py`` ...), where users build engines and retrievers;
-3. ``app``, ``bench``, ``testing.py``: programs and tools built on everything below.
+2. the engine: ``engine.py`` (``ReMindRAG``, the default wiring), ``graph_export.py``,
+   ``errors.py``: the framework-free library;
+3. the faces: ``faces/`` (``ReMindRetriever``, ``faces/langchain``, ``faces/llama_index``),
+   the package's door (``__init__.py``) and the faces' old paths (modules that only call
+   ``faces.moved``), where users meet LangChain and LlamaIndex;
+4. ``app``, ``bench``, ``testing.py``: programs and tools built on everything below.
 
 Every ``import`` counts, at module level, inside a function (lazy) or under
 ``if TYPE_CHECKING:``. The rules: ``core`` imports nothing above it, no import runs up a floor,
 and no modules import each other in a circle, counting the imports under ``TYPE_CHECKING``
 (they cannot loop at run time, but a reader and a type checker walk them).
-Inside ``core`` the same holds room by room (:func:`core_room`); neighbours listed in
+Inside ``core`` and ``faces`` the same holds room by room (:func:`core_room`,
+:func:`face_room`); neighbours listed in
 :data:`ONE_WAY` import each other one way only.
 
     python tools/import_floors.py            # the Mermaid picture, then the rules' verdict
@@ -33,7 +37,8 @@ from pathlib import Path
 
 PACKAGE = "remindrag_integrations"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
-FLOOR_NAMES = ("core", "stores and adapters", "faces", "app and bench")
+FLOOR_NAMES = ("core", "stores and adapters", "the engine", "faces", "app and bench")
+ENGINE = ("engine", "graph_export", "errors")  # the top-level modules of floor 2
 # Imports exempt from both checks (an import up a floor or closing a circle), each with its
 # reason. None today: the store contract's import of ``testing.py`` (contract <-> testing) went
 # when the store door (issue 24) moved the hash embedder into ``stores/``.
@@ -59,9 +64,11 @@ def floor(module: str) -> int:
         return 0
     if head in ("stores", "adapters"):
         return 1
+    if head in ENGINE:
+        return 2
     if head in ("app", "bench", "testing"):
-        return 3
-    return 2
+        return 4
+    return 3
 
 
 CORE_ROOMS = ("parts", "halves", "stages", "facade")
@@ -80,19 +87,50 @@ def core_room(module: str) -> int:
     return 3 if parts == ["engine"] else 0
 
 
+FACE_ROOMS = ("parts", "frameworks", "retriever")
+
+
+def face_room(module: str) -> int:
+    """Inside ``faces``, from the ground up: 0 the parts (inputs, results, search arguments,
+    options, the memory hooks' base, the last trace), 1 each framework's conversion and
+    memory hook (``faces.langchain``, ``faces.llama_index``), 2 ``ReMindRetriever``, the
+    user's door: the query climbs down from it and never back."""
+    parts = module.split(".")[2:]
+    if parts == ["retriever"]:
+        return 2
+    return 1 if parts[:1] in (["langchain"], ["llama_index"]) else 0
+
+
+def is_old_path(path: Path) -> bool:
+    """A module kept at a face's old path for one release: it only calls ``moved``."""
+    return "moved(__name__)" in path.read_text(encoding="utf-8")
+
+
 def group(module: str, root: Path = ROOT) -> str:
     """The node a module is drawn in: its package (``core.memory``), its room for ``core``'s
-    own modules (``core stages``), a top-level module's floor (``faces``) or ``testing``."""
+    own modules (``core stages``), ``engine`` (the top-level modules of floor 2), ``door``
+    (the package's ``__init__``), ``old paths`` (:func:`is_old_path`) or ``testing``."""
     parts = module.split(".")[1:]
+    if not parts:
+        return "door"
+    path = root.joinpath(*parts)
+    if is_old_path(path / "__init__.py" if path.is_dir() else path.with_suffix(".py")):
+        return "old paths"
+    if parts[0] in ENGINE:
+        return "engine"
+    if parts in (["core"], ["faces"]):  # the packages' __init__ are among their parts
+        return f"{parts[0]} parts"
     if parts and root.joinpath(*parts).is_dir():  # a package's __init__
-        return "core parts" if parts == ["core"] else ".".join(parts)
+        return ".".join(parts)
     if len(parts) == 2 and parts[0] == "core":  # core's own modules by room
         return f"core {CORE_ROOMS[core_room(module)]}"
+    if len(parts) == 2 and parts[0] == "faces":  # the faces' own modules by room
+        return f"faces {FACE_ROOMS[face_room(module)]}"
     if len(parts) >= 2 and (root.joinpath(*parts[:-1]) / "__init__.py").exists():
         return ".".join(parts[:-1])
     if parts and (root / parts[0]).is_dir():
         return parts[0]
-    return "testing" if parts == ["testing"] else "faces"
+    return "testing" if parts == ["testing"] else "faces"  # (no other top-level module)
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
@@ -235,6 +273,8 @@ def cycles(found: list[Edge]) -> list[frozenset[str]]:
 ONE_WAY = {
     ("core.memory", "core.navigate"): "navigate reads memory's replay score, not back",
     ("bench", "app"): "the command line's `remindrag bench` is the harness's door, not back",
+    ("faces.langchain", "faces.llama_index"): "the two frameworks' faces stand side by side",
+    ("faces.llama_index", "faces.langchain"): "the two frameworks' faces stand side by side",
 }
 
 
@@ -246,6 +286,9 @@ def _same_floor(source: str, target: str) -> str:
     """The rule an import between neighbours breaks, or ''."""
     if floor(source) == floor(target) == 0 and core_room(target) > core_room(source):
         return "core imports up a room"
+    if _within(source, "faces") and _within(target, "faces"):
+        if face_room(target) > face_room(source):
+            return "a face imports up a room"
     for (a, b), why in ONE_WAY.items():
         if _within(source, a) and _within(target, b):
             return f"{a} imports {b} ({why})"

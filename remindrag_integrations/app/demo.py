@@ -171,9 +171,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..adapters.llm_specs import load_llm
     from ..engine import ReMindRAG
     from .display import progress_bar
-    from .specs import cached, load_llm
+    from .specs import cached
 
     docs, questions = load_demo_data()
     questions = questions[: max(1, args.questions)]

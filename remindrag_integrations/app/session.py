@@ -12,9 +12,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..adapters.llm_specs import load_llm
 from ..core.config import IndexConfig
 from .display import progress_bar
-from .specs import CLIError, cached, load_llm
+from .specs import CLIError, cached
 
 CLI_FILE = "cli.json"
 LOCK_WAIT = 600.0  # seconds a writing command waits for another one on the same directory
@@ -89,9 +90,7 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
     if not saved:
         return ReMindRAG(llm=llm, embeddings=embeddings, index_config=index_cfg, store=store)
     engine = ReMindRAG.load(root, llm=llm, embeddings=embeddings, store=store)
-    engine.index_config = engine.index_config.with_overrides(
-        on_extraction_error=index_cfg.on_extraction_error
-    )
+    engine.change_fields(on_extraction_error=index_cfg.on_extraction_error)
     return engine
 
 

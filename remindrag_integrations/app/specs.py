@@ -1,5 +1,6 @@
-"""Named LLMs for the command line: ``--llm`` read as the bench harness reads it
-(:func:`~..bench.resources.make_llm`), and the on-disk reply cache around it."""
+"""The command line's LLM: the on-disk reply cache around what ``--llm`` names (read by the
+one spec loader, :func:`~..adapters.llm_specs.load_llm`, which the Python API's
+``llm="local:smollm2"`` uses too), and the CLI's one-line error."""
 
 from __future__ import annotations
 
@@ -12,16 +13,6 @@ from ..core.errors import ReMindError
 
 class CLIError(ReMindError):
     """A user error the CLI reports in one line (exit status 2)."""
-
-
-def load_llm(spec: str | None) -> Any:
-    """``oracle`` (the scripted gold navigator of the bench harness), or any spec the
-    Python API takes too: :func:`~..bench.resources.make_llm` (the command line sits on
-    top of the harness: ``remindrag bench`` is its door, and the harness never imports the
-    command line)."""
-    from ..bench.resources import make_llm
-
-    return make_llm(spec)
 
 
 def cached(llm: Any, spec: str, cache_dir: Path | None) -> Any:

@@ -15,10 +15,11 @@ import numpy as np
 
 
 def make_llm(spec: str | None) -> Any:
-    """The ``--llm`` spec as an LLM: ``oracle`` (the scripted gold navigator,
-    :class:`~..testing.OracleLLM`), or any spec the Python API takes too
+    """The harness's ``--llm`` spec as an LLM: ``oracle`` (the scripted gold navigator,
+    :class:`~..testing.OracleLLM`, which only a benchmark can give its gold), else the one
+    spec loader the command line and the Python API use
     (:func:`~..adapters.llm_specs.load_llm`: ``none``, ``local:smollm2``,
-    ``provider:model``, ...). The command line's ``--llm`` is read here as well."""
+    ``provider:model``, ...)."""
     if spec == "oracle":
         from ..testing import OracleLLM
 

@@ -142,7 +142,8 @@ def warn_deprecated(old: str, new: str) -> None:
     use instead. The warning points at the first line outside this library: the user's."""
     import pydantic
 
-    inside = (_INSIDE, str(Path(pydantic.__file__).resolve().parent))
+    # the library, pydantic, and the import machinery (a moved module warns as it is imported)
+    inside = (_INSIDE, str(Path(pydantic.__file__).resolve().parent), "<frozen importlib")
     frame, level = sys._getframe(0), 1
     while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
         frame, level = frame.f_back, level + 1

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from ..core.types import MemoryWrite
+from ...core.types import MemoryWrite
 from ..memory_hooks import Memorizing, MemoryWriter, log, trace_ids
 
 

@@ -8,9 +8,17 @@ from typing import Any
 
 from langchain_core.documents import Document as LCDocument
 
-from ..core.types import RetrievedChunk, Trace
+from ...core.store import GraphStore
+from ...core.types import Retrieval, RetrievedChunk, Trace
 from ..inputs import Part, make_part, position, user_metadata
-from ..results import chunk_metadata
+from ..results import chunk_metadata, path_names
+
+
+def to_langchain_documents(store: GraphStore, retrieval: Retrieval) -> list[LCDocument]:
+    """A retrieval's chunks as ``Document`` s, in its order, the path names read in one store
+    call (:func:`..results.path_names`)."""
+    names = path_names(store, retrieval)
+    return [to_langchain_document(rc, retrieval.trace, names) for rc in retrieval.chunks]
 
 
 def to_langchain_document(

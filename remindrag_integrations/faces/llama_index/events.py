@@ -22,7 +22,7 @@ from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent
 from pydantic import PrivateAttr
 
-from ..core.types import MemoryWrite
+from ...core.types import MemoryWrite
 from ..memory_hooks import Memorizing, MemoryWriter, log, trace_ids
 
 

@@ -13,12 +13,11 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
-from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
-from ..core.errors import ConfigError
-from ..core.types import RetrievedChunk, Trace
+from ...core.store import GraphStore
+from ...core.types import Retrieval, RetrievedChunk, Trace
 from ..inputs import Part, make_part, position, user_metadata
-from ..results import NAMESPACE, chunk_metadata
+from ..results import NAMESPACE, chunk_metadata, path_names
 
 DISPLAY = (
     "excluded_llm_metadata_keys",
@@ -42,6 +41,13 @@ class ResultNode(TextNode):
     def hash(self) -> str:
         mine = {k: v for k, v in self.metadata.items() if k != NAMESPACE}
         return TextNode(text=self.text, metadata=mine).hash
+
+
+def to_llamaindex_nodes(store: GraphStore, retrieval: Retrieval) -> list[NodeWithScore]:
+    """A retrieval's chunks as scored nodes, in its order, the path names read in one store
+    call (:func:`..results.path_names`)."""
+    names = path_names(store, retrieval)
+    return [to_llamaindex_node(rc, retrieval.trace, names) for rc in retrieval.chunks]
 
 
 def to_llamaindex_node(
@@ -112,41 +118,3 @@ def from_llamaindex_node(item: Any) -> Part | None:
         return make_part(None, text, meta, at=at, parent=parent, group=source.node_id)
     given = "id_" in item.model_fields_set
     return make_part(item.node_id if given else None, text, meta)
-
-
-_OPERATORS = {
-    "==": "$eq",
-    "!=": "$ne",
-    ">": "$gt",
-    ">=": "$gte",
-    "<": "$lt",
-    "<=": "$lte",
-    "in": "$in",
-    "nin": "$nin",
-    "contains": "$contains",  # a list-valued key holds the value
-    "any": "$in",  # a list-valued key holds any of the values (in: the value is among them)
-    "all": "$all",  # a list-valued key holds every one of the values
-}
-
-
-def metadata_filters_to_dict(spec: Any) -> dict[str, Any]:
-    """LlamaIndex ``MetadataFilters`` (nested, AND / OR) as a LangChain-style filter dict.
-    Operators other than ``== != > >= < <= in nin contains any all`` and the NOT condition
-    raise :class:`ConfigError`; on list-valued metadata ``in`` / ``any`` hold when the list
-    holds any of the values, ``contains`` when it holds the value, ``all`` every value (see
-    :mod:`..core.filters`)."""
-    if isinstance(spec, MetadataFilter):
-        op = str(getattr(spec.operator, "value", spec.operator))
-        if op not in _OPERATORS:
-            raise ConfigError(
-                f"MetadataFilter on {spec.key!r}: operator {op!r} is not supported "
-                f"(supported: {', '.join(_OPERATORS)})"
-            )
-        return {spec.key: {_OPERATORS[op]: spec.value}}
-    if not isinstance(spec, MetadataFilters):
-        raise ConfigError(f"filters must be llama_index MetadataFilters, got {type(spec).__name__}")
-    cond = str(getattr(spec.condition, "value", spec.condition) or "and")
-    if cond not in ("and", "or"):
-        raise ConfigError(f"MetadataFilters condition {cond!r} is not supported (and, or)")
-    parts = [metadata_filters_to_dict(f) for f in spec.filters]
-    return {f"${cond}": parts} if parts else {}

@@ -1,0 +1,1 @@
+"""The LangChain face: result conversion and the memory callback."""

@@ -1,0 +1,1 @@
+"""The LlamaIndex face: result conversion and the memory event handler."""
