@@ -1,7 +1,7 @@
-"""``benchmarks/app_shapes.py`` (issue 33, "measured as an app would run it") runs end to end
-on the sample data with the hash embedder (seconds), and its parts measure what they say:
-an edit supersedes the old pieces' text and changes piece counts, the noisy reader's shares
-are exact, the abstain option is found whichever way the library documents it."""
+"""``benchmarks/app_shapes.py`` runs end to end on the sample data with the hash embedder
+(seconds), and its parts measure what they say: an edit supersedes the old pieces' text and changes
+piece counts, the noisy reader's shares are exact, the abstain option is found whichever way the
+library documents it."""
 
 from __future__ import annotations
 

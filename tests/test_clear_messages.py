@@ -1,9 +1,8 @@
-"""Issue 33 item 11: messages that say what to do. A configuration error printed pydantic's
-report twice (its text, then the same text chained under it); ``local:qwen2.5-1.5b`` without
-its extra named a package but not the ``pip install`` that brings it; ``Authorization: bearer``
-in lower case got 401 (RFC 7235: the scheme is case-insensitive); ``--token`` on stdio was
-ignored without a word; each ordinary HTTP client disconnect printed a full traceback. Each
-test failed on the code before the change."""
+"""Messages that say what to do. A configuration error printed pydantic's report twice (its text,
+then the same text chained under it); ``local:qwen2.5-1.5b`` without its extra named a package but
+not the ``pip install`` that brings it; ``Authorization: bearer`` in lower case got 401 (RFC 7235:
+the scheme is case-insensitive); ``--token`` on stdio was ignored without a word; each ordinary
+HTTP client disconnect printed a full traceback. Each test failed on the code before the change."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One document, one version, whatever the pieces (issue 33, items 1-3 and two of 11).
+"""One document, one version, whatever the pieces.
 
 The pieces of one document, as the frameworks make them (a text splitter's output, a loader's
 pages, LlamaIndex nodes of one parent, an ``IngestionPipeline`` with or without a docstore),

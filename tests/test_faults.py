@@ -1,6 +1,6 @@
-"""The fast part of the fault suite (issue 13): concurrent savers, two writers on one
-directory, failed updates, damaged files, hostile LLM replies, hung LLM calls, readers during
-updates. The long part is ``benchmarks/faults.py``."""
+"""The fast part of the fault suite: concurrent savers, two writers on one directory, failed
+updates, damaged files, hostile LLM replies, hung LLM calls, readers during updates. The long part
+is ``benchmarks/faults.py``."""
 
 from __future__ import annotations
 

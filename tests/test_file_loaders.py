@@ -1,5 +1,5 @@
-"""``remindrag index folder`` reads .pdf / .docx / .csv / .html through LlamaIndex's file
-readers (the ``files`` extra) and names every file it cannot read (issue 23, item 10)."""
+"""``remindrag index folder`` reads .pdf / .docx / .csv / .html through LlamaIndex's file readers
+(the ``files`` extra) and names every file it cannot read."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What a LangChain or LlamaIndex developer hits in the first hour (issue #23): each trap gave a
-wrong result or lost work without an error; each test here failed on the code before the fix.
+"""What a LangChain or LlamaIndex developer hits in the first hour: each trap gave a wrong result
+or lost work without an error; each test here failed on the code before the fix.
 
 1 NumPy metadata, 2 LlamaIndex hidden keys and templates, 3 save over another store, 4 the
 embedder's identity, 5 loader documents named by their source, 6 empty and repeated documents,

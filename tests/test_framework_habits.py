@@ -1,7 +1,6 @@
-"""The frameworks' habits (issue #15): the user's metadata comes back untouched, each
-ecosystem's argument names are honoured or refused loudly, metadata filters hold across the
-whole walk, memory happens in chat engines, tool loops and concurrent calls, and id-less
-documents do not duplicate."""
+"""The frameworks' habits: the user's metadata comes back untouched, each ecosystem's argument
+names are honoured or refused loudly, metadata filters hold across the whole walk, memory happens
+in chat engines, tool loops and concurrent calls, and id-less documents do not duplicate."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Issue 33 item 9: the library never adds a handler to the root logger (the one-time ONNX
-export's quantization called ``logging.basicConfig`` through onnxruntime, after which an app's
-own ``basicConfig`` did nothing), and third-party DEBUG lines stay quiet by default (bm25s set
-its logger to DEBUG and printed "Building index from tokens" on each first query). Each test
-runs in a fresh interpreter and failed on the code before the change."""
+"""The library never adds a handler to the root logger (the one-time ONNX export's quantization
+called ``logging.basicConfig`` through onnxruntime, after which an app's own ``basicConfig`` did
+nothing), and third-party DEBUG lines stay quiet by default (bm25s set its logger to DEBUG and
+printed "Building index from tokens" on each first query). Each test runs in a fresh interpreter
+and failed on the code before the change."""
 
 from __future__ import annotations
 

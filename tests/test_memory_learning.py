@@ -1,5 +1,5 @@
-"""What memory learns (issue 12): teach from known answers, rank what memory vouches for, never
-penalise without a judge, stay bounded as memory saturates. Hash embedder, offline, seconds."""
+"""What memory learns: teach from known answers, rank what memory vouches for, never penalise
+without a judge, stay bounded as memory saturates. Hash embedder, offline, seconds."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Memory users can count on (issue 21): what is taught comes back, edits keep memory, the
-answer's citations teach. Hash embedder (and the real HotpotQA sample), offline, seconds."""
+"""Memory users can count on: what is taught comes back, edits keep memory, the answer's citations
+teach. Hash embedder (and the real HotpotQA sample), offline, seconds."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Issue 33 item 8: metadata is converted the same way, or refused with the same typed error,
-on every path in (the engine's insert, LangChain documents through a text splitter, LlamaIndex
-nodes from a ``SentenceSplitter``, ``from_texts``, the MCP tool); list-valued metadata is
-filterable with ``$in`` / ``$contains`` / ``$all`` and LlamaIndex's ``IN`` / ``CONTAINS`` /
-``ANY`` / ``ALL``, on the embedded store and PostgreSQL. Each test failed on the code before
-the change."""
+"""Metadata is converted the same way, or refused with the same typed error, on every path in (the
+engine's insert, LangChain documents through a text splitter, LlamaIndex nodes from a
+``SentenceSplitter``, ``from_texts``, the MCP tool); list-valued metadata is filterable with
+``$in`` / ``$contains`` / ``$all`` and LlamaIndex's ``IN`` / ``CONTAINS`` / ``ANY`` / ``ALL``, on
+the embedded store and PostgreSQL. Each test failed on the code before the change."""
 
 from __future__ import annotations
 

@@ -11,12 +11,11 @@ built by the zero-token extractor of that time, so the replay builds them with i
 (``benchmarks/legacy_extractor.py``): the navigation prompts list the graph's entity names, and the
 recorded replies answer those prompts. It was also made before the first-pass prior existed,
 so the replay runs with ``prior={"enabled": False}`` (the paper's cosine-only first pass): together they
-give the model's prompts back byte for byte. When chunk ids came to hash their own text
-(issue 21) the answer and filter prompts, which show chunk ids, changed: their 4 replies were
+give the model's prompts back byte for byte. When chunk ids came to hash their own text the answer and filter prompts, which show chunk ids, changed: their 4 replies were
 recorded again from the same model on the same protocol, every other reply replayed as it
 was (the replies no prompt asks for any more were dropped). When the filter came to be shown
 every chunk the answer was written from, the returned first-pass fill included, and an
-abstaining answer ("I do not know.") came to write nothing (issue 33), the one changed filter
+abstaining answer ("I do not know.") came to write nothing, the one changed filter
 prompt and the walk after it (2 replies) were recorded again the same way."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The repeat of an answered question is served by memory, whether or not the model's answer
-cites a chunk (issue 33 item 10): ``retrieve(q, llm=model)``, ``answer``, ``memorize(trace,
-answer=ans.text, llm=model)``, then the same question again: no traversal token, replay.
+"""The repeat of an answered question is served by memory, whether or not the model's answer cites
+a chunk: ``retrieve(q, llm=model)``, ``answer``, ``memorize(trace, answer=ans.text, llm=model)``,
+then the same question again: no traversal token, replay.
 
 Two checks. The logic, on the deterministic HashEmbedder with a scripted model that walks,
 answers without a citation and cannot judge (every filter reply unusable): the answer's words

@@ -1,11 +1,11 @@
-"""Issue 34 item 1: a save is durable from the first one. A real ``kill -9`` lands at every step
-of a first save (``save(DIR)`` and the folder store's first insert) and of an update save
-(tests/save_kills.py); each folder it leaves loads (the previous save, or none:
-``StoreNotFoundError`` saying the first save did not finish) and takes the next save without
-``overwrite=True``, which leaves no temporary file. What a first save leaves half-made is
-taken over; a store, whole or damaged, and a folder of other files never are. The first-save
-tests failed on the code before the change (kills after the generation was renamed into
-place: ``StoreCorruptError`` on load, ``StoreExistsError`` on the next save)."""
+"""A save is durable from the first one. A real ``kill -9`` lands at every step of a first save
+(``save(DIR)`` and the folder store's first insert) and of an update save (tests/save_kills.py);
+each folder it leaves loads (the previous save, or none: ``StoreNotFoundError`` saying the first
+save did not finish) and takes the next save without ``overwrite=True``, which leaves no temporary
+file. What a first save leaves half-made is taken over; a store, whole or damaged, and a folder of
+other files never are. The first-save tests failed on the code before the change (kills after the
+generation was renamed into place: ``StoreCorruptError`` on load, ``StoreExistsError`` on the next
+save)."""
 
 from __future__ import annotations
 

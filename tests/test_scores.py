@@ -1,9 +1,8 @@
-"""Scores with a meaning (issue 33 item 5): the score a framework sees is a relevance in
-[0, 1] on which one cutoff (``RECOMMENDED_MIN_SCORE``) tells an on-topic passage from an
-off-topic one, whatever the question and the corpus; ``min_score`` abstains, and an
-abstained retrieval writes no memory. With the packaged embedder (``embeddings=None``), the
-frameworks' own idioms, and margins around the cutoff rather than exact floats (issue 32).
-"""
+"""Scores with a meaning: the score a framework sees is a relevance in [0, 1] on which one cutoff
+(``RECOMMENDED_MIN_SCORE``) tells an on-topic passage from an off-topic one, whatever the question
+and the corpus; ``min_score`` abstains, and an abstained retrieval writes no memory. With the
+packaged embedder (``embeddings=None``), the frameworks' own idioms, and margins around the cutoff
+rather than exact floats."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Snapshot reads on the embedded store (issue 26): a retrieve reads one version of the graph
-while inserts, updates, deletes and memory writes go on, and never waits for them. The same
-guarantee for every store with snapshots is in the store contract (its ``snapshot`` case,
+"""Snapshot reads on the embedded store: a retrieve reads one version of the graph while inserts,
+updates, deletes and memory writes go on, and never waits for them. The same guarantee for every
+store with snapshots is in the store contract (its ``snapshot`` case,
 ``stores/contract_optional.py``)."""
 
 from __future__ import annotations

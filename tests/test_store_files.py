@@ -1,6 +1,6 @@
-"""A store directory read as an attacker could have written it: a load reads only regular
-files inside the store's own generation folder (issue 26); a save that cannot write says so
-with a typed error and keeps the last good generation."""
+"""A store directory read as an attacker could have written it: a load reads only regular files
+inside the store's own generation folder; a save that cannot write says so with a typed error and
+keeps the last good generation."""
 
 from __future__ import annotations
 

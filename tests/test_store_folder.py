@@ -1,8 +1,8 @@
-"""Issue 33 item 4: ``store="DIR"`` is the store in that folder, as Chroma's
-``persist_directory`` is: made when missing, written as documents and memory change (once per
-call, only when something changed: counted, not timed), and a folder that holds nothing is
-never taken for an empty knowledge base. ``~`` is expanded in ``store=``, ``load``, ``save`` and
-the command line's ``--store``. Each test failed on the code before the change."""
+"""``store="DIR"`` is the store in that folder, as Chroma's ``persist_directory`` is: made when
+missing, written as documents and memory change (once per call, only when something changed:
+counted, not timed), and a folder that holds nothing is never taken for an empty knowledge base.
+``~`` is expanded in ``store=``, ``load``, ``save`` and the command line's ``--store``. Each test
+failed on the code before the change."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every error a caller can cause is a typed ``ReMindError`` that says what to do, and loose
-types are refused, not coerced (issue 26); an LLM timeout ends cleanly."""
+"""Every error a caller can cause is a typed ``ReMindError`` that says what to do, and loose types
+are refused, not coerced; an LLM timeout ends cleanly."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Every caller-caused error is a ``ReMindError`` that says what to do (issue 34, items 4-6):
-a wrong type given to a public method or constructor, a filter that could never match, a
-filter or request nested too deep. A call that would write writes nothing."""
+"""Every caller-caused error is a ``ReMindError`` that says what to do: a wrong type given to a
+public method or constructor, a filter that could never match, a filter or request nested too deep.
+A call that would write writes nothing."""
 
 from __future__ import annotations
 
