@@ -180,6 +180,8 @@ def test_a_tilde_is_the_home_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert not Path("~").exists()  # no folder named "~" in the working directory
     eng.save("~/copy")
     assert ReMindRAG.load("~/copy", embeddings=HashEmbedder()).store.document_ids() == ["a"]
+    eng.export_memory("~/memory.json")  # memory files too
+    assert (tmp_path / "memory.json").exists() and eng.import_memory("~/memory.json") >= 0
 
 
 def test_the_command_line_and_an_mcp_config_expand_a_tilde(

@@ -69,7 +69,7 @@ def export_file(store: GraphStore, path: str | os.PathLike[str]) -> int:
     a file in a folder that does not exist, is an :class:`InvalidArgumentError`; a write that
     fails otherwise (a full disk, no permission) a :class:`StoreError`. Nothing is left
     behind either way."""
-    target = Path(path)
+    target = Path(path).expanduser()  # "~/memory.json" as the store's "~/kb" is
     if target.is_dir():
         raise InvalidArgumentError(
             f"{path} is a folder: export_memory writes one file; give a file path, e.g. "
@@ -83,7 +83,7 @@ def export_file(store: GraphStore, path: str | os.PathLike[str]) -> int:
     vectors = store.export_memory()
     doc: dict[str, Any] = {"format": MEMORY_FORMAT, "namespace": store.namespace}
     doc.update(dim=store.dim, vectors=vectors)
-    tmp = Path(f"{path}.tmp{os.getpid()}")
+    tmp = Path(f"{target}.tmp{os.getpid()}")
     try:
         tmp.write_text(json.dumps(doc), encoding="utf-8")
         os.replace(tmp, target)
@@ -101,7 +101,7 @@ def read_export(path: str | os.PathLike[str]) -> dict[str, list[float]]:
     """The vectors of a memory export; anything else raises :class:`InvalidArgumentError`
     (a vector of the wrong shape or norm is refused by the store)."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         raise InvalidArgumentError(f"cannot read a memory export from {path}: {exc}") from None
     vectors = doc.get("vectors") if isinstance(doc, dict) else None
