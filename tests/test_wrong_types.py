@@ -500,3 +500,25 @@ def test_http_answers_a_deep_body_with_a_400() -> None:
     assert status == 400 and json.loads(body)["id"] == "r-2" and seen == []
     ordinary = _request(40)
     assert asyncio.run(post(ordinary)) == (200, b"{}") and seen == [ordinary]
+
+
+@pytest.mark.parametrize("hook", ["ReMindMemoryCallback", "ReMindMemoryEventHandler"])
+@pytest.mark.parametrize("given", [5, None, "retriever", ReMindRAG])
+def test_a_memory_hook_without_a_retriever_says_how_to_build_one(hook: str, given: Any) -> None:
+    """A hook built on something that is not a retriever failed at the first answer, inside
+    the user's chain, where a hook only logs; it is refused when built."""
+    import remindrag_integrations as top
+
+    with pytest.raises(ConfigError, match=r"memory_callback\(\).*memory_event_handler\(\)"):
+        getattr(top, hook)(given)
+
+
+def test_the_llamaindex_hook_refuses_an_unknown_argument() -> None:
+    from remindrag_integrations import ReMindMemoryEventHandler
+
+    r = ReMindRetriever.from_texts(["Alice lives in Paris."], embeddings=HashEmbedder())
+    with pytest.raises(ConfigError, match="unknown argument.*retirever"):
+        ReMindMemoryEventHandler(retirever=r)
+    with pytest.raises(ConfigError, match="needs the ReMindRetriever"):
+        ReMindMemoryEventHandler()
+    assert ReMindMemoryEventHandler(retriever=r).retriever is r

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ..core.errors import UnknownTraceError
+from ..core.errors import ConfigError, UnknownTraceError
 from ..core.types import MemoryWrite
 from .results import own_metadata
 
@@ -42,7 +42,16 @@ class Memorizing(Protocol):
 class MemoryWriter:
     """Memorizes traces of one retriever, each at most once, recording writes and errors."""
 
-    def __init__(self, retriever: Memorizing) -> None:
+    def __init__(self, retriever: Memorizing, hook: str = "a memory hook") -> None:
+        engine = getattr(retriever, "engine", None)
+        if not callable(getattr(retriever, "memorize", None)) or not callable(
+            getattr(engine, "trace", None)
+        ):
+            raise ConfigError(
+                f"{hook} needs the ReMindRetriever whose retrievals it memorizes, got "
+                f"{type(retriever).__name__}: build it with retriever.memory_callback() "
+                "(LangChain) or retriever.memory_event_handler() (LlamaIndex)"
+            )
         self.retriever = retriever
         self.writes: list[MemoryWrite] = []
         self.errors: list[BaseException] = []

@@ -82,7 +82,7 @@ class ReMindMemoryCallback(BaseCallbackHandler):
     """
 
     def __init__(self, retriever: Memorizing) -> None:
-        self._writer = MemoryWriter(retriever)
+        self._writer = MemoryWriter(retriever, "ReMindMemoryCallback")
         self._lock = threading.Lock()
         self._parent: dict[UUID, UUID | None] = {}
         self._outside: set[UUID] = set()  # runs whose parent this callback was not shown

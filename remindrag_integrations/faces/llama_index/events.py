@@ -22,6 +22,7 @@ from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent
 from pydantic import PrivateAttr
 
+from ...core.errors import ConfigError
 from ...core.types import MemoryWrite
 from ..memory_hooks import Memorizing, MemoryWriter, log, trace_ids
 
@@ -44,8 +45,15 @@ class ReMindMemoryEventHandler(BaseEventHandler):
     def __init__(self, retriever: Memorizing | None = None, **kwargs: Any) -> None:
         if retriever is not None:
             kwargs["retriever"] = retriever
+        unknown = sorted(set(kwargs) - set(type(self).model_fields))
+        if unknown:
+            raise ConfigError(
+                f"ReMindMemoryEventHandler got unknown argument(s) {', '.join(unknown)}: it "
+                "takes retriever= (or use retriever.memory_event_handler())"
+            )
+        writer = MemoryWriter(kwargs.get("retriever"), "ReMindMemoryEventHandler")
         super().__init__(**kwargs)
-        self._writer = MemoryWriter(self.retriever)
+        self._writer = writer
 
     @classmethod
     def class_name(cls) -> str:
