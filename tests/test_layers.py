@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -202,3 +203,39 @@ def test_the_store_protocols_have_one_door() -> None:
     with pytest.warns(ReMindDeprecationWarning, match="core.store"):
         from remindrag_integrations.core.protocols import GraphStore
     assert GraphStore is store.GraphStore
+
+
+def test_a_query_from_the_users_door_enters_each_face_once_going_down() -> None:
+    """From ``invoke`` / ``retrieve`` the query goes down the faces' rooms and never climbs
+    back: each face module it calls into is entered once, in room order (the retriever handed a
+    retrieval to ``results.py``, then to the framework's converter, which went back to
+    ``results.py`` for every chunk)."""
+    from remindrag_integrations import ReMindRetriever
+    from remindrag_integrations.testing import HashEmbedder
+
+    package = str(ROOT / "remindrag_integrations") + "/"
+    texts = ["Alice lives in Paris.", "Bob works in Rome.", "Carol met Alice in Paris."]
+    r = ReMindRetriever.from_texts(texts, embeddings=HashEmbedder(), k=2)
+    entered: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        where = frame.f_code.co_filename  # entered from another file (not a call within one)
+        caller = frame.f_back.f_code.co_filename if frame.f_back else ""
+        if event == "call" and where.startswith(package + "faces/") and caller != where:
+            name = where[len(package) :]
+            if not entered or entered[-1] != name:
+                entered.append(name)
+
+    for call in (lambda: r.invoke("Where does Alice live?"), lambda: r.retrieve("Alice?")):
+        entered.clear()
+        sys.setprofile(watch)
+        try:
+            call()
+        finally:
+            sys.setprofile(None)
+        faces = [f for f in entered if f != "faces/retriever.py"]
+        tail = faces[faces.index("faces/last_trace.py", 1) + 1 :]  # after the engine's call
+        assert len(tail) == len(set(tail)) == 2, entered
+        assert tail[0].split("/")[1] in ("langchain", "llama_index") and tail[1] == (
+            "faces/results.py"
+        )
