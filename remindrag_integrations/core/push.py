@@ -90,9 +90,9 @@ def _grow(a: np.ndarray, n: int) -> np.ndarray:
 
 def push(links: Links, restart: Mapping[str, float], cfg: PriorConfig) -> dict[str, float]:
     """PageRank mass of the nodes the push reached from ``restart`` (normalised to 1; nodes
-    ``links`` has no row for left out: a :class:`Local` makes them rows). A row counts as read the first time its residual
-    passes ``cfg.push_epsilon``, or when an earlier push over the same ``links`` read it
-    (:class:`Local`)."""
+    ``links`` has no row for left out: a :class:`Local` makes them rows). A row counts as
+    read the first time its residual passes ``cfg.push_epsilon``, or when an earlier push
+    over the same ``links`` read it (:class:`Local`)."""
     eps, d, room = cfg.push_epsilon, cfg.damping, cfg.push_max_nodes
     links.see(list(restart))
     residual = restart_vector(links, restart)
