@@ -1,15 +1,21 @@
-"""The prior's forward-push PageRank (core/push.py): it converges to the whole graph's
-personalised PageRank, reads only where mass flows, and stops at its caps."""
+"""The prior's PageRank, written once in core: the forward push (core/push.py) converges to
+the whole graph's personalised PageRank, reads only where mass flows and stops at its caps;
+the push and the power iteration (core/pagerank.py) give the same mass over the embedded
+store's matrix as over the walk's reads of the same graph."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pytest
 
 from remindrag_integrations.core.config import PriorConfig, RetrievalConfig
-from remindrag_integrations.core.push import push, top_anchors
+from remindrag_integrations.core.errors import ReMindDeprecationWarning
+from remindrag_integrations.core.pagerank import Links, pagerank
+from remindrag_integrations.core.prior import spread, spread_local
+from remindrag_integrations.core.push import Local, push, top_anchors
 from remindrag_integrations.core.types import Chunk, Edge, Node
 from remindrag_integrations.core.walk import Walk
 from remindrag_integrations.stores import InMemoryGraphStore
@@ -28,11 +34,17 @@ class CountingReads(InMemoryGraphStore):
         return super().neighbors(node_id)
 
 
-def _graph(n_anchors: int = 60, n_entities: int = 20, hub_mentions: int = 0, seed: int = 0):
+def _graph(
+    n_anchors: int = 60,
+    n_entities: int = 20,
+    hub_mentions: int = 0,
+    seed: int = 0,
+    kind: type[CountingReads] = CountingReads,
+):
     """A random corpus-shaped graph: chunks with anchors in a chain, entities mentioned by
     anchors and related to each other; optionally one hub entity mentioned by many."""
     rng = np.random.default_rng(seed)
-    store = CountingReads()
+    store = kind()
     store.read = []
     chunks, nodes, edges = [], [], []
     for j in range(n_entities):
@@ -74,12 +86,23 @@ def _walk(store: InMemoryGraphStore, **prior: Any) -> Walk:
 RESTART = {"e-0001": 0.7, "a-0005": 0.3}
 
 
+def _local_push(walk: Walk, restart: dict[str, float] = RESTART) -> dict[str, float]:
+    """Core's push over the walk's reads."""
+    return push(Local(walk), restart, walk.cfg.prior)
+
+
+def _matrix_push(matrix: Any, **prior: Any) -> dict[str, float]:
+    """Core's push over a whole-graph matrix's rows."""
+    cfg = PriorConfig(**prior)
+    return push(Links.of_matrix(matrix, cfg.max_degree), RESTART, cfg)
+
+
 @pytest.mark.parametrize("hub", [0, 30])
 def test_the_push_converges_to_the_whole_graphs_pagerank(hub: int) -> None:
     store, nodes, edges = _graph(hub_mentions=hub)
     exact = GraphMatrix.build(nodes, edges)
-    x = exact.pagerank(RESTART, 0.8, 200, max_degree=10)
-    got = push(_walk(store, push_epsilon=1e-9, iterations=500, max_degree=10), RESTART)
+    x = pagerank(Links.of_matrix(exact, 10), RESTART, 0.8, 200)
+    got = _local_push(_walk(store, push_epsilon=1e-9, iterations=500, max_degree=10))
     want = {exact.ids[i]: float(v) for i, v in enumerate(x) if v > 0}
     assert set(got) <= set(want)
     for n, v in want.items():
@@ -89,13 +112,10 @@ def test_the_push_converges_to_the_whole_graphs_pagerank(hub: int) -> None:
 
 def test_a_coarser_push_reads_fewer_nodes_and_keeps_the_order_of_the_best() -> None:
     store, nodes, edges = _graph(n_anchors=400, n_entities=150)
-    fine = push(
-        _walk(store, push_epsilon=1e-7, iterations=200, push_max_nodes=5000),
-        RESTART,
-    )
+    fine = _local_push(_walk(store, push_epsilon=1e-7, iterations=200, push_max_nodes=5000))
     fine_reads = len(set(store.read))
     store.read = []
-    coarse = push(_walk(store, push_epsilon=1e-3, push_max_nodes=5000), RESTART)
+    coarse = _local_push(_walk(store, push_epsilon=1e-3, push_max_nodes=5000))
     coarse_reads = len(set(store.read))
     assert coarse_reads < fine_reads / 2
     best = list(top_anchors(fine, 5))[:3]
@@ -104,7 +124,7 @@ def test_a_coarser_push_reads_fewer_nodes_and_keeps_the_order_of_the_best() -> N
 
 def test_the_push_never_reads_more_than_its_cap() -> None:
     store, _, _ = _graph(n_anchors=400, n_entities=150)
-    got = push(_walk(store, push_epsilon=1e-7, push_max_nodes=25), RESTART)
+    got = _local_push(_walk(store, push_epsilon=1e-7, push_max_nodes=25))
     assert 0 < len(set(store.read)) <= 25
     assert got and sum(got.values()) <= 1.0
 
@@ -116,19 +136,44 @@ def test_top_anchors_keeps_the_best_anchors_and_every_entity() -> None:
 
 def test_no_restart_mass_spreads_nothing() -> None:
     store, _, _ = _graph()
-    assert push(_walk(store), {"e-0001": 0.0}) == {}
+    assert _local_push(_walk(store), {"e-0001": 0.0}) == {}
     assert store.read == []
 
 
 @pytest.mark.parametrize(("eps", "cap"), [(3e-4, 300), (1e-3, 20), (1e-6, 5000)])
-def test_the_matrix_push_computes_what_the_store_reads_push_does(eps: float, cap: int) -> None:
+def test_the_push_gives_the_same_mass_over_the_matrix_and_over_the_reads(
+    eps: float, cap: int
+) -> None:
     store, nodes, edges = _graph(n_anchors=300, n_entities=100, hub_mentions=40)
     walk = _walk(store, push_epsilon=eps, push_max_nodes=cap, max_degree=30)
-    by_reads = push(walk, RESTART)
-    by_rows = GraphMatrix.build(nodes, edges).push(RESTART, 0.8, eps, 20, 30, cap)
+    by_reads = _local_push(walk)
+    by_rows = _matrix_push(
+        store.graph_matrix(), push_epsilon=eps, push_max_nodes=cap, max_degree=30
+    )
     assert set(by_rows) == set(by_reads)
     for n, v in by_reads.items():
         assert by_rows[n] == pytest.approx(v, rel=1e-9, abs=1e-12), n
+
+
+@pytest.mark.parametrize("hub", [0, 30])
+def test_the_power_iteration_gives_the_same_mass_over_the_matrix_and_over_the_reads(
+    hub: int,
+) -> None:
+    store, nodes, edges = _graph(n_anchors=80, n_entities=30, hub_mentions=hub)
+    # hops enough for the neighbourhood to hold the whole graph, every edge read
+    walk = _walk(store, push_epsilon=0, hops=8, max_nodes=10_000, max_degree=25)
+    by_reads = spread_local(walk, RESTART)
+    matrix = store.graph_matrix()
+    wide = dataclasses.replace(  # the store's matrix in float64, as the reads are
+        matrix, adjacency=matrix.adjacency.astype(np.float64), degree=matrix.degree.astype(float)
+    )
+    for m, tol in ((wide, 1e-9), (matrix, 1e-6)):  # the store's own: float32
+        x = pagerank(Links.of_matrix(m, 25), RESTART, 0.8, 20)
+        by_rows = {m.ids[i]: float(v) for i, v in enumerate(x) if v > 0}
+        assert set(by_rows) == set(by_reads)
+        for n, v in by_reads.items():
+            assert by_rows[n] == pytest.approx(v, rel=tol, abs=tol * 1e-3), n
+    assert "e-ffff" not in by_reads or hub
 
 
 def test_a_load_builds_what_the_first_query_needs(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -136,5 +181,32 @@ def test_a_load_builds_what_the_first_query_needs(tmp_path) -> None:  # type: ig
     store.save(tmp_path / "s")
     loaded = InMemoryGraphStore.load(tmp_path / "s")
     assert {"lexical", "matrix"} <= set(loaded._first_pass)  # the BM25 index, the matrix
-    got = loaded.graph_matrix().push(RESTART, 0.8, 3e-4, 20, 500, 300)
-    assert got == store.graph_matrix().push(RESTART, 0.8, 3e-4, 20, 500, 300)
+    got = _matrix_push(loaded.graph_matrix(), max_degree=500)
+    assert got == _matrix_push(store.graph_matrix(), max_degree=500)
+
+
+class OldMatrix:
+    """What a store written for the previous release gave: the PageRank as its own methods,
+    without the matrix's data."""
+
+    def __init__(self, ids: list[str], anchors: np.ndarray) -> None:
+        self.ids, self.anchors = ids, anchors
+
+    def pagerank(self, *args: Any) -> np.ndarray:
+        raise AssertionError("core runs the PageRank")
+
+    push = pagerank
+
+
+class OldMatrixStore(CountingReads):
+    def graph_matrix(self) -> Any:
+        m = super().graph_matrix()
+        return OldMatrix(m.ids, m.anchors)
+
+
+def test_a_matrix_without_its_data_warns_and_the_prior_spreads_over_the_reads() -> None:
+    store, _, _ = _graph(kind=OldMatrixStore)
+    with pytest.warns(ReMindDeprecationWarning, match=r"OldMatrixStore\.graph_matrix\(\)"):
+        got = spread(_walk(store), RESTART)
+    assert store.read  # the walk's reads
+    assert got == top_anchors(_local_push(_walk(store)), 50)

@@ -22,11 +22,12 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from . import push
+from . import pagerank, push
 from .config import RetrievalConfig
+from .errors import warn_deprecated
 from .extract_rules import question_links
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
-from .store import LexicalStore, MatrixStore
+from .store import GraphMatrixView, LexicalStore, MatrixStore
 from .walk import Prior, Walk
 
 # words that make no name on their own (a span of only these is never looked up)
@@ -130,33 +131,24 @@ def spread(
     walk: Walk, restart: dict[str, float], seen: push.Local | None = None
 ) -> dict[str, float]:
     """Personalised PageRank from ``restart``: the forward push of :mod:`.push` (the best
-    ``prior.candidates`` anchors and the entities it reaches; on every store, its reads
-    slices of the whole-graph matrix when the store keeps one) unless ``prior.push_epsilon``
-    is 0; then the power iteration, over the store's whole graph when
-    it keeps one as a matrix (the embedded store; not under a metadata filter), else over the
-    local :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it
-    reaches."""
+    ``prior.candidates`` anchors and the entities it reaches) unless ``prior.push_epsilon``
+    is 0, then the power iteration of :mod:`.pagerank`. Either runs over the store's
+    whole-graph matrix when it keeps one (the embedded store; not under a metadata filter),
+    else over the walk's reads: the push reads as it goes (``seen``: what earlier pushes of
+    the same query read, the feedback rounds'), the power iteration reads the local
+    :func:`neighbourhood`. The mass of the anchors (and, locally, the entities) it reaches."""
     cfg = walk.cfg.prior
-    store = walk.store  # its whole-graph matrix, unless a metadata filter narrows the graph
-    matrix = (
-        store.graph_matrix() if isinstance(store, MatrixStore) and walk.filter is None else None
-    )
+    matrix = whole_graph(walk)
     if cfg.push_epsilon > 0:
-        if matrix is None:
-            mass = push.push(walk, restart, seen)
-        else:  # the same push, its reads slices of the embedded store's matrix
-            mass = matrix.push(
-                restart,
-                cfg.damping,
-                cfg.push_epsilon,
-                cfg.iterations,
-                cfg.max_degree,
-                cfg.push_max_nodes,
-            )
+        if matrix is not None:  # a read: a slice of the matrix's rows
+            mass = push.push(pagerank.Links.of_matrix(matrix, cfg.max_degree), restart, cfg)
+        else:
+            mass = push.push(seen if seen is not None else push.Local(walk), restart, cfg)
         return push.top_anchors(mass, cfg.candidates)
     if matrix is None:
         return spread_local(walk, restart)
-    x = matrix.pagerank(restart, cfg.damping, cfg.iterations, cfg.max_degree)
+    links = pagerank.Links.of_matrix(matrix, cfg.max_degree)
+    x = pagerank.pagerank(links, restart, cfg.damping, cfg.iterations)
     mass = x[matrix.anchors]
     n = min(cfg.candidates, int((mass > 0).sum()))
     if n == 0:
@@ -165,38 +157,47 @@ def spread(
     return {matrix.ids[matrix.anchors[i]]: float(mass[i]) for i in top}
 
 
+def whole_graph(walk: Walk) -> GraphMatrixView | None:
+    """The store's whole-graph matrix (:class:`~.store.MatrixStore`), unless a metadata
+    filter narrows the graph. A matrix without the data (a store written for the previous
+    release, whose matrix ran the PageRank itself) is not used: a deprecation warning, and
+    the walk's reads instead."""
+    store = walk.store
+    if walk.filter is not None or not isinstance(store, MatrixStore):
+        return None
+    matrix = store.graph_matrix()
+    if isinstance(matrix, GraphMatrixView):
+        return matrix
+    warn_deprecated(
+        f"{type(store).__name__}.graph_matrix() giving a {type(matrix).__name__} without the "
+        "matrix's data (its own pagerank() / push())",
+        "give the data core.store.GraphMatrixView lists (ids, pos, adjacency, degree, "
+        "anchors, entities; docs/stores.md): the prior spreads over the store's reads until "
+        "then",
+    )
+    return None
+
+
 def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
     """Personalised PageRank (damping ``prior.damping``, ``prior.iterations`` steps) from
     ``restart`` over its :func:`neighbourhood`; the mass of every node. Edges are those read
     while expanding (mass that reaches the outermost ring, whose edges are not read, leaks)."""
     nodes = neighbourhood(walk, list(restart))
     pos = {n: i for i, n in enumerate(nodes)}
-    src: list[int] = []
-    dst: list[int] = []
+    count: list[int] = []
+    flat: list[int] = []
     for u in nodes:
         edges = walk.cached_neighbors(u) or []
-        if is_entity(u) and len(edges) > walk.cfg.prior.max_degree:
-            continue  # a hub spreads nothing: what reaches it is lost, as it says little
-        at = pos[u]
-        for e in edges:
-            j = pos.get(e.v if u == e.u else e.u)
-            if j is not None:
-                src.append(at)
-                dst.append(j)
-    p = np.zeros(len(nodes))
-    for n, mass in restart.items():
-        p[pos[n]] = mass
-    if p.sum() <= 0:
-        return {}
-    p /= p.sum()
-    if not src:
-        return {n: float(v) for n, v in zip(nodes, p) if v > 0}
-    s, d = np.asarray(src), np.asarray(dst)
-    out_deg = np.bincount(s, minlength=len(nodes)).astype(np.float64)
-    x, damping = p.copy(), walk.cfg.prior.damping
-    for _ in range(walk.cfg.prior.iterations):
-        flow = np.bincount(d, weights=x[s] / out_deg[s], minlength=len(nodes))
-        x = (1.0 - damping) * p + damping * flow
+        before = len(flat)
+        if not is_entity(u) or len(edges) <= walk.cfg.prior.max_degree:  # a hub spreads nothing:
+            for e in edges:  # what reaches it is lost, as it says little
+                j = pos.get(e.v if u == e.u else e.u)
+                if j is not None:
+                    flat.append(j)
+        count.append(len(flat) - before)
+    cfg = walk.cfg.prior
+    links = pagerank.Links.of_rows(nodes, pos, count, flat)
+    x = pagerank.pagerank(links, restart, cfg.damping, cfg.iterations)
     return {n: float(v) for n, v in zip(nodes, x) if v > 0}
 
 
@@ -285,7 +286,7 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     first = {c: dense[c] + cfg.prior.lexical_weight * lex.get(c, 0.0) for c in dense}
     ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
-    seen = push.Local()  # what the push read, for the feedback rounds
+    seen = push.Local(walk)  # what the push read, for the feedback rounds
     prior = _fuse(walk, dense, lex, restart, seen)
     if cfg.prior.feedback <= 0 or cfg.prior.graph_weight <= 0:
         return prior

@@ -5,46 +5,53 @@ exceeds ``prior.push_epsilon`` × its degree: it keeps ``1 - damping`` of it as 
 mass and hands ``damping`` of it, in equal shares, to its neighbours' residuals. What is left
 when no node qualifies (or after ``prior.iterations`` rounds) is below the threshold
 everywhere. This converges to the same fixed point as the power iteration over the whole
-graph (``x = (1 - d) p + d A D⁻¹ x``), but reads the edges only where mass still flows: the
-nodes a round would push whose edges are not read yet are read in one store call (one round
-trip on PostgreSQL), at most ``prior.push_max_nodes`` nodes in all (the largest residuals
-first), so a query reads a few thousand edge rows whatever the graph's size, and both stores
-compute the same numbers from the same reads.
+graph (``x = (1 - d) p + d A D⁻¹ x``, :func:`.pagerank.pagerank`), but reads the edges only
+where mass still flows: the nodes a round would push whose edges are not read yet are read
+at once, at most ``prior.push_max_nodes`` nodes in all (the largest residuals first).
 
-The spread's graph is the one the whole-graph matrix holds: entities and anchors and the
-corpus's edges between them (no chunk ends, no learned edges); an entity with more than
-``prior.max_degree`` such edges (a hub) keeps what reaches it and spreads nothing, and a
-node a metadata filter shuts out takes no mass.
+One push, over the rows of :class:`.pagerank.Links`: a store's whole-graph matrix (the
+embedded store: a read is a slice of its rows) or :class:`Local`, the graph as the walk reads
+it (one store call a round, one round trip on PostgreSQL), so a query reads a few thousand
+edge rows whatever the graph's size, and both compute the same numbers from the same reads.
+The spread's graph is the one the whole-graph matrix holds (see :mod:`.pagerank`); a node a
+metadata filter shuts out takes no mass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .config import PriorConfig
 from .ids import is_anchor, is_chunk, is_entity
+from .pagerank import Links, restart_vector
 from .store import SpreadStore
 from .walk import Walk
 
+_NONE = np.zeros(0, np.int64)
 
-class Local:
-    """The part of the graph the push has seen: node positions by first sight, and for each
-    node whose edges are read its neighbours in the spread as a slice of one flat array."""
 
-    def __init__(self) -> None:
-        self.pos: dict[str, int] = {}
-        self.flat = np.zeros(0, np.int64)
-        self.start = np.zeros(0, np.int64)  # -1 until a node's edges are read
-        self.count = np.zeros(0, np.int64)
-        self.shut = np.zeros(0, bool)  # shut out by the metadata filter
+class Local(Links):
+    """The part of the graph the walk has read for the push: rows by first sight, each read
+    row's neighbours in the spread a slice of one flat array (a hub's: none). It grows as the
+    push reads and keeps what it read for the next push of the same query (the feedback
+    rounds')."""
 
-    def see(self, nodes: list[str]) -> None:
-        """Give ``nodes`` positions (their edges not read yet)."""
+    ids: list[str]
+    pos: dict[str, int]
+
+    def __init__(self, walk: Walk) -> None:
+        super().__init__([], {}, _NONE, _NONE, _NONE, _NONE)
+        self.walk = walk
+
+    def see(self, nodes: Sequence[str]) -> None:
         self.add({}, [], nodes)
 
-    def ids(self) -> list[str]:
-        return list(self.pos)
+    def fetch(self, rows: np.ndarray) -> None:
+        """Read the edges of ``rows`` in one store call."""
+        ids = self.ids
+        self.add(*_read(self.walk, [ids[i] for i in rows], self.walk.cfg.prior.max_degree))
 
     def add(self, links: dict[str, list[str]], shut: list[str], nodes: Sequence[str] = ()) -> None:
         """Record the neighbours of newly read nodes, the nodes shut out (read, no
@@ -58,58 +65,74 @@ class Local:
         for u, others in links.items():
             rows.append((at(u, len(pos)), len(flat), len(others)))
             flat += [at(w, len(pos)) for w in others]
+        self.ids += list(pos)[len(self.ids) :]
         grow = len(pos) - len(self.start)
-        self.start = np.pad(self.start, (0, grow), constant_values=-1)
-        self.count, self.shut = np.pad(self.count, (0, grow)), np.pad(self.shut, (0, grow))
+        self.start, self.end = _grow(self.start, grow), _grow(self.end, grow)
+        self.spread, self.read = _grow(self.spread, grow), _grow(self.read, grow)
+        if self.shut is not None:
+            self.shut = _grow(self.shut, grow)
+        elif shut:
+            self.shut = np.zeros(len(pos), bool)
         base = len(self.flat)
         for i, first, n in rows:
-            self.start[i], self.count[i] = base + first, n
+            self.start[i], self.end[i] = base + first, base + first + n
+            self.spread[i] = n
+            self.read[i] = True
         for u in shut:
-            self.start[pos[u]] = base
-            self.shut[pos[u]] = True
+            self.read[pos[u]] = self.shut[pos[u]] = True  # type: ignore[index]
         self.flat = np.concatenate([self.flat, np.asarray(flat, np.int64)])
 
 
-def push(walk: Walk, restart: dict[str, float], seen: Local | None = None) -> dict[str, float]:
-    """PageRank mass of the nodes the push reached from ``restart`` (normalised to 1);
-    ``seen`` keeps what earlier pushes of the same query read (the feedback round's)."""
-    cfg = walk.cfg
-    eps, d, room = cfg.prior.push_epsilon, cfg.prior.damping, cfg.prior.push_max_nodes
-    total = sum(v for v in restart.values() if v > 0)
-    if total <= 0:
+def _grow(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` with ``n`` zeros (False) more."""
+    return np.concatenate([a, np.zeros(n, a.dtype)]) if n else a
+
+
+def push(links: Links, restart: Mapping[str, float], cfg: PriorConfig) -> dict[str, float]:
+    """PageRank mass of the nodes the push reached from ``restart`` (normalised to 1; nodes
+    ``links`` has no row for left out: a :class:`Local` makes them rows). A row counts as
+    read the first time its residual passes ``cfg.push_epsilon``, or when an earlier push
+    over the same ``links`` read it (:class:`Local`)."""
+    eps, d, room = cfg.push_epsilon, cfg.damping, cfg.push_max_nodes
+    links.see(list(restart))
+    residual = restart_vector(links, restart)
+    reached = residual > 0
+    touched = np.flatnonzero(reached)  # the rows mass reached: each round looks at these only
+    if not len(touched):
         return {}
-    g = seen if seen is not None else Local()
-    g.see(list(restart))
-    residual = np.zeros(len(g.pos))
-    for n, v in restart.items():
-        residual[g.pos[n]] = max(v, 0.0) / total
     mass = np.zeros(len(residual))
-    for _ in range(cfg.prior.iterations):
-        new = np.flatnonzero((residual > eps) & (g.start < 0))
+    for _ in range(cfg.iterations):
+        new = touched[(residual[touched] > eps) & ~links.read[touched]]
         if len(new) and room > 0:
             new = new[np.lexsort((new, -residual[new]))][:room]  # largest residual first
             room -= len(new)
-            ids = g.ids()
-            g.add(*_read(walk, [ids[i] for i in new], cfg.prior.max_degree))
-            grow = len(g.start) - len(residual)
-            residual, mass = np.pad(residual, (0, grow)), np.pad(mass, (0, grow))
-        due = np.flatnonzero((residual > eps * np.maximum(g.count, 1)) & (g.start >= 0) & ~g.shut)
+            links.fetch(new)
+            grow = len(links.ids) - len(residual)  # a local read meets new nodes
+            residual, mass, reached = _grow(residual, grow), _grow(mass, grow), _grow(reached, grow)
+        due = touched[links.read[touched]]
+        if links.shut is not None:  # a metadata filter shut some out
+            due = due[~links.shut[due]]
+        spreads = links.spread[due]
+        over = residual[due] > eps * np.maximum(spreads, 1)
+        due, spreads = due[over], spreads[over]
         if not len(due):
             break
         r = residual[due]
         residual[due] = 0.0
         mass[due] += (1.0 - d) * r
-        count = g.count[due]
-        spreads = count > 0
-        due, r, count = due[spreads], r[spreads], count[spreads]
+        keep = spreads > 0
+        due, r, spreads = due[keep], r[keep], spreads[keep]
         if len(due):
-            # the flat positions of every pushed node's neighbours, in one gather
-            offsets = np.repeat(g.start[due] - np.cumsum(count) + count, count)
-            targets = g.flat[offsets + np.arange(count.sum())]
-            shares = np.repeat(d * r / count, count)
+            count, at = links.entries(due)  # every pushed row's entries, in one gather
+            targets = links.flat[at]
+            shares = np.repeat(d * r / spreads, count)
+            if links.weight is not None:
+                shares = shares * links.weight[at]
             residual += np.bincount(targets, weights=shares, minlength=len(residual))
-    ids = g.ids()
-    return {ids[i]: float(mass[i]) for i in np.flatnonzero(mass > 0)}
+            reached[targets] = True
+            touched = np.flatnonzero(reached)
+    ids = links.ids
+    return {ids[i]: float(mass[i]) for i in touched[mass[touched] > 0]}
 
 
 def _read(walk: Walk, nodes: list[str], max_degree: int) -> tuple[dict[str, list[str]], list[str]]:

@@ -253,12 +253,47 @@ class BatchSearchStore(Protocol):
         ...
 
 
-class GraphMatrixView(Protocol):
-    """The graph of entities and anchors as a matrix, as the prior's PageRank reads it."""
+class SparseMatrix(Protocol):
+    """A square sparse matrix in CSR form, as ``scipy.sparse.csr_array`` / ``csr_matrix``
+    keep one: row ``i``'s entries are in columns ``indices[indptr[i]:indptr[i + 1]]`` with
+    values ``data[indptr[i]:indptr[i + 1]]``; ``matrix @ vector`` multiplies."""
 
     @property
-    def ids(self) -> list[str]:
+    def indptr(self) -> np.ndarray: ...
+
+    @property
+    def indices(self) -> np.ndarray: ...
+
+    @property
+    def data(self) -> np.ndarray: ...
+
+    def __matmul__(self, other: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class GraphMatrixView(Protocol):
+    """The graph of entities and anchors and the corpus's edges between them (no chunks, no
+    learned edges) as a matrix: data only. The prior's PageRank and push run over it in core
+    (``core/pagerank.py``, ``core/push.py``)."""
+
+    @property
+    def ids(self) -> Sequence[str]:
         """Row -> node id."""
+        ...
+
+    @property
+    def pos(self) -> Mapping[str, int]:
+        """Node id -> row."""
+        ...
+
+    @property
+    def adjacency(self) -> SparseMatrix:
+        """Symmetric: one entry per pair of joined rows, its value the edges joining them."""
+        ...
+
+    @property
+    def degree(self) -> np.ndarray:
+        """Edges per row (its entries' values summed)."""
         ...
 
     @property
@@ -266,32 +301,17 @@ class GraphMatrixView(Protocol):
         """The rows that are anchors."""
         ...
 
-    def pagerank(
-        self, restart: dict[str, float], damping: float, iterations: int, max_degree: int
-    ) -> np.ndarray:
-        """Personalised PageRank mass of every row from ``restart``; entities with more than
-        ``max_degree`` edges spread nothing."""
-        ...
-
-    def push(
-        self,
-        restart: dict[str, float],
-        damping: float,
-        epsilon: float,
-        rounds: int,
-        max_degree: int,
-        max_nodes: int,
-    ) -> dict[str, float]:
-        """The prior's forward push (core/push.py) over the matrix's rows: the mass of every
-        node it reached."""
+    @property
+    def entities(self) -> np.ndarray:
+        """True on the rows that are entities."""
         ...
 
 
 @runtime_checkable
 class MatrixStore(Protocol):
     """Keeps the whole graph as a matrix (the embedded store): the prior's PageRank runs over
-    all of it. Without it (or under a metadata filter) it runs over the question's local
-    neighbourhood."""
+    all of it. Without it (or under a metadata filter) it runs over the store's reads of the
+    question's local graph."""
 
     def graph_matrix(self) -> GraphMatrixView: ...
 

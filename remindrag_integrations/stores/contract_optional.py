@@ -4,15 +4,20 @@ reads say."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
+from ..core.config import PriorConfig
 from ..core.errors import UnknownNodeError
 from ..core.frontier import read_neighborhoods
 from ..core.ids import is_chunk
 from ..core.memory.write import update
-from ..core.store import Follow
+from ..core.pagerank import Links, pagerank
+from ..core.push import push
+from ..core.store import Follow, GraphMatrixView
 from .contract_case import StoreUnderTest, cases, raises, write
-from .contract_graph import contract_graph
+from .contract_graph import LINK, contract_graph
 
 
 def lexical_search_ranks_words_filters_and_forgets(s: StoreUnderTest) -> None:
@@ -143,18 +148,41 @@ def search_many_matches_one_search_per_row(s: StoreUnderTest) -> None:
             assert np.allclose([x for _, x in hits], [x for _, x in one], atol=1e-5)
 
 
-def graph_matrix_spreads_over_entities_and_anchors(s: StoreUnderTest) -> None:
-    """graph_matrix() holds the entities and anchors, and PageRank mass flows along edges"""
+def graph_matrix_holds_entities_anchors_and_their_edges(s: StoreUnderTest) -> None:
+    """graph_matrix() gives the data of GraphMatrixView: the entities and anchors and the
+    corpus's edges between them (no chunks, no learned edges); core's PageRank and push over
+    it flow along the edges"""
     store = s.filled()
+    update(
+        store, [LINK.id], [], np.eye(s.dim, dtype=np.float32)[0], [LINK]
+    )  # memory's, not the corpus's
     g = store.graph_matrix()
-    want = {n.id for n in contract_graph(dim=s.dim)["nodes"] if n.kind != "chunk"}
+    assert isinstance(g, GraphMatrixView)
+    graph = contract_graph(dim=s.dim)
+    want = {n.id for n in graph["nodes"] if n.kind != "chunk"}
     assert set(g.ids) == want and len(g.ids) == len(want)
+    assert all(g.pos[n] == i for i, n in enumerate(g.ids)) and len(g.pos) == len(want)
     assert sorted(g.ids[i] for i in g.anchors) == sorted(i for i in want if i.startswith("a-"))
-    x = g.pagerank({"e-1001": 1.0}, 0.85, 20, 100)
+    assert [bool(x) for x in g.entities] == [n.startswith("e-") for n in g.ids]
+    pairs: Counter[tuple[str, str]] = Counter()
+    for e in graph["edges"]:
+        if e.u in want and e.v in want:
+            pairs.update([(e.u, e.v), (e.v, e.u)])
+    a = g.adjacency
+    held: Counter[tuple[str, str]] = Counter()
+    for i, u in enumerate(g.ids):
+        for k in range(a.indptr[i], a.indptr[i + 1]):
+            held[(u, g.ids[a.indices[k]])] += int(a.data[k])
+    assert held == pairs
+    assert np.array_equal(g.degree, [sum(pairs[(u, w)] for w in want) for u in g.ids])
+    assert np.allclose(a @ np.ones(len(g.ids)), g.degree)
+    x = pagerank(Links.of_matrix(g, 100), {"e-1001": 1.0}, 0.85, 20)
     assert x.shape == (len(g.ids),) and abs(float(x.sum()) - 1.0) < 1e-3
     mass = dict(zip(g.ids, x.tolist()))
     assert mass["a-1100"] > 0 and mass["e-1002"] > 0  # e-1001 mentions one, relates to the other
-    assert not np.any(g.pagerank({"e-ffff": 1.0}, 0.85, 20, 100))  # unknown: no mass
+    assert not np.any(pagerank(Links.of_matrix(g, 100), {"e-ffff": 1.0}, 0.85, 20))  # unknown
+    pushed = push(Links.of_matrix(g, 100), {"e-1001": 1.0}, PriorConfig(push_epsilon=1e-6))
+    assert pushed["a-1100"] > 0 and pushed["e-1002"] > 0 and sum(pushed.values()) <= 1.0
 
 
 def settings_round_trip(s: StoreUnderTest) -> None:
@@ -188,7 +216,7 @@ CASES = [
     *cases("spread_links", spread_links_are_the_other_ends_of_corpus_edges),
     *cases("chunks", get_chunks_match_get_chunk),
     *cases("batch_search", search_many_matches_one_search_per_row),
-    *cases("graph_matrix", graph_matrix_spreads_over_entities_and_anchors),
+    *cases("graph_matrix", graph_matrix_holds_entities_anchors_and_their_edges),
     *cases("settings", settings_round_trip),
     *cases("trace_claims", trace_claims_let_one_caller_win),
 ]
