@@ -42,7 +42,7 @@ class Memorizing(Protocol):
 class MemoryWriter:
     """Memorizes traces of one retriever, each at most once, recording writes and errors."""
 
-    def __init__(self, retriever: Memorizing, hook: str = "a memory hook") -> None:
+    def __init__(self, retriever: Memorizing | Any, hook: str = "a memory hook") -> None:
         engine = getattr(retriever, "engine", None)
         if not callable(getattr(retriever, "memorize", None)) or not callable(
             getattr(engine, "trace", None)
