@@ -25,6 +25,7 @@ from . import metrics as M
 from .baselines import BM25Baseline, DenseBaseline, PPRBaseline, graph_edges
 from .data import Dataset
 from .learning import used_citations
+from .peers import PEERS, make_peer
 from .resources import CachedEmbedder, make_llm
 from .summary import paired_differences, summarize
 
@@ -53,8 +54,13 @@ class KnowledgeBase:
     _baselines: dict[str, Any] = field(default_factory=dict)
 
     def baseline(self, name: str) -> Any:
+        """The baseline ``name`` on this base's chunks and embedder, built on first use: ours
+        (``bm25``, ``dense``, ``ppr``) or a framework's (:data:`~.peers.PEERS`)."""
         if name not in self._baselines:
             store = self.engine.store
+            if name in PEERS:
+                self._baselines[name] = make_peer(name, self.chunks, self.engine.embedder)
+                return self._baselines[name]
             self._baselines[name] = {
                 "bm25": lambda: BM25Baseline(self.chunks),
                 "dense": lambda: DenseBaseline(store),
