@@ -40,6 +40,12 @@ def test_per_question_run_scores_every_method(hotpot_ds: Dataset) -> None:
     assert set(ours["latency_ms"]) >= {"seed_search", "replay", "bookkeeping"}
     assert res["indexing"]["graphs"] == 6
     assert set(res["paired"]) == {"remindrag-bm25", "remindrag-dense", "remindrag-ppr"}
+    for m in METHODS:  # CPU time beside the wall clock, which a loaded machine stretches
+        cpu = res["summary"][m]["latency_ms"]["cpu"]
+        assert 0.0 <= cpu["p50"] <= cpu["p95"]
+    from remindrag_integrations.bench.report import to_markdown
+
+    assert to_markdown(res).count(" (CPU ") == len(METHODS)
 
 
 def test_a_baseline_is_timed_without_building_its_index(
