@@ -15,6 +15,7 @@ from remindrag_integrations.bench.cli import main
 from remindrag_integrations.bench.data import Dataset
 from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.bench.runner import Bench
+from remindrag_integrations.core.errors import ReMindError
 from remindrag_integrations.core.types import Chunk
 
 DATA = Path(__file__).parent / "data"
@@ -138,16 +139,22 @@ def test_a_missing_extra_is_named_before_indexing(
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a: None if name.startswith("langchain_graph") else real(name, *a),
-    )
+
+    def find_spec(name: str, *args: object) -> object:
+        if name.startswith("langchain_graph"):
+            return None
+        if name.startswith("llama_index.retrievers"):  # a missing parent package raises
+            raise ModuleNotFoundError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    assert not peers.available("li_fusion") and not peers.available("lc_graph")
     argv = ["run", "--data", str(DATA), "--set", "hotpotqa_train100_sample", "--embedder", "hash"]
     assert main([*argv, "--methods", "bm25,lc_graph"]) == 2
     err = capsys.readouterr().err
     assert "lc_graph" in err and "remindrag-integrations[peers]" in err
-    with pytest.raises(peers.PeerMissing, match=r"\[peers\]"):
+    with pytest.raises(peers.PeerMissing, match=r"\[peers\]") as raised:
         peers.make_peer("lc_graph", [], make_embedder("hash"))
+    assert isinstance(raised.value, ReMindError)
     assert main([*argv, "--methods", "bm25,colbert"]) == 2
     assert "unknown method(s) colbert" in capsys.readouterr().err

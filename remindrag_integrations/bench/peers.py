@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import ReMindError
 from ..core.types import Chunk
 
 PEERS = ("li_fusion", "lc_ensemble", "lc_graph")
@@ -39,14 +40,21 @@ ID_KEY = "chunk_id"
 _WORD = re.compile(r"\w")
 
 
-class PeerMissing(ImportError):
+class PeerMissing(ReMindError, ImportError):
     """A peer's package is not installed (the message says which extra installs it)."""
 
 
-def _need(method: str, modules: Sequence[str]) -> None:
+def _installed(module: str) -> bool:
     import importlib.util
 
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    try:  # a dotted name imports its parents; a missing parent raises
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _need(method: str, modules: Sequence[str]) -> None:
+    missing = [m for m in modules if not _installed(m)]
     if missing:
         raise PeerMissing(f"bench method {method!r} needs {', '.join(missing)}: {PEER_EXTRA}")
 
