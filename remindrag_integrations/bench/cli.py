@@ -1,6 +1,7 @@
 """``remindrag bench ...`` / ``python -m remindrag_integrations.bench ...``.
 
-    run    bm25 / dense / ppr / remindrag side by side on one dataset and setting
+    run    bm25 / dense / ppr / remindrag side by side on one dataset and setting (and the
+           frameworks' own retrievers: li_fusion, lc_ensemble, lc_graph; extra 'peers')
     curve  the learning curve (Same × N turns, Similar / Different variants, alternating)
     teach  ask, teach every question its gold passages (no LLM), ask again (+ --also SET)
     sequence  memorize 100 questions, then 100 sub-questions; re-ask the first 100
@@ -65,7 +66,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _add_run_curve(sub: Any) -> None:
     run = sub.add_parser("run", help="methods side by side")
     _common(run)
-    run.add_argument("--methods", default="bm25,dense,ppr,remindrag")
+    run.add_argument(
+        "--methods",
+        default="bm25,dense,ppr,remindrag",
+        help="comma-separated: bm25, dense, ppr, remindrag, and the frameworks' retrievers "
+        "li_fusion (LlamaIndex QueryFusionRetriever), lc_ensemble (LangChain "
+        "EnsembleRetriever), lc_graph (langchain-graph-retriever; extra 'peers')",
+    )
     run.add_argument(
         "--answers",
         action="store_true",
@@ -282,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     from .data import load_dataset
     from .resources import make_embedder
 
+    if args.command == "run":  # before minutes of indexing
+        bad = _bad_methods(args.methods)
+        if bad:
+            print(f"remindrag bench run: error: {bad}", file=sys.stderr)
+            return 2
     ds = load_dataset(args.set_name, args.data).head(args.limit)
     embedder = make_embedder(args.embedder, args.embed_cache or None)
     if args.command == "real":
@@ -296,6 +308,22 @@ def main(argv: list[str] | None = None) -> int:
     res["embedder_class"] = type(getattr(embedder, "inner", embedder)).__name__
     _write(res, args.out, stem, args.plot, keep_records=not getattr(args, "summary_only", False))
     return 0
+
+
+def _bad_methods(methods: str) -> str:
+    """What is wrong with ``--methods`` ('' when nothing): an unknown name, or a peer whose
+    packages are not installed."""
+    from .peers import PEER_EXTRA, PEERS, available
+
+    names = [m.strip() for m in methods.split(",") if m.strip()]
+    known = ("bm25", "dense", "ppr", "remindrag", *PEERS)
+    unknown = [m for m in names if m not in known]
+    if unknown or not names:
+        return f"unknown method(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(known)}"
+    missing = [m for m in names if m in PEERS and not available(m)]
+    if missing:
+        return f"{', '.join(missing)} need(s) the 'peers' extra: {PEER_EXTRA}"
+    return ""
 
 
 def _experiment(args: argparse.Namespace, ds: Any, embedder: Any) -> tuple[dict[str, Any], str]:

@@ -68,6 +68,8 @@ def retrieval_table(result: dict) -> str:
         calls = _f(x.get("calls_per_query"), 1) if "calls" in x else "0"
         toks = _f(x.get("tokens_per_query"), 0) if "calls" in x else "0"
         lat = _lat(x, "non_llm_total")
+        if "cpu" in x.get("latency_ms", {}):
+            lat += f" (CPU {_lat(x, 'cpu')})"
         evs = f"{_f(x.get('evidence@5'))} | {_f(x.get('evidence@10'))} | " if ev else ""
         oracle = result["llm"] == "oracle"
         vs = "n/a: the oracle knows the gold" if oracle else verdict(result, m) + behind(result, m)

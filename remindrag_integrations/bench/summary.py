@@ -40,6 +40,9 @@ def summarize(records: Sequence[dict]) -> dict[str, Any]:
         lat[key] = {"p50": M.percentile(vals, 50), "p95": M.percentile(vals, 95)}
     non_llm = [sum(r["timings_ms"].values()) for r in records]
     lat["non_llm_total"] = {"p50": M.percentile(non_llm, 50), "p95": M.percentile(non_llm, 95)}
+    cpu = [r["cpu_ms"] for r in records if "cpu_ms" in r]
+    if cpu:  # CPU time of the whole call (a loaded machine stretches wall-clock times)
+        lat["cpu"] = {"p50": M.percentile(cpu, 50), "p95": M.percentile(cpu, 95)}
     out["latency_ms"] = lat
     if any("memorized" in r for r in records):
         out["memorized"] = M.mean([float(r.get("memorized", False)) for r in records])
