@@ -253,6 +253,10 @@ def test_the_command_line_streams_a_jsonl_file_and_says_where_it_stands(tmp_path
     assert "chunks/s; ETA " in progress[1]
     assert "indexed 5 documents, 5 chunks" in out.stdout
     assert sorted(InMemoryGraphStore.load(store).document_ids()) == sorted(r["id"] for r in items)
+    current = (store / "CURRENT").read_text()
+    same = cli("index", str(path), "--store", str(store), cwd=tmp_path)
+    assert "to index: 0 documents (12 unchanged)" in same.stdout
+    assert (store / "CURRENT").read_text() == current  # nothing new: the store not rewritten
     missing = cli("index", str(tmp_path / "nope.jsonl"), "--store", str(store), cwd=tmp_path)
     assert missing.returncode == 2 and "no such file or folder: " in missing.stderr
     assert "Traceback" not in missing.stderr

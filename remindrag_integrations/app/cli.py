@@ -60,7 +60,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         progress=lambda p: print(f"committed {p}", flush=True),
         on_batch=commit,
     )
-    save_engine(engine, args, save=report.documents == 0)  # else saved with its last batch
+    # saved with each batch that wrote something; a new store that got nothing is saved now,
+    # a store whose documents were all unchanged is not rewritten
+    save_engine(engine, args, save=not report.documents and not _saved(args))
     c = report.costs
     print(
         f"indexed {report.documents} documents, {report.chunks} chunks: "
@@ -74,6 +76,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     )
     print(f"store: {args.store}")
     return 0
+
+
+def _saved(args: argparse.Namespace) -> bool:
+    """True when ``--store`` is a DSN or a folder that holds a saved store."""
+    from ..stores import InMemoryGraphStore, is_postgres_dsn
+
+    return is_postgres_dsn(args.store) or InMemoryGraphStore.exists(args.store)
 
 
 def _estimate(engine: Any, found: Sources, size: int) -> tuple[dict[str, int], int]:
