@@ -40,7 +40,7 @@ PG_CLI = {
     "external:2": None,
 }
 FOLDER_API = {"mid-batch:3": 20, "save:2:current": 10}
-PG_API = {"commit:2": 10}
+PG_API = {"mid-batch:3": 20, "commit:2": 10}
 
 
 def _kill_runs(where: Path, how: str, store: str, points: dict[str, int | None]) -> dict:
