@@ -30,10 +30,12 @@ from .core.errors import (
     StoreError,
 )
 from .core.errors import warn_deprecated as _warn_deprecated
+from .core.jsonl import JsonlDocuments
 from .core.memory.teach import TeachPair, TeachReport, TeachResult
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM, Completion, Embedder
 from .core.store import GraphStore
+from .core.stream import StreamProgress
 from .core.types import (
     Answer,
     Chunk,
@@ -96,6 +98,7 @@ __all__ = [
     "IndexReport",
     "InvalidDocumentError",
     "InvalidQueryError",
+    "JsonlDocuments",
     "LLMError",
     "MemoryConfig",
     "MemoryStats",
@@ -114,6 +117,7 @@ __all__ = [
     "RetrievalConfig",
     "RetrievedChunk",
     "StoreError",
+    "StreamProgress",
     "TeachPair",
     "TeachReport",
     "TeachResult",

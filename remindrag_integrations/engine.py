@@ -257,12 +257,15 @@ class ReMindRAG(Engine):
         if changed and self.directory is not None:
             self.save(self.directory)
 
-    def insert(self, documents: Any, *, progress: Any = None, on_batch: Any = None) -> IndexReport:
+    def _insert(
+        self, documents: Any, progress: Any, on_batch: Any, size: int | None
+    ) -> IndexReport:
+        # insert, and each batch of insert_stream: saved once, when it wrote something
         if self.directory is None:
-            return super().insert(documents, progress=progress, on_batch=on_batch)
+            return super()._insert(documents, progress, on_batch, size)
         done = _Committed(on_batch)
         try:
-            return super().insert(documents, progress=progress, on_batch=done)
+            return super()._insert(documents, progress, done, size)
         finally:  # an interrupted insert keeps (and saves) the batches it finished
             self._save_if(done.any)
 

@@ -19,33 +19,50 @@ from ..core.config import RECOMMENDED_MIN_SCORE
 from ..core.errors import ReMindError
 from . import parser
 from .display import describe_path, progress_bar
-from .documents import read_files
+from .documents import Sources, scan
 from .session import open_engine, save_engine
 from .specs import CLIError
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    found = read_files(args.paths)
-    docs = found.documents
-    if found.skipped:
-        print(f"cannot read {len(found.skipped)} file(s), skipped:")
-        for name, why in found.skipped.items():
-            print(f"  {name}: {why}")
-    if not docs:
+    found = scan(args.paths)
+    if not found.files:
+        _print_skipped(found.skipped)
         raise CLIError("no readable documents found (.txt, .md, .jsonl; .pdf, .docx, .csv, .html)")
     engine = open_engine(args, create=True)
-    est = engine.estimate_insert(docs)
+    size = args.batch_size
+    # every document read and checked once before anything is written (a bad .jsonl line
+    # stops here, not after hours of indexing), one batch at a time: the cost, and the total
+    est, total = _estimate(engine, found, size)
+    _print_skipped(found.skipped)
+    if not total:
+        engine.store.close()
+        raise CLIError("no readable documents found (.txt, .md, .jsonl; .pdf, .docx, .csv, .html)")
     print(
-        f"to index: {est['documents']} documents ({len(docs) - est['documents']} unchanged), "
-        f"{est['chunks']} chunks"
+        f"to index: {est['documents']} documents ({total - est['documents']} unchanged), "
+        f"{est['chunks']} chunks, in batches of {size:,} documents"
     )
     print(
         f"estimated cost: {est['llm_calls']} LLM calls, ~{est['prompt_tokens']:,} prompt + "
         f"~{est['completion_tokens']:,} completion tokens"
-        + (" (zero-token mode)" if engine.llm is None else "")
+        + (" (zero-token mode)" if engine.llm is None else ""),
+        flush=True,
     )
-    report = engine.insert(docs, progress=progress_bar("indexing"), on_batch=_saver(engine, args))
-    save_engine(engine, args)
+
+    def commit(batch: Any) -> None:  # each batch that wrote something, before the next
+        if batch.documents:
+            save_engine(engine, args, close=False)
+
+    report = engine.insert_stream(
+        found.documents(),
+        batch_documents=size,
+        total=total,
+        progress=lambda p: print(f"committed {p}", flush=True),
+        on_batch=commit,
+    )
+    # saved with each batch that wrote something; a new store that got nothing is saved now,
+    # a store whose documents were all unchanged is not rewritten
+    save_engine(engine, args, save=not report.documents and not _saved(args))
     c = report.costs
     print(
         f"indexed {report.documents} documents, {report.chunks} chunks: "
@@ -61,19 +78,36 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _saver(engine: Any, args: argparse.Namespace, every: float = 30.0) -> Any:
-    """Save the store after a finished batch (at most every ``every`` seconds): an interrupted
-    ``remindrag index`` keeps what it indexed, and the next run skips those documents."""
-    import time
+def _saved(args: argparse.Namespace) -> bool:
+    """True when ``--store`` is a DSN or a folder that holds a saved store."""
+    from ..stores import InMemoryGraphStore, is_postgres_dsn
 
-    last = [time.monotonic()]
+    return is_postgres_dsn(args.store) or InMemoryGraphStore.exists(args.store)
 
-    def save(_report: Any) -> None:
-        if time.monotonic() - last[0] >= every:
-            save_engine(engine, args)
-            last[0] = time.monotonic()
 
-    return save
+def _estimate(engine: Any, found: Sources, size: int) -> tuple[dict[str, int], int]:
+    """What indexing ``found`` costs (summed over batches of ``size`` documents, each
+    planned against the store) and how many documents it holds."""
+    from ..core.stream import batched
+
+    est: dict[str, int] = {}
+    total = 0
+    for docs, failure in batched(found.documents(), size):
+        if failure is not None:
+            engine.store.close()
+            raise failure
+        total += len(docs)
+        for k, v in engine.estimate_insert(docs).items():
+            est[k] = est.get(k, 0) + v
+    keys = ("documents", "chunks", "llm_calls", "prompt_tokens", "completion_tokens")
+    return {k: est.get(k, 0) for k in keys}, total
+
+
+def _print_skipped(skipped: dict[str, str]) -> None:
+    if skipped:
+        print(f"cannot read {len(skipped)} file(s), skipped:")
+        for name, why in skipped.items():
+            print(f"  {name}: {why}")
 
 
 def _cache_note(engine: Any) -> str:

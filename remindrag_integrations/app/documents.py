@@ -21,12 +21,13 @@ LlamaIndex's ``SimpleDirectoryReader`` does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core import jsonl
+from ..core.errors import SourceNotFoundError
 from ..core.indexing import canonical_source
 from ..core.types import Document
 from .specs import CLIError
@@ -45,25 +46,63 @@ class FolderRead:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def read_files(paths: Sequence[str]) -> FolderRead:
-    """Documents from the files and folders ``paths`` (folders are walked). A file given
-    directly that cannot be read is a :class:`CLIError`; one found in a folder is skipped and
-    named in the result."""
-    out = FolderRead()
-    for raw in paths:
-        root = Path(raw).expanduser()
-        if not root.exists():
-            raise CLIError(f"no such file or folder: {root}")
-        files = _folder_files(root) if root.is_dir() else [root]
-        for f in files:
+@dataclass
+class Sources:
+    """The files ``paths`` name, found without reading them (:func:`scan`): ``files`` as
+    ``(the path given, a file)``; ``skipped``: file name → why it cannot be read (a type no
+    reader handles now; a reader's failure once :meth:`documents` reached the file)."""
+
+    files: list[tuple[Path, Path]] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def documents(self) -> Iterator[Document]:
+        """The documents, file after file and a .jsonl line at a time (never a whole file
+        of them in memory). A file of a folder that its reader fails on is added to
+        :attr:`skipped` and left out; one given directly is a :class:`CLIError`; a bad .jsonl
+        line is a :class:`~..core.errors.JsonlLineError`. Files skipped already are not read
+        again."""
+        for root, f in self.files:
             name = stable_name(root, f)
+            if name in self.skipped:
+                continue
             try:
-                out.documents.extend(_file_documents(f))
+                yield from _file_documents(f)
             except _Unreadable as exc:
                 if not root.is_dir():
                     raise CLIError(f"{f}: {exc}") from None
-                out.skipped[name] = str(exc)
+                self.skipped[name] = str(exc)
+
+
+def scan(paths: Sequence[str]) -> Sources:
+    """The files of ``paths`` (folders walked, hidden entries left out), nothing read yet. A
+    path that does not exist is a :class:`SourceNotFoundError`; a file of a type no reader
+    handles is a :class:`CLIError` when given directly, skipped (named) in a folder."""
+    out = Sources()
+    for raw in paths:
+        root = Path(raw).expanduser()
+        if not root.exists():
+            raise SourceNotFoundError(
+                f"no such file or folder: {root}; give files or folders of documents "
+                "(.txt, .md, .jsonl; .pdf, .docx, .csv, .html)"
+            )
+        for f in _folder_files(root) if root.is_dir() else [root]:
+            why = _unreadable_type(f)
+            if why is None:
+                out.files.append((root, f))
+            elif root.is_dir():
+                out.skipped[stable_name(root, f)] = why
+            else:
+                raise CLIError(f"{f}: {why}")
     return out
+
+
+def read_files(paths: Sequence[str]) -> FolderRead:
+    """Documents from the files and folders ``paths`` (folders are walked), all in memory. A
+    file given directly that cannot be read is a :class:`CLIError`; one found in a folder is
+    skipped and named in the result."""
+    found = scan(paths)
+    docs = list(found.documents())
+    return FolderRead(docs, found.skipped)
 
 
 def read_documents(paths: Sequence[str]) -> Iterator[Document]:
@@ -83,20 +122,31 @@ class _Unreadable(Exception):
     """A file no reader here can read; the message says why."""
 
 
-def _file_documents(f: Path) -> list[Document]:
+def _unreadable_type(f: Path) -> str | None:
+    """Why no reader here takes ``f`` by its suffix (None: one does)."""
     suffix = f.suffix.lower()
-    name, old = file_id(f), legacy_names(f)
-    if suffix in TEXT_SUFFIXES:
-        return [Document(name, f.read_text(encoding="utf-8"), {"source": name}, aliases=old)]
-    if suffix == ".jsonl":
-        return list(_jsonl_documents(f, name, old))
-    if suffix in READER_SUFFIXES:
-        text = _read_with_llamaindex(f, suffix)
-        return [Document(name, text, {"source": name}, aliases=old)]
-    raise _Unreadable(
+    if suffix in (*TEXT_SUFFIXES, ".jsonl", *READER_SUFFIXES):
+        return None
+    return (
         f"cannot read {suffix or 'files without a suffix'} (readable: "
         f"{', '.join(TEXT_SUFFIXES + ('.jsonl',) + READER_SUFFIXES)})"
     )
+
+
+def _file_documents(f: Path) -> Iterator[Document]:
+    suffix = f.suffix.lower()
+    name, old = file_id(f), legacy_names(f)
+    if suffix == ".jsonl":
+        yield from jsonl.read(f, name, old)
+        return
+    why = _unreadable_type(f)
+    if why is not None:
+        raise _Unreadable(why)
+    if suffix in TEXT_SUFFIXES:
+        text = f.read_text(encoding="utf-8")
+    else:
+        text = _read_with_llamaindex(f, suffix)
+    yield Document(name, text, {"source": name}, aliases=old)
 
 
 def _reader(suffix: str) -> Any:
@@ -149,21 +199,3 @@ def stable_name(root: Path, file: Path) -> str:
         return file.name
     folder = root.resolve()
     return (Path(folder.name or "root") / file.resolve().relative_to(folder)).as_posix()
-
-
-def _jsonl_documents(path: Path, name: str, old: Sequence[str]) -> Iterator[Document]:
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            text = row["text"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CLIError(f"{path}:{n}: expected a JSON object with 'text' ({exc})") from exc
-        given = row.get("id") or row.get("pid")
-        doc_id = str(given or f"{name}:{n}")
-        aliases = () if given else tuple(f"{o}:{n}" for o in old)
-        title = row.get("title")
-        if title and not text.startswith(title):
-            text = f"{title}\n{text}"
-        yield Document(doc_id, text, {"source": name, "title": title or doc_id}, aliases=aliases)

@@ -20,6 +20,18 @@ def store_path(value: str) -> str:
     return os.path.expanduser(value)
 
 
+BATCH_DOCUMENTS = 1000
+"""``remindrag index --batch-size``'s default (benchmarks/RESULTS.md, "A big corpus streams
+in": a saved folder store is rewritten whole at each commit)."""
+
+
+def _positive(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {n}")
+    return n
+
+
 def _store_args(p: argparse.ArgumentParser, llm: bool = True) -> None:
     p.add_argument(
         "--store",
@@ -59,6 +71,14 @@ def _index(sub: Any, commands: Commands) -> None:
     p.add_argument(
         "--embeddings",
         help="sentence-transformers model name or path (default: packaged all-MiniLM-L6-v2)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=BATCH_DOCUMENTS,
+        metavar="N",
+        help=f"documents written and committed together (default {BATCH_DOCUMENTS:,}); an "
+        "interrupted run, started again, goes on after the last committed batch",
     )
     p.add_argument(
         "--on-extraction-error",

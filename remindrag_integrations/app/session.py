@@ -94,9 +94,12 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
     return engine
 
 
-def save_engine(engine: Any, args: argparse.Namespace) -> None:
-    """Persist what a command changed (PostgreSQL writes through; a directory is saved and
-    its lock released)."""
+def save_engine(
+    engine: Any, args: argparse.Namespace, *, close: bool = True, save: bool = True
+) -> None:
+    """Persist what a command changed (PostgreSQL writes through; a directory is saved, then
+    its lock released unless ``close=False``: ``remindrag index`` saves after each batch);
+    ``save=False``: only what the CLI remembers is written (the store was saved already)."""
     from ..core.store import SettingsStore
 
     embeddings = getattr(args, "embeddings", None) or _settings(args, engine).get("embeddings")
@@ -106,7 +109,9 @@ def save_engine(engine: Any, args: argparse.Namespace) -> None:
         return
     from ..core.persist import write_checked_json
 
-    engine.save(args.store)
+    if save:
+        engine.save(args.store)
     if embeddings:
         write_checked_json(Path(args.store) / CLI_FILE, {"embeddings": embeddings})
-    engine.store.close()  # the directory lock: the next command may go
+    if close:
+        engine.store.close()  # the directory lock: the next command may go

@@ -11,14 +11,16 @@ from what a user passes (a LangChain model, a model name, a saved folder) is the
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from . import answer as answering
-from . import arguments, indexing, pipeline
+from . import arguments, indexing, pipeline, stream
 from . import insert as inserting
 from .config import IndexConfig, RetrievalConfig, as_config
 from .errors import (
@@ -215,14 +217,19 @@ class Engine(MemoryAdmin):
                 with self._lock:
                     self._started = None
 
-    def _batches(self, documents: Iterable[Any], progress: Any, on_batch: Any) -> tuple:
+    def _batches(
+        self, documents: Iterable[Any], progress: Any, on_batch: Any, size: int | None = None
+    ) -> tuple:
         documents = self._documents(documents)
         with self._lock:
             started = frozenset(self._started or ())
-        p = inserting.plan(self.store, documents, self.index_config, started)
+        cfg = self.index_config
+        if size is not None and size != cfg.insert_batch_documents:
+            cfg = cfg.with_overrides(insert_batch_documents=size)
+        p = inserting.plan(self.store, documents, cfg, started)
         _, rt = self._setup(None, {})
         bar = as_progress(progress, "indexing") if p.chunks else None
-        steps = inserting.Batches(p, self.index_config, bar, on_batch)
+        steps = inserting.Batches(p, cfg, bar, on_batch)
         return steps, rt, (self.prompts.extraction, self._uses_llm(rt))
 
     def insert(
@@ -241,7 +248,13 @@ class Engine(MemoryAdmin):
         draws two progress bars (tqdm, on stderr): the chunks extracted, then the texts of
         each batch embedded; a function ``(done, total)`` is called with the chunks
         extracted."""
-        run, rt, how = self._batches(documents, progress, on_batch)
+        return self._insert(documents, progress, on_batch, None)
+
+    def _insert(
+        self, documents: Iterable[Any], progress: Any, on_batch: Any, size: int | None
+    ) -> IndexReport:
+        """:meth:`insert` in batches of ``size`` documents (None: the config's)."""
+        run, rt, how = self._batches(documents, progress, on_batch, size)
         cfg = self.index_config
         for part, prog in run:
             steps = part.extraction_steps(cfg, *how)
@@ -250,6 +263,60 @@ class Engine(MemoryAdmin):
             run.done(inserting.commit(*args, _embedding_bar(progress)))
         self._wrote(run.plan.named)
         return self._carry_counts(run.report())
+
+    def insert_stream(
+        self,
+        documents: Iterable[Any],
+        *,
+        batch_documents: int | None = None,
+        total: int | None = None,
+        progress: bool | stream.StreamProgressFn | None = None,
+        on_batch: Any = None,
+    ) -> IndexReport:
+        """Index a stream of documents too big to hold at once (a generator, a
+        :class:`~.jsonl.JsonlDocuments` file): it is read lazily, ``batch_documents``
+        documents at a time (default ``index_config.insert_batch_documents``), and each batch
+        is written and committed before the next is read (a store kept in a folder is saved;
+        PostgreSQL commits the batch's one transaction), then ``on_batch(report)`` is called.
+        Memory holds one batch of the stream, not the stream.
+
+        ``progress`` is called after each committed batch with a :class:`StreamProgress`
+        (documents done of ``total``, written and unchanged, chunks, chunks per second, ETA;
+        ``str()`` of it is one line); ``True`` prints those lines on stderr. ``total`` defaults
+        to ``len(documents)`` where it has one (``JsonlDocuments`` counts its lines).
+
+        Interrupted (``kill -9``, a crash), the same call again continues: a document the
+        store holds with the same content (id and content hash) is skipped, so the committed
+        batches are not redone and nothing is written twice. A document given twice in the
+        stream is the later version (as two inserts). When reading the stream fails (a bad
+        JSONL line: :class:`JsonlLineError`), the documents read before it are committed,
+        then the error is raised. Returns the report of the whole stream."""
+        if isinstance(documents, (str, os.PathLike)):
+            raise InvalidArgumentError(
+                "insert_stream takes an iterable of documents, not a path: for a .jsonl file "
+                "pass JsonlDocuments(path) (from remindrag_integrations import JsonlDocuments)"
+            )
+        size = stream.size_of(
+            self.index_config.insert_batch_documents if batch_documents is None else batch_documents
+        )
+        show = stream.as_stream_progress(progress)
+        if on_batch is not None and not callable(on_batch):
+            raise InvalidArgumentError(
+                f"on_batch must be a function, got {type(on_batch).__name__}"
+            )
+        tally = stream.Tally(stream.total_of(documents, total))
+        for batch, failure in stream.batched(self._documents(documents), size):
+            if batch:
+                began = time.monotonic()
+                report = self._insert(batch, None, None, size)
+                if on_batch is not None:
+                    on_batch(report)
+                now = tally.add(len(batch), report, time.monotonic() - began)
+                if show is not None:
+                    show(now)
+            if failure is not None:
+                raise failure
+        return tally.report
 
     async def ainsert(
         self,

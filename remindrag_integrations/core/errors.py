@@ -21,6 +21,22 @@ class InvalidDocumentError(ReMindError, ValueError):
     """A document cannot be indexed (empty text, bad id, wrong type)."""
 
 
+class JsonlLineError(InvalidDocumentError):
+    """A line of a JSONL file of documents that is no document (not JSON, not an object, no
+    string ``text``, not UTF-8). ``path`` and ``line`` (1-based) say where; the batches
+    committed before it stay, so fixing that line and running the same command again
+    continues."""
+
+    def __init__(self, message: str, path: str = "", line: int = 0) -> None:
+        super().__init__(message)
+        self.path, self.line = path, line
+
+
+class SourceNotFoundError(ReMindError, FileNotFoundError):
+    """A file or folder of documents to index that does not exist (``remindrag index PATH``,
+    :class:`~.jsonl.JsonlDocuments`)."""
+
+
 class InvalidQueryError(ReMindError, ValueError):
     """A query that cannot be retrieved for (not a string, empty or whitespace only)."""
 
@@ -165,6 +181,7 @@ __all__ = [
     "InvalidDocumentError",
     "InvalidQueryError",
     "InvalidTeachPairError",
+    "JsonlLineError",
     "LLMError",
     "LLMOutputError",
     "LLMTimeoutError",
@@ -172,6 +189,7 @@ __all__ = [
     "NotCopyableError",
     "ReMindDeprecationWarning",
     "ReMindError",
+    "SourceNotFoundError",
     "StoreConflictError",
     "StoreCorruptError",
     "StoreEmptyError",

@@ -6,6 +6,7 @@ Everything here is framework-free and JSON-serialisable through ``to_dict`` / ``
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypedDict
 
@@ -63,7 +64,16 @@ class Chunk:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # asdict's generic walk was most of a save's time (issue 35): the fields by hand
+        return {
+            "id": self.id,
+            "doc_id": self.doc_id,
+            "index": self.index,
+            "text": self.text,
+            "start": self.start,
+            "end": self.end,
+            "metadata": copy.deepcopy(self.metadata),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Chunk:
@@ -82,9 +92,14 @@ class Node:
     aliases: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["aliases"] = list(self.aliases)
-        return d
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "name": self.name,
+            "doc_id": self.doc_id,
+            "chunk_id": self.chunk_id,
+            "aliases": list(self.aliases),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Node:
@@ -105,7 +120,7 @@ class Edge:
         return self.v if node_id == self.u else self.u
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"id": self.id, "u": self.u, "v": self.v, "kind": self.kind, "text": self.text}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Edge:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,20 +33,21 @@ FILES = (
 
 def dump(store: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
     """``(files, metadata)`` of one version of ``store``: read from a snapshot, so readers and
-    writers go on while it is serialised (a save saves the version of its start)."""
+    writers go on while it is serialised (a save saves the version of its start). Each file
+    is encoded on its own, its rows a slice at a time: what a save holds beside the store is
+    about the files' bytes (at 100 K passages, issue 35), not also a dict per row."""
     view = store.pin()
     node_ids = list(view._nodes)
     mem_ids = list(view._memory)
     with store._trace_lock:
         traces = list(store._traces.values())
-    raw: dict[str, bytes] = {}
-    payload: dict[str, Any] = {
-        "documents.json": {k: [v[0], v[1]] for k, v in view._docs.items()},
-        "chunks.json": [c.to_dict() for c in view._chunks.values()],
-        "nodes.json": [view._nodes[n].to_dict() for n in node_ids],
-        "edges.json": [e.to_dict() for e in view._edges.values()],
-        "memory_ids.json": mem_ids,
-        "traces.json": traces,
+    files: dict[str, bytes] = {
+        "documents.json": json.dumps({k: [v[0], v[1]] for k, v in view._docs.items()}).encode(),
+        "chunks.json": _json_rows(c.to_dict() for c in view._chunks.values()),
+        "nodes.json": _json_rows(view._nodes[n].to_dict() for n in node_ids),
+        "edges.json": _json_rows(e.to_dict() for e in view._edges.values()),
+        "memory_ids.json": json.dumps(mem_ids).encode(),
+        "traces.json": json.dumps(traces).encode(),
     }
     dim = view._dim or 0
     table = view._vectors.table
@@ -60,13 +61,20 @@ def dump(store: Any) -> tuple[dict[str, bytes], dict[str, Any]]:
         finally:
             store._lock.release()
     for kind, (ids, keys, data) in indexes.items():
-        payload[f"ann-{kind}.json"] = {"ids": ids, "keys": keys}  # built ANN indexes
-        raw[f"ann-{kind}.usearch"] = data
-    files = {name: json.dumps(obj).encode() for name, obj in payload.items()}
-    files.update(raw)
+        files[f"ann-{kind}.json"] = json.dumps({"ids": ids, "keys": keys}).encode()
+        files[f"ann-{kind}.usearch"] = data  # built ANN indexes
     files["embeddings.npy"] = _npy(emb, table.dtype)  # float16 when the store keeps float16
     files["memory.npy"] = _npy(memory, np.dtype(np.float32))
     return files, {"namespace": view.namespace, "dim": view._dim}
+
+
+def _json_rows(rows: Iterable[Any], per: int = 4096) -> bytes:
+    """``json.dumps(list(rows)).encode()``, made ``per`` rows at a time."""
+    parts: list[bytes] = []
+    it = iter(rows)
+    while part := list(itertools.islice(it, per)):
+        parts.append(json.dumps(part)[1:-1].encode())
+    return b"[" + b", ".join(parts) + b"]"
 
 
 def load(
