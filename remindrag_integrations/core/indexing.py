@@ -467,35 +467,46 @@ def synonym_targets(
 ) -> list[Target]:
     """For each row in order: the store entity or earlier accepted row it merges into (the
     higher cosine ≥ ``threshold``; an accepted row wins a tie, the earliest among equals), or
-    None when it is accepted as new. Rows are compared block by block with matrix products."""
+    None when it is accepted as new. Rows are compared block by block with matrix products;
+    within a block only the rows with an earlier row of the block at ``threshold`` or more
+    are decided one by one (the others' decisions do not depend on the block's order)."""
     n = len(vecs)
     targets: list[Target] = [None] * n
     accepted: list[int] = []
     for start in range(0, n, block):
         blk = vecs[start : start + block]
-        prior = blk @ vecs[accepted].T if accepted else np.zeros((len(blk), 0), np.float32)
+        size = len(blk)
+        # the block against the rows accepted before it: the best one per row (earliest of equals)
+        best_sim, best_row = [-np.inf] * size, [-1] * size
+        if accepted:
+            prior = blk @ vecs[accepted].T
+            j = np.argmax(prior, axis=1)
+            best_sim = prior[np.arange(size), j].astype(np.float64).tolist()
+            best_row = np.asarray(accepted, dtype=np.int64)[j].tolist()
         inner = blk @ blk.T
-        inside: list[int] = []  # block positions accepted so far
-        for r in range(len(blk)):
+        earlier = np.tri(size, size, -1, dtype=bool)  # row r sees rows < r of the block
+        near = (
+            np.where(earlier, inner, -np.inf).max(axis=1).astype(np.float64) >= threshold
+        ).tolist()
+        is_new = np.zeros(size, dtype=bool)
+        for r in range(size):
+            hit = store_best[start + r]
             best_id: Target = None
             best = threshold
-            hit = store_best[start + r]
             if hit is not None and hit[1] >= best:
                 best_id, best = hit
-            sim, row = -np.inf, -1
-            if prior.shape[1]:
-                j = int(np.argmax(prior[r]))
-                sim, row = float(prior[r, j]), accepted[j]
-            if inside:
-                j = int(np.argmax(inner[r, inside]))
-                if float(inner[r, inside[j]]) > sim:
-                    sim, row = float(inner[r, inside[j]]), start + inside[j]
+            sim, row = best_sim[r], best_row[r]
+            if near[r]:  # an accepted row of this block may be the nearer one
+                inside = np.flatnonzero(is_new[:r])
+                if len(inside):
+                    k = int(inside[np.argmax(inner[r, inside])])
+                    if float(inner[r, k]) > sim:
+                        sim, row = float(inner[r, k]), start + k
             if row >= 0 and sim >= best:
                 best_id = row
             targets[start + r] = best_id
-            if best_id is None:
-                inside.append(r)
-        accepted += [start + r for r in inside]
+            is_new[r] = best_id is None
+        accepted += [start + int(r) for r in np.flatnonzero(is_new)]
     return targets
 
 
