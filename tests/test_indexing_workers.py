@@ -91,7 +91,8 @@ def test_the_graph_is_the_same_with_1_and_2_workers_and_serially(
     )
     assert report.source_tokens == serial_report.source_tokens
     assert {e.kind for e in got["edges"]} >= {"contains", "mention", "relation", "context"}
-    assert CountingPool.started == ([2] if n_workers == 2 else [])  # one pool per insert
+    batches = -(-len(passages()) // 60)
+    assert CountingPool.started == ([2] * batches if n_workers == 2 else [])  # one per batch
 
 
 def test_a_worker_that_dies_leaves_the_insert_whole(
@@ -120,3 +121,12 @@ def test_progress_counts_every_chunk_extracted() -> None:
     report = engine.insert(passages(), progress=lambda d, t: seen.append((d, t)))
     assert seen[-1] == (report.chunks, report.chunks)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+@pytest.mark.parametrize(("found", "expected"), [(1, 1), (2, 1), (4, 4), (16, 8)])
+def test_workers_none_forks_one_per_cpu_from_4_cpus(
+    found: int, expected: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workers, "cpus", lambda: found)
+    assert workers.resolve(None) == expected
+    assert workers.resolve(3) == 3  # a number given is used as given

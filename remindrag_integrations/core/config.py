@@ -315,8 +315,8 @@ class IndexConfig(_Config):
         ge=1,
         le=256,
         description="Processes that extract entities in zero-token mode while the chunks are "
-        "embedded (core/workers.py); None = one per CPU this process may use; 1 = a thread "
-        "of this process.",
+        "embedded (core/workers.py); 1 = a thread of this process; None = one per CPU (at "
+        "most 8) on 4 CPUs or more, else 1.",
     )
     embed_batch_size: int = Field(256, ge=1, description="Texts per embedder call.")
     insert_batch_documents: int = Field(

@@ -2,9 +2,9 @@
 
 The rule-based extractor is pure Python, so threads share one core (the GIL). An insert's
 extraction runs instead on worker processes (forked, on Linux: nothing of the caller's
-``__main__`` is run again in them), started once per insert and given each batch's chunks in
-slices; meanwhile the calling thread embeds the same chunks (:func:`.indexing.build_graph`
-asks for the extractions only once the chunks are embedded). Each chunk's extraction and
+``__main__`` is run again in them), forked for each batch and given its chunks in slices;
+meanwhile the calling thread embeds the same chunks (:func:`.indexing.build_graph` asks for
+the extractions only once the chunks are embedded). Each chunk's extraction and
 token count is the same function of its text wherever it runs, so the graph does not depend
 on the number of workers.
 
@@ -53,9 +53,21 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
+MIN_CPUS_FOR_PROCESSES = 4
+"""``workers=None`` forks processes only on this many CPUs or more: on 2 cores one thread
+beside the embedding was faster (the embedder already keeps both busy, and forking a large
+process, its copied pages and the round trips cost more than the second core gave back:
+benchmarks/RESULTS.md, "The insert at its floor")."""
+MAX_AUTO_WORKERS = 8  # workers=None forks at most this many
+
+
 def resolve(workers: int | None) -> int:
-    """``IndexConfig.workers`` as a count: ``None`` is one per CPU this process may use."""
-    return cpus() if workers is None else workers
+    """``IndexConfig.workers`` as a count: ``None`` is one per CPU this process may use (at
+    most :data:`MAX_AUTO_WORKERS`) from :data:`MIN_CPUS_FOR_PROCESSES` CPUs, else 1."""
+    if workers is not None:
+        return workers
+    n = cpus()
+    return min(n, MAX_AUTO_WORKERS) if n >= MIN_CPUS_FOR_PROCESSES else 1
 
 
 def can_fork() -> bool:
@@ -113,13 +125,14 @@ class Pending:
 
 class Workers:
     """The extraction of one insert: ``with Workers(n, chunks) as w: w.start(...)`` per batch.
-    Processes are forked on the first batch that needs them and stopped on exit."""
+    A batch's processes are forked when it starts and stopped when its chunks are extracted
+    (all of them by the end of the ``with`` block)."""
 
     def __init__(self, workers: int | None, total_chunks: int) -> None:
         wanted = resolve(workers)
         self.processes = min(wanted, max(1, math.ceil(total_chunks / CHUNKS_PER_WORKER)))
         self.threaded = wanted == 1  # one thread beside the embedding
-        self._pool: ProcessPoolExecutor | None = None
+        self._pools: list[ProcessPoolExecutor] = []
         self._broken = False
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -130,9 +143,9 @@ class Workers:
     def __exit__(self, *exc: Any) -> None:
         for t in self._threads:
             t.join()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        for pool in self._pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._pools = []
 
     def start(
         self,
@@ -183,10 +196,10 @@ class Workers:
         pending: Pending,
         progress: Callable[[int, int], None] | None,
     ) -> None:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                self.processes, mp_context=multiprocessing.get_context("fork")
-            )
+        # processes for this batch only: forked now, stopped when its last slice is back, so
+        # that the pages this process writes meanwhile (merge, store) are not copied for them
+        pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("fork"))
+        self._pools.append(pool)
         slices = _slices(texts, self.processes * SLICES_PER_WORKER)
         parts: list[list[tuple[Extraction, int]] | None] = [None] * len(slices)
         lock, count = threading.Lock(), [0, len(slices)]
@@ -204,13 +217,14 @@ class Workers:
                     if progress is not None:
                         progress(sum(len(p) for p in parts if p is not None), len(texts))
                 if last:
+                    pool.shutdown(wait=False)
                     pending._set([x for p in parts if p is not None for x in p])
             except BaseException as exc:  # handed to whoever waits for the result
                 pending._fail(exc)
 
         for i, part in enumerate(slices):
             try:
-                fut = self._pool.submit(_extract_slice, part, max_entities)
+                fut = pool.submit(_extract_slice, part, max_entities)
             except BrokenProcessPool:
                 self._stopped()
                 fut = Future()
