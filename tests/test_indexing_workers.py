@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from remindrag_integrations.core import workers
 from remindrag_integrations.testing import HashEmbedder
 
 DATA = Path(__file__).parent / "data" / "hotpotqa_train100_sample.corpus.jsonl"
-pytestmark = pytest.mark.skipif(not workers.can_fork(), reason="worker processes need fork")
 
 
 def passages() -> list[tuple[str, str]]:
@@ -65,20 +63,20 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> None:
     np.testing.assert_array_equal(a["memory"], b["memory"])
 
 
-class CountingPool(workers.ProcessPoolExecutor):
-    started: list[int] = []
+class CountingProcess(workers._Process):
+    started = 0
 
-    def __init__(self, n: int, **kw: Any) -> None:
-        CountingPool.started.append(n)
-        super().__init__(n, **kw)
+    def __init__(self) -> None:
+        CountingProcess.started += 1
+        super().__init__()
 
 
 @pytest.mark.parametrize("n_workers", [1, 2])
 def test_the_graph_is_the_same_with_1_and_2_workers_and_serially(
     serial: tuple[dict[str, Any], Any], n_workers: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(workers, "ProcessPoolExecutor", CountingPool)
-    CountingPool.started = []
+    monkeypatch.setattr(workers, "_Process", CountingProcess)
+    CountingProcess.started = 0
     engine, report = build(n_workers)
     expected, serial_report = serial
     assert report.chunks >= 2 * workers.MIN_POOL_CHUNKS and report.entities_merged > 0
@@ -91,25 +89,39 @@ def test_the_graph_is_the_same_with_1_and_2_workers_and_serially(
     )
     assert report.source_tokens == serial_report.source_tokens
     assert {e.kind for e in got["edges"]} >= {"contains", "mention", "relation", "context"}
-    batches = -(-len(passages()) // 60)
-    assert CountingPool.started == ([2] * batches if n_workers == 2 else [])  # one per batch
+    assert CountingProcess.started == (2 if n_workers == 2 else 0)  # for the whole insert
 
 
 def test_a_worker_that_dies_leaves_the_insert_whole(
     serial: tuple[dict[str, Any], Any], monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    parent, real = os.getpid(), workers.extract_one
+    real = workers._Process.run
 
-    def dies_in_a_worker(text: str, max_entities: int) -> Any:
-        if os.getpid() != parent:
-            os._exit(1)  # a worker killed (out of memory, a signal)
-        return real(text, max_entities)
+    def killed_first(self: workers._Process, texts: list[str], max_entities: int) -> Any:
+        if self.proc.poll() is None and not getattr(killed_first, "done", False):
+            killed_first.done = True  # type: ignore[attr-defined]
+            self.proc.kill()  # a worker killed (out of memory, a signal)
+            self.proc.wait()
+        return real(self, texts, max_entities)
 
-    monkeypatch.setattr(workers, "extract_one", dies_in_a_worker)  # the workers fork with it
+    monkeypatch.setattr(workers._Process, "run", killed_first)
     with caplog.at_level(logging.WARNING, logger="remindrag_integrations"):
         engine, _ = build(2)
     same(graph(engine), serial[0])
     assert "extraction worker process stopped" in caplog.text
+
+
+def test_workers_that_cannot_start_leave_the_insert_whole(
+    serial: tuple[dict[str, Any], Any], monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    def no_python(self: workers._Process) -> None:
+        raise OSError("no such file")
+
+    monkeypatch.setattr(workers._Process, "__init__", no_python)
+    with caplog.at_level(logging.WARNING, logger="remindrag_integrations"):
+        engine, _ = build(2)
+    same(graph(engine), serial[0])
+    assert "could not start" in caplog.text
 
 
 def test_progress_counts_every_chunk_extracted() -> None:
