@@ -447,7 +447,7 @@ DATA = Path("../shared/datasets/hotpotqa_train100.corpus.jsonl")
 def main() -> None:
     global DATA
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--data", type=Path, default=DATA, help="a corpus file, or several: a,b,c")
     ap.add_argument("--sections", default="embedders,hotpotqa,cold")
     ap.add_argument("--backends", default="onnx,onnx-fp32,torch", help="for hotpotqa and cold")
     ap.add_argument("--sizes", default="1000,10000,100000")
@@ -470,8 +470,9 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="floor: the st embedder's device (cuda)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/indexing.json"))
     args = ap.parse_args()
-    DATA = args.data.resolve()
-    passages = load_passages(DATA)
+    files = [Path(f).resolve() for f in str(args.data).split(",")]  # several: one corpus
+    DATA = files[0]
+    passages = [p for f in files for p in load_passages(f)]
     sections = args.sections.split(",")
     backends = args.backends.split(",")
     args.out.parent.mkdir(parents=True, exist_ok=True)
