@@ -9,7 +9,18 @@ names: texts/s and cosine agreement), ``hotpotqa`` (zero-token ``insert`` of the
 chunks/s), ``scaling`` (zero-token ``insert`` of N distinct chunks made from the corpus, one
 fresh engine per size: chunks/s and peak RSS), ``cold`` (fresh ``python -c`` processes: the
 frameworks' own import, ours, first ``from_texts`` + query, ``load`` + query of a saved
-retriever and engine; median wall and CPU time of ``--runs``; ``benchmarks/cold_start.py``).
+retriever and engine; median wall and CPU time of ``--runs``; ``benchmarks/cold_start.py``),
+``floor`` (issue 35: the zero-token ``insert`` of ``--passages`` passages against its floor,
+embedding each chunk and each distinct entity name once with the same embedder in the same
+process; one insert per ``--workers`` count per round, rounds alternating; ``--embedder``
+``default`` / ``onnx-fp32`` / ``st`` on ``--device`` (``cuda`` where there is one) /
+``cached``; ``--baseline DIR``: another code tree's insert in turn, and whether every run
+built the same graph)::
+
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/indexing.py \\
+        --data ../shared/datasets/hotpotqa_train100.corpus.jsonl --sections floor \\
+        --passages 400 --rounds 3 --workers 1,2 --out benchmarks/results/indexing_floor35.json
+
 Prints a table per section and writes everything to ``--out`` as JSON.
 """
 
@@ -190,10 +201,84 @@ def graph_signature(engine: Any) -> dict[str, Any]:
     }
 
 
-def bench_floor(passages: list[str], n: int, rounds: int, baseline: Path | None) -> dict[str, Any]:
-    """Zero-token ``insert`` of ``n`` passages against the floor: embedding the same chunks
-    once with the same embedder, in this process; with ``baseline`` (another code tree) its
-    ``insert`` runs in turn in the same process. Rounds alternate the codes."""
+class Cached:
+    """The default embedder's vectors of every text a floor run embeds, computed before the
+    clock starts and then read from memory: an insert with the embedding almost free (what a
+    fast GPU leaves of it), so what remains is the rest of the insert."""
+
+    identity = "all-MiniLM-L6-v2"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.vectors = inner, {}
+
+    def fill(self, texts: list[str]) -> None:
+        todo = [t for t in dict.fromkeys(texts) if t not in self.vectors]
+        self.vectors.update(zip(todo, self.inner.embed(todo)))
+
+    def embed(self, texts: Any) -> Any:
+        import numpy as np
+
+        return np.stack([self.vectors[t] for t in texts])
+
+
+def make_embedder(mod: Any, kind: str, device: str) -> Any:
+    """The embedder a floor run uses, from the code under test (``mod``): ``default`` (what
+    ``ReMindRAG()`` picks), ``onnx-fp32``, ``st`` (sentence-transformers on ``device``) or
+    ``cached`` (:class:`Cached`)."""
+    import importlib
+
+    emb = importlib.import_module(f"{mod.__name__}.adapters.embeddings")
+    if kind == "st":
+        return emb.SentenceTransformerEmbedder(device=device)
+    if kind == "cached":
+        return Cached(emb.default_embedder())
+    if kind == "onnx-fp32":
+        os.environ["REMINDRAG_EMBEDDER_BACKEND"] = "onnx-fp32"
+        try:
+            return emb.default_embedder()
+        finally:
+            os.environ.pop("REMINDRAG_EMBEDDER_BACKEND", None)
+    return emb.default_embedder()
+
+
+def distinct_names(mod: Any, chunks: list[str], cfg: Any) -> list[str]:
+    """The entity names an insert of ``chunks`` into an empty store embeds: each distinct
+    normalised name once, in its first spelling (the code's own extractor, not timed)."""
+    import importlib
+
+    rules = importlib.import_module(f"{mod.__name__}.core.extract_rules")
+    ids = importlib.import_module(f"{mod.__name__}.core.ids")
+    names: dict[str, str] = {}
+    for text in chunks:
+        x = rules.rule_based_extraction(text, cfg.max_entities_per_chunk)
+        for n in [*x.entities, *(t[0] for t in x.triples), *(t[2] for t in x.triples)]:
+            names.setdefault(ids.norm_name(n), n)
+    return list(names.values())
+
+
+def cpu_time() -> float:
+    """CPU seconds of this process and of its children that ended (the extraction workers
+    of an insert are joined when it returns)."""
+    t = os.times()
+    return time.process_time() + t.children_user + t.children_system
+
+
+def bench_floor(
+    passages: list[str],
+    n: int,
+    rounds: int,
+    baseline: Path | None,
+    workers: list[int],
+    embedder: str = "default",
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Zero-token ``insert`` of ``n`` passages against the floor: embedding each chunk and
+    each distinct entity name once, with the same embedder, in this process (two calls:
+    the chunks, then the names). Each worker count in ``workers`` is one insert per round
+    (``IndexConfig(workers=...)``; a code without the knob runs once, as ``-``); with
+    ``baseline`` (another code tree) its ``insert`` runs in turn in the same process. Rounds
+    alternate the codes and worker counts; every insert gets a fresh engine, the embedder is
+    loaded once per code."""
     import importlib
     import tempfile
 
@@ -204,58 +289,83 @@ def bench_floor(passages: list[str], n: int, rounds: int, baseline: Path | None)
     tmp = tempfile.TemporaryDirectory()
     if baseline is not None:
         codes["baseline"] = importlib.import_module(renamed_copy(baseline, Path(tmp.name)))
+    embedders = {label: make_embedder(mod, embedder, device) for label, mod in codes.items()}
+    texts: dict[str, tuple[list[str], list[str]]] = {}
+    for label, mod in codes.items():
+        engine = mod.ReMindRAG(embeddings=embedders[label])
+        plan = importlib.import_module(f"{mod.__name__}.core.insert").plan
+        chunks = [c.text for c in plan(engine.store, docs, engine.index_config).chunks]
+        texts[label] = (chunks, distinct_names(mod, chunks, engine.index_config))
+        if isinstance(embedders[label], Cached):
+            embedders[label].fill(chunks + texts[label][1] + ["warm up"])
+        embedders[label].embed(["warm up", chunks[0]])  # model load is cold start
     runs: list[dict[str, Any]] = []
     graphs: dict[str, dict[str, Any]] = {}
     for r in range(rounds):
         for label, mod in codes.items():
-            engine = mod.ReMindRAG()
-            plan = importlib.import_module(f"{mod.__name__}.core.insert").plan
-            chunks = [c.text for c in plan(engine.store, docs, engine.index_config).chunks]
-            engine.embedder.embed(["warm up", chunks[0]])  # model load is cold start
-            load = os.getloadavg()[0]
-            t, floor_cpu = time.perf_counter(), time.process_time()
-            engine.embedder.embed(chunks)
-            floor, floor_cpu = time.perf_counter() - t, time.process_time() - floor_cpu
-            t, cpu = time.perf_counter(), time.process_time()
-            report = engine.insert(docs)
-            secs, cpu = time.perf_counter() - t, time.process_time() - cpu
-            graphs[label] = graph_signature(engine)
-            runs.append(
-                {
-                    "round": r + 1,
-                    "code": label,
-                    "chunks": len(chunks),
-                    "entities": report.entities_added,
-                    "merged": report.entities_merged,
-                    "floor_s": floor,
-                    "floor_cpu_s": floor_cpu,
-                    "insert_s": secs,
-                    "insert_cpu_s": cpu,
-                    "ratio": secs / floor,
-                    "cpu_ratio": cpu / floor_cpu,
-                    "load": [load, os.getloadavg()[0]],
-                }
-            )
+            has_knob = "workers" in mod.IndexConfig.model_fields
+            for w in workers if has_knob else [None]:
+                emb = embedders[label]
+                chunks, names = texts[label]
+                load = os.getloadavg()[0]
+                t, floor_cpu = time.perf_counter(), cpu_time()
+                emb.embed(chunks)
+                emb.embed(names)
+                floor, floor_cpu = time.perf_counter() - t, cpu_time() - floor_cpu
+                cfg = {"workers": w} if w is not None else {}
+                engine = mod.ReMindRAG(embeddings=emb, index_config=cfg)
+                t, cpu = time.perf_counter(), cpu_time()
+                report = engine.insert(docs)
+                secs, cpu = time.perf_counter() - t, cpu_time() - cpu
+                graphs[f"{label}/{w}"] = graph_signature(engine)
+                runs.append(
+                    {
+                        "round": r + 1,
+                        "code": label,
+                        "workers": w,
+                        "chunks": len(chunks),
+                        "names": len(names),
+                        "entities": report.entities_added,
+                        "merged": report.entities_merged,
+                        "floor_s": floor,
+                        "floor_cpu_s": floor_cpu,
+                        "insert_s": secs,
+                        "insert_cpu_s": cpu,
+                        "ratio": secs / max(floor, 1e-9),
+                        "cpu_ratio": cpu / max(floor_cpu, 1e-9),
+                        "load": [load, os.getloadavg()[0]],
+                    }
+                )
     tmp.cleanup()
-    same = None
-    if "baseline" in graphs:
-        a, b = graphs["now"], graphs["baseline"]
-        same = {
-            "nodes": (a["nodes"], b["nodes"]),
-            "edges": (a["edges"], b["edges"]),
-            "same_ids": a["ids_sha"] == b["ids_sha"],
-            "vector_cos_min": float(np.min(np.sum(a["vectors"] * b["vectors"], axis=1)))
-            if a["vectors"].shape == b["vectors"].shape
+    first = next(iter(graphs.values()))
+    same = {
+        key: {
+            "nodes": g["nodes"],
+            "edges": g["edges"],
+            "same_ids": g["ids_sha"] == first["ids_sha"],
+            "vector_max_diff": float(np.abs(g["vectors"] - first["vectors"]).max())
+            if g["vectors"].shape == first["vectors"].shape
             else None,
         }
-    head = ["round", "code", "chunks", "entities", "floor s", "insert s", "insert / floor"]
+        for key, g in graphs.items()
+    }
+    medians = {}
+    for key in graphs:
+        label, w = key.split("/")
+        mine = [x for x in runs if x["code"] == label and str(x["workers"]) == w]
+        medians[key] = {
+            m: float(np.median([x[m] for x in mine]))
+            for m in ("floor_s", "insert_s", "ratio", "cpu_ratio")
+        }
+    head = ["round", "code", "workers", "chunks", "names", "floor s", "insert s", "insert / floor"]
     head += ["CPU s: floor", "insert", "insert / floor", "load"]
     rows = [
         [
             x["round"],
             x["code"],
+            "-" if x["workers"] is None else x["workers"],
             x["chunks"],
-            x["entities"],
+            x["names"],
             x["floor_s"],
             x["insert_s"],
             x["ratio"],
@@ -266,10 +376,25 @@ def bench_floor(passages: list[str], n: int, rounds: int, baseline: Path | None)
         ]
         for x in runs
     ]
-    table(f"Zero-token insert vs the embedding floor ({n} passages)", head, rows)
-    if same is not None:
-        print(f"same graph: {same}")
-    return {"runs": runs, "same_graph": same}
+    what = f"{embedder} embedder on {device}" if embedder == "st" else f"{embedder} embedder"
+    table(
+        f"Zero-token insert vs the floor: chunks + distinct names ({n} passages, {what})",
+        head,
+        rows,
+    )
+    table(
+        "Medians",
+        ["code/workers", "floor s", "insert s", "insert / floor", "CPU insert / floor"],
+        [[k, v["floor_s"], v["insert_s"], v["ratio"], v["cpu_ratio"]] for k, v in medians.items()],
+    )
+    print(f"graphs against {next(iter(graphs))}: {same}")
+    return {
+        "embedder": embedder,
+        "device": device,
+        "runs": runs,
+        "medians": medians,
+        "graphs": same,
+    }
 
 
 def synthetic(passages: list[str], n: int) -> list[tuple[str, str]]:
@@ -322,7 +447,7 @@ DATA = Path("../shared/datasets/hotpotqa_train100.corpus.jsonl")
 def main() -> None:
     global DATA
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--data", type=Path, default=DATA, help="a corpus file, or several: a,b,c")
     ap.add_argument("--sections", default="embedders,hotpotqa,cold")
     ap.add_argument("--backends", default="onnx,onnx-fp32,torch", help="for hotpotqa and cold")
     ap.add_argument("--sizes", default="1000,10000,100000")
@@ -333,10 +458,21 @@ def main() -> None:
     ap.add_argument("--passages", type=int, default=400, help="floor: passages inserted")
     ap.add_argument("--rounds", type=int, default=3, help="floor: rounds of each code")
     ap.add_argument("--baseline", type=Path, help="cold, floor: another code tree, side by side")
+    ap.add_argument("--workers", default="1,2", help="floor: IndexConfig.workers of each insert")
+    ap.add_argument(
+        "--embedder",
+        default="default",
+        choices=["default", "onnx-fp32", "st", "cached"],
+        help="floor: the packaged model as ReMindRAG() picks it, on float32 ONNX, on "
+        "sentence-transformers (st, on --device), or the default's vectors computed before "
+        "the clock (cached: the insert without the embedding)",
+    )
+    ap.add_argument("--device", default="cpu", help="floor: the st embedder's device (cuda)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/indexing.json"))
     args = ap.parse_args()
-    DATA = args.data.resolve()
-    passages = load_passages(DATA)
+    files = [Path(f).resolve() for f in str(args.data).split(",")]  # several: one corpus
+    DATA = files[0]
+    passages = [p for f in files for p in load_passages(f)]
     sections = args.sections.split(",")
     backends = args.backends.split(",")
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -346,7 +482,16 @@ def main() -> None:
     if "hotpotqa" in sections:
         result["hotpotqa"] = bench_hotpotqa(passages, backends)
     if "floor" in sections:
-        result["floor"] = bench_floor(passages, args.passages, args.rounds, args.baseline)
+        workers = [int(w) for w in args.workers.split(",")]
+        result["floor"] = bench_floor(
+            passages,
+            args.passages,
+            args.rounds,
+            args.baseline,
+            workers,
+            args.embedder,
+            args.device,
+        )
     if "cold" in sections:
         import tempfile
 

@@ -122,3 +122,61 @@ def test_packaged_sentence_transformer_loads_offline() -> None:
     assert vecs.shape == (3, 384)
     assert float(vecs[0] @ vecs[1]) > float(vecs[0] @ vecs[2]) + 0.3
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
+
+
+def test_a_small_batch_runs_on_one_torch_thread_and_gives_the_count_back() -> None:
+    """A question and its names (a small batch) run on one CPU thread, where torch's
+    threads cost more than they save (benchmarks/st_query.py); a long batch keeps them, and
+    torch's thread count is what it was after either."""
+    import torch
+
+    from remindrag_integrations.adapters.embeddings import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder()
+    model = emb._load()
+    seen: list[int] = []
+    hook = model[0].register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        small = emb.embed(["Who directed Sinister?", "Sinister"])
+        emb.embed(["Paris is the capital of France. " * 20] * 4)  # 4 x ~140 tokens
+        assert seen == [1, 2] and torch.get_num_threads() == 2
+    finally:
+        hook.remove()
+        torch.set_num_threads(before)
+    # the same vectors as on every thread
+    ref = np.asarray(model.encode(["Who directed Sinister?", "Sinister"]), dtype=np.float32)
+    np.testing.assert_allclose(small, ref / np.linalg.norm(ref, axis=1, keepdims=True), atol=1e-5)
+
+
+def test_concurrent_small_batches_give_torch_its_thread_count_back() -> None:
+    import threading
+
+    from remindrag_integrations.adapters.embeddings import one_thread
+
+    class FakeTorch:
+        threads = 8
+
+        def get_num_threads(self) -> int:
+            return self.threads
+
+        def set_num_threads(self, n: int) -> None:
+            self.threads = n
+
+    torch, inside, go = FakeTorch(), threading.Barrier(3), threading.Event()
+
+    def small_batch() -> None:
+        with one_thread(torch):
+            inside.wait()
+            go.wait()
+
+    threads = [threading.Thread(target=small_batch) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait()
+    assert torch.threads == 1  # both inside: one thread each
+    go.set()
+    for t in threads:
+        t.join()
+    assert torch.threads == 8

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +85,17 @@ class SentenceTransformerEmbedder:
         return self._encode(model, list(texts))
 
     def _encode(self, model: Any, texts: list[str]) -> np.ndarray:
-        vecs = model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-        )
+        import torch
+
+        # a few short texts (~4 characters a token): one thread, as a small batch below
+        small = self.device == "cpu" and sum(len(t) for t in texts) <= 4 * SMALL_BATCH_TOKENS
+        with one_thread(torch) if small else nullcontext():
+            vecs = model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
         return np.asarray(vecs, dtype=np.float32)
 
     def _embed_windows(self, model: Any, texts: list[str]) -> np.ndarray:
@@ -112,7 +121,8 @@ class SentenceTransformerEmbedder:
             rows = order[at : at + self.batch_size]
             batch = tok.pad({"input_ids": [ids[j] for j in rows]}, return_tensors="pt")
             feats = {k: batch[k].to(model.device) for k in ("input_ids", "attention_mask")}
-            with torch.inference_mode():
+            small = model.device.type == "cpu" and batch["input_ids"].numel() <= SMALL_BATCH_TOKENS
+            with torch.inference_mode(), one_thread(torch) if small else nullcontext():
                 emb = model(feats)["sentence_embedding"]
             vecs[rows] = torch.nn.functional.normalize(emb, dim=1).cpu().numpy()
         pieces = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
@@ -126,6 +136,33 @@ class SentenceTransformerEmbedder:
             or model.get_sentence_embedding_dimension
         )
         return int(get())
+
+
+SMALL_BATCH_TOKENS = 256
+"""A batch of at most this many padded tokens (a question and its names) runs on one CPU
+thread: torch's threads cost more than they save on it, and far more on a loaded machine
+(benchmarks/RESULTS.md, "The sentence-transformers query")."""
+
+_threads_lock = threading.Lock()
+_one_thread_calls = [0, 0]  # small batches running now, torch's thread count before them
+
+
+@contextmanager
+def one_thread(torch: Any) -> Iterator[None]:
+    """Run a small batch on one torch thread, then give torch its thread count back (the
+    last of concurrent small batches does)."""
+    with _threads_lock:
+        if _one_thread_calls[0] == 0:
+            _one_thread_calls[1] = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _one_thread_calls[0] += 1
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _one_thread_calls[0] -= 1
+            if _one_thread_calls[0] == 0:
+                torch.set_num_threads(_one_thread_calls[1])
 
 
 def check_model_name(name: str) -> None:

@@ -310,6 +310,14 @@ class IndexConfig(_Config):
         0.85, gt=0.0, le=1.0, description="Entities this similar are linked as synonyms."
     )
     max_concurrency: int = Field(4, ge=1, le=256, description="LLM calls in flight at once.")
+    workers: int | None = Field(
+        None,
+        ge=1,
+        le=256,
+        description="Processes that extract entities in zero-token mode while the chunks are "
+        "embedded (core/workers.py); 1 = a thread of this process; None = one per CPU (at "
+        "most 8) on 4 CPUs or more, else 1.",
+    )
     embed_batch_size: int = Field(256, ge=1, description="Texts per embedder call.")
     insert_batch_documents: int = Field(
         256, ge=1, description="Documents committed together (resumable, bounded memory)."

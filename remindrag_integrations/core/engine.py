@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from . import answer as answering
-from . import arguments, indexing, pipeline, stream
+from . import arguments, indexing, pipeline, stream, workers
 from . import insert as inserting
 from .config import IndexConfig, RetrievalConfig, as_config
 from .errors import (
@@ -256,11 +256,16 @@ class Engine(MemoryAdmin):
         """:meth:`insert` in batches of ``size`` documents (None: the config's)."""
         run, rt, how = self._batches(documents, progress, on_batch, size)
         cfg = self.index_config
-        for part, prog in run:
-            steps = part.extraction_steps(cfg, *how)
-            found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
-            args = (self.store, self.embedder, cfg, part, found, run.ledger)
-            run.done(inserting.commit(*args, _embedding_bar(progress)))
+        with workers.Workers(cfg.workers, len(run.plan.chunks)) as extractor:
+            for part, prog in run:
+                found: list[Any] | workers.Pending
+                if how[1]:  # the LLM extracts
+                    steps = part.extraction_steps(cfg, *how)
+                    found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
+                else:  # the rule-based extractor, on every core while the chunks are embedded
+                    found = extractor.start(part.chunks, cfg.max_entities_per_chunk, prog)
+                args = (self.store, self.embedder, cfg, part, found, run.ledger)
+                run.done(inserting.commit(*args, _embedding_bar(progress)))
         self._wrote(run.plan.named)
         return self._carry_counts(run.report())
 
@@ -330,12 +335,17 @@ class Engine(MemoryAdmin):
 
         run, rt, how = self._batches(documents, progress, on_batch)
         cfg = self.index_config
-        for part, prog in run:
-            steps = part.extraction_steps(cfg, *how)
-            found = await adrive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
-            commit = inserting.commit
-            args = (self.store, self.embedder, cfg, part, found, run.ledger)
-            run.done(await asyncio.to_thread(commit, *args, _embedding_bar(progress)))
+        with workers.Workers(cfg.workers, len(run.plan.chunks)) as extractor:
+            for part, prog in run:
+                found: list[Any] | workers.Pending
+                if how[1]:
+                    steps = part.extraction_steps(cfg, *how)
+                    found = await adrive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
+                else:
+                    found = extractor.start(part.chunks, cfg.max_entities_per_chunk, prog)
+                commit = inserting.commit
+                args = (self.store, self.embedder, cfg, part, found, run.ledger)
+                run.done(await asyncio.to_thread(commit, *args, _embedding_bar(progress)))
         self._wrote(run.plan.named)
         return self._carry_counts(run.report())
 

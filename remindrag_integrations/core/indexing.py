@@ -306,22 +306,31 @@ class GraphBatch:
 
 def build_graph(
     chunks: Sequence[Chunk],
-    extractions: Sequence[Extraction],
+    extractions: Sequence[Extraction] | Callable[[], Sequence[Extraction]],
     store: GraphStore,
     embedder: Embedder,
     cfg: IndexConfig,
     progress: Callable[[int, int], None] | None = None,
 ) -> GraphBatch:
-    """Nodes and edges for new chunks, merging entities into the store's (docs/method.md §1). Chunk
-    texts and new entity names are embedded together, once per distinct string."""
+    """Nodes and edges for new chunks, merging entities into the store's (docs/method.md §1).
+    The chunk texts are embedded first, then the new entity names, each distinct string once;
+    ``extractions`` may be a function that waits for them (:mod:`.workers`: the extraction
+    runs while the chunks are embedded), called once the chunks are."""
     batch = GraphBatch(chunks=list(chunks))
-    resolve, pending = _known_entities(extractions, store)
-    texts = [c.text for c in chunks] + [name for _, name in pending]
-    vecs = embed_unique(embedder, texts, cfg.embed_batch_size, store.dim, progress)
-    chunk_vecs, name_vecs = vecs[: len(chunks)], vecs[len(chunks) :]
+    texts = [c.text for c in chunks]
+    first = _phase(progress, 0, len(texts) + 1)  # the names' count is known after
+    chunk_vecs = embed_unique(embedder, texts, cfg.embed_batch_size, store.dim, first)
+    found = extractions() if callable(extractions) else extractions
+    resolve, pending = _known_entities(found, store)
+    names = [name for _, name in pending]
+    total = len(texts) + len(names)
+    dim = store.dim or (chunk_vecs.shape[1] if len(chunk_vecs) else None)
+    name_vecs = _embed_names(names, texts, chunk_vecs, embedder, cfg, dim, progress)
+    if progress is not None:
+        progress(total, total)
     ent_nodes, ent_vecs = _merge_entities(pending, name_vecs, store, cfg, batch, resolve)
     rows: list[np.ndarray] = []
-    for c, x, vec in zip(chunks, extractions, chunk_vecs):
+    for c, x, vec in zip(chunks, found, chunk_vecs):
         a_id = anchor_of(c.id)
         title = x.title or first_sentence(c.text)
         batch.nodes += [
@@ -334,10 +343,48 @@ def build_graph(
     batch.edges += _context_edges(chunks)
     batch.nodes += ent_nodes
     rows += list(ent_vecs)
-    dim = vecs.shape[1] if len(vecs) else (store.dim or 0)
-    batch.embeddings = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
+    batch.embeddings = np.stack(rows) if rows else np.zeros((0, dim or 0), dtype=np.float32)
     batch.edges = list({e.id: e for e in batch.edges}.values())
     return batch
+
+
+def _phase(
+    progress: Callable[[int, int], None] | None, offset: int, total: int
+) -> Callable[[int, int], None] | None:
+    """``progress`` of one embedding call seen as progress over ``total`` texts."""
+    if progress is None:
+        return None
+    return lambda done, _: progress(offset + done, total)
+
+
+def _embed_names(
+    names: list[str],
+    texts: list[str],
+    text_vecs: np.ndarray,
+    embedder: Embedder,
+    cfg: IndexConfig,
+    dim: int | None,
+    progress: Callable[[int, int], None] | None,
+) -> np.ndarray:
+    """The names' rows: a name that is also a chunk's whole text takes that chunk's row, the
+    others are embedded (:func:`embed_unique`)."""
+    known = {t: i for i, t in enumerate(texts)}
+    fresh = [n for n in names if n not in known]
+    vecs = embed_unique(
+        embedder,
+        fresh,
+        cfg.embed_batch_size,
+        dim,
+        _phase(progress, len(texts), len(texts) + len(names)),
+    )
+    width = next((v.shape[1] for v in (vecs, text_vecs) if len(v)), dim or 0)
+    if len(fresh) == len(names) and (len(names) or vecs.shape[1] == width):
+        return vecs
+    out = np.zeros((len(names), width), dtype=np.float32)
+    at = {n: i for i, n in enumerate(fresh)}
+    for i, n in enumerate(names):
+        out[i] = text_vecs[known[n]] if n in known else vecs[at[n]]
+    return out
 
 
 def _entity_edges(
@@ -467,35 +514,46 @@ def synonym_targets(
 ) -> list[Target]:
     """For each row in order: the store entity or earlier accepted row it merges into (the
     higher cosine ≥ ``threshold``; an accepted row wins a tie, the earliest among equals), or
-    None when it is accepted as new. Rows are compared block by block with matrix products."""
+    None when it is accepted as new. Rows are compared block by block with matrix products;
+    within a block only the rows with an earlier row of the block at ``threshold`` or more
+    are decided one by one (the others' decisions do not depend on the block's order)."""
     n = len(vecs)
     targets: list[Target] = [None] * n
     accepted: list[int] = []
     for start in range(0, n, block):
         blk = vecs[start : start + block]
-        prior = blk @ vecs[accepted].T if accepted else np.zeros((len(blk), 0), np.float32)
+        size = len(blk)
+        # the block against the rows accepted before it: the best one per row (earliest of equals)
+        best_sim, best_row = [-np.inf] * size, [-1] * size
+        if accepted:
+            prior = blk @ vecs[accepted].T
+            j = np.argmax(prior, axis=1)
+            best_sim = prior[np.arange(size), j].astype(np.float64).tolist()
+            best_row = np.asarray(accepted, dtype=np.int64)[j].tolist()
         inner = blk @ blk.T
-        inside: list[int] = []  # block positions accepted so far
-        for r in range(len(blk)):
+        earlier = np.tri(size, size, -1, dtype=bool)  # row r sees rows < r of the block
+        near = (
+            np.where(earlier, inner, -np.inf).max(axis=1).astype(np.float64) >= threshold
+        ).tolist()
+        is_new = np.zeros(size, dtype=bool)
+        for r in range(size):
+            hit = store_best[start + r]
             best_id: Target = None
             best = threshold
-            hit = store_best[start + r]
             if hit is not None and hit[1] >= best:
                 best_id, best = hit
-            sim, row = -np.inf, -1
-            if prior.shape[1]:
-                j = int(np.argmax(prior[r]))
-                sim, row = float(prior[r, j]), accepted[j]
-            if inside:
-                j = int(np.argmax(inner[r, inside]))
-                if float(inner[r, inside[j]]) > sim:
-                    sim, row = float(inner[r, inside[j]]), start + inside[j]
+            sim, row = best_sim[r], best_row[r]
+            if near[r]:  # an accepted row of this block may be the nearer one
+                inside = np.flatnonzero(is_new[:r])
+                if len(inside):
+                    k = int(inside[np.argmax(inner[r, inside])])
+                    if float(inner[r, k]) > sim:
+                        sim, row = float(inner[r, k]), start + k
             if row >= 0 and sim >= best:
                 best_id = row
             targets[start + r] = best_id
-            if best_id is None:
-                inside.append(r)
-        accepted += [start + r for r in inside]
+            is_new[r] = best_id is None
+        accepted += [start + int(r) for r in np.flatnonzero(is_new)]
     return targets
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import arguments, indexing
+from . import arguments, indexing, workers
 from .config import IndexConfig
 from .memory import carry
 from .prompts import Extraction
@@ -183,21 +183,37 @@ def commit(
     embedder: Embedder,
     cfg: IndexConfig,
     p: Plan,
-    extractions: list[tuple[Extraction, bool]],
+    extractions: list[tuple[Extraction, bool]] | workers.Pending,
     ledger: CostLedger,
     embed_progress: Callable[[int, int], None] | None = None,
 ) -> IndexReport:
     """Build the graph of the plan, then write it in one atomic store step that also removes
     the old version of a changed document and carries its memory over
     (:mod:`.memory.carry`): a failure (embedding, store) leaves the old version and its
-    memory as they were. ``embed_progress(done, total)`` follows the embedding."""
+    memory as they were. ``embed_progress(done, total)`` follows the embedding.
+    ``extractions`` still being made (zero-token: :mod:`.workers`) are waited for once the
+    chunks are embedded."""
     changed = {
         d.id: [d.id] * (store.document_hash(d.id) is not None) + p.replaces.get(d.id, [])
         for d in p.fresh
     }
     changed = {k: v for k, v in changed.items() if v}
-    found = [x for x, _ in extractions]
+    pending: workers.Pending | None = None
+    given: list[tuple[Extraction, bool]] = []
+    if isinstance(extractions, workers.Pending):
+        pending = extractions
+    else:
+        given = extractions
+
+    def found() -> list[Extraction]:
+        return [x for x, _ in (pending.result() if pending is not None else given)]
+
     batch = indexing.build_graph(p.chunks, found, store, embedder, cfg, embed_progress)
+    if pending is not None:
+        tokens, fell_back = pending.tokens(), 0  # zero-token: no LLM reply to fall back from
+    else:
+        tokens = indexing.source_tokens(p.chunks)
+        fell_back = sum(1 for _, fb in given if fb)
     moves, links = carry.moves(store, changed, batch.chunks, batch.edges) if changed else ({}, [])
     memory = store.add_graph(
         replace=[old for olds in changed.values() for old in olds],
@@ -216,9 +232,9 @@ def commit(
         entities_added=batch.entities_added,
         entities_merged=batch.entities_merged,
         relations=batch.relations,
-        source_tokens=indexing.source_tokens(p.chunks),
+        source_tokens=tokens,
         costs=ledger,
-        fallback_chunks=sum(1 for _, fb in extractions if fb),
+        fallback_chunks=fell_back,
         memory=dict(memory or {}),
     )
 

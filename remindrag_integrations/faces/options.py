@@ -29,6 +29,7 @@ class RetrieverOptions(TypedDict, total=False):
     chunk_overlap: int
     synonym_threshold: float
     max_concurrency: int
+    workers: int | None
     embed_batch_size: int
     insert_batch_documents: int
     max_document_chars: int

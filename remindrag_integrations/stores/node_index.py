@@ -20,6 +20,7 @@ taken; otherwise it scans that kind exactly.
 from __future__ import annotations
 
 import copy
+import math
 import threading
 from collections.abc import Callable, Sequence
 
@@ -163,6 +164,13 @@ class NodeIndex:
             return [[] for _ in queries]
         if passing is not None:
             sims[:, ~passing(ids)] = -np.inf
+        if k == 1:  # the best per row in one pass (the earliest of equals, as below)
+            best = np.argmax(sims, axis=1)
+            values = sims[np.arange(len(sims)), best]
+            return [
+                [(ids[j], v)] if math.isfinite(v) else []
+                for j, v in zip(best.tolist(), values.tolist())
+            ]
         out: list[Hits] = []
         for row in sims:
             kk = min(k, int(np.isfinite(row).sum()))
