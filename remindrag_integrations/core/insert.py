@@ -4,7 +4,7 @@ built and written in one store write (an interrupted insert keeps the batches it
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import arguments, indexing, workers
@@ -15,7 +15,7 @@ from .protocols import Embedder
 from .steps import Step
 from .store import GraphStore
 from .text import count_tokens
-from .types import Chunk, CostLedger, Document, IndexReport, Piece
+from .types import Chunk, CostLedger, Document, IndexReport, Piece, plus_written
 
 
 @dataclass(frozen=True)
@@ -135,17 +135,7 @@ def combine(p: Plan, reports: list[IndexReport], ledger: CostLedger) -> IndexRep
     """One report for the whole insert from its batches' reports."""
     total = IndexReport(0, p.unchanged, 0, 0, 0, 0, 0, ledger, 0, p.empty, p.duplicates)
     for r in reports:
-        total = replace(
-            total,
-            documents=total.documents + r.documents,
-            chunks=total.chunks + r.chunks,
-            entities_added=total.entities_added + r.entities_added,
-            entities_merged=total.entities_merged + r.entities_merged,
-            relations=total.relations + r.relations,
-            source_tokens=total.source_tokens + r.source_tokens,
-            fallback_chunks=total.fallback_chunks + r.fallback_chunks,
-            memory={k: total.memory.get(k, 0) + v for k, v in r.memory.items()},
-        )
+        total = plus_written(total, r)
     return total
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InvalidArgumentError
-from .types import CostLedger, IndexReport
+from .types import CostLedger, IndexReport, plus_written
 
 StreamProgressFn = Callable[["StreamProgress"], None]
 
@@ -150,18 +150,10 @@ class Tally:
             self.writing += seconds
         t = self.report
         self.report = replace(
-            t,
-            documents=t.documents + r.documents,
+            plus_written(t, r),
             skipped_documents=t.skipped_documents + r.skipped_documents,
-            chunks=t.chunks + r.chunks,
-            entities_added=t.entities_added + r.entities_added,
-            entities_merged=t.entities_merged + r.entities_merged,
-            relations=t.relations + r.relations,
-            source_tokens=t.source_tokens + r.source_tokens,
-            fallback_chunks=t.fallback_chunks + r.fallback_chunks,
             empty_documents=t.empty_documents + r.empty_documents,
             duplicate_documents=t.duplicate_documents + r.duplicate_documents,
-            memory={k: t.memory.get(k, 0) + r.memory.get(k, 0) for k in {*t.memory, *r.memory}},
         )
         t.costs.merge(r.costs)
         return self.now()

@@ -7,7 +7,7 @@ Everything here is framework-free and JSON-serialisable through ``to_dict`` / ``
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, TypedDict
 
 from . import errors as _errors
@@ -418,6 +418,22 @@ class IndexReport:
     # memory at the chunks and anchors of replaced documents: edges whose memory was
     # "kept" (unchanged chunks), "moved" (to an edited chunk's edges) or "dropped"
     memory: dict[str, int] = field(default_factory=dict)
+
+
+def plus_written(t: IndexReport, r: IndexReport) -> IndexReport:
+    """``t`` with what batch ``r`` wrote added: documents, chunks, entities, relations,
+    tokens, fallbacks and the memory counts (the skips and costs are the caller's)."""
+    return replace(
+        t,
+        documents=t.documents + r.documents,
+        chunks=t.chunks + r.chunks,
+        entities_added=t.entities_added + r.entities_added,
+        entities_merged=t.entities_merged + r.entities_merged,
+        relations=t.relations + r.relations,
+        source_tokens=t.source_tokens + r.source_tokens,
+        fallback_chunks=t.fallback_chunks + r.fallback_chunks,
+        memory={k: t.memory.get(k, 0) + r.memory.get(k, 0) for k in {*t.memory, *r.memory}},
+    )
 
 
 class DeleteReport(TypedDict):
