@@ -9,7 +9,12 @@ One ``remindrag mcp --http`` process serves it (read-write, the defaults). Each 
 MCP SDK session (``streamable_http_client`` + ``ClientSession``) that searches its questions
 one after the other: first in a closed loop (each sends its next search as soon as it has
 the last result: the server's throughput decides), then paced (``--think-ms`` between a result
-and the next search, as an agent's model reads and writes); ``--rounds`` searches per client. Measured per search: the time from ``call_tool`` to its result at the client. Reported:
+and the next search, as an agent's model reads and writes), all starting at once and then
+with staggered starts (each agent's first search a random part of one think time later);
+``--rounds`` searches per client. The server's CPU time per search is read from ``/proc``; the
+closed loop's floor is ``clients × that / CPUs``: with every client's next search queued, a
+search waits for the others' CPU whatever the server does, so on 2 CPUs 20 clients cannot
+come within 10× of one (only work shared between searches could). Measured per search: the time from ``call_tool`` to its result at the client. Reported:
 p50 / p95 / max single-client and concurrent, their ratio, the searches per second, the tool
 errors and failed calls, and the lines of ``Traceback`` the server wrote to stderr (one per
 ordinary disconnect before issue 33). Prints a table and writes a small JSON summary.
@@ -81,10 +86,18 @@ def serve(store: Path, log: Path) -> tuple[subprocess.Popen, str]:
 
 
 async def client(
-    url: str, questions: list[str], rounds: int, out: dict[str, list], think_ms: float, seed: int
+    url: str,
+    questions: list[str],
+    rounds: int,
+    out: dict[str, list],
+    think_ms: float,
+    seed: int,
+    stagger: bool = False,
 ) -> None:
     """One agent: a session, ``rounds`` searches one after the other, ``think_ms`` (× 0.5-1.5,
-    seeded) between a result and the next search: the agent's model reading and writing."""
+    seeded) between a result and the next search: the agent's model reading and writing.
+    ``stagger``: its first search waits a random part of one think time (agents that did not
+    all start in the same millisecond)."""
     import random
 
     rng = random.Random(seed)
@@ -97,6 +110,8 @@ async def client(
             async with streamable_http_client(url, http_client=http) as (read, write, _):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
+                    if stagger:
+                        await asyncio.sleep(think_ms * rng.uniform(0, 1) / 1e3)
                     for i in range(rounds):
                         q = questions[i % len(questions)]
                         t = time.perf_counter()
@@ -110,23 +125,39 @@ async def client(
         out["failed"].append(f"{type(exc).__name__}: {exc}"[:200])
 
 
+def cpu_s(pid: int) -> float:
+    """The user + system CPU seconds process ``pid`` has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def run(
-    url: str, questions: list[str], clients: int, rounds: int, think_ms: float = 0.0
+    url: str,
+    questions: list[str],
+    clients: int,
+    rounds: int,
+    think_ms: float = 0.0,
+    stagger: bool = False,
+    server_pid: int | None = None,
 ) -> dict[str, Any]:
     out: dict[str, list] = {"ms": [], "tool_errors": [], "failed": []}
+    cpu0 = cpu_s(server_pid) if server_pid else None
     t = time.perf_counter()
     await asyncio.gather(
         *(
-            client(url, questions[c:] + questions[:c], rounds, out, think_ms, c)
+            client(url, questions[c:] + questions[:c], rounds, out, think_ms, c, stagger)
             for c in range(clients)
         )
     )
     wall = time.perf_counter() - t
+    server_cpu = cpu_s(server_pid) - cpu0 if server_pid and cpu0 is not None else None
     ms = sorted(out["ms"])
     pct = lambda p: ms[min(len(ms) - 1, int(p / 100 * len(ms)))] if ms else float("nan")  # noqa: E731
     return {
         "clients": clients,
         "think_ms": think_ms,
+        "staggered": stagger,
+        "server_cpu_ms_per_search": server_cpu / len(ms) * 1e3 if server_cpu and ms else None,
         "searches": len(ms),
         "p50_ms": statistics.median(ms) if ms else None,
         "p95_ms": pct(95),
@@ -159,10 +190,12 @@ def main() -> None:
         proc, url = serve(store, log)
         try:
             asyncio.run(run(url, questions, 1, 5))  # warm: the first search loads the model
-            single = asyncio.run(run(url, questions, 1, args.single_rounds))
-            many = asyncio.run(run(url, questions, args.clients, args.rounds))
-            paced = asyncio.run(run(url, questions, args.clients, args.rounds, args.think_ms))
-            single_after = asyncio.run(run(url, questions, 1, args.single_rounds))
+            pid, n, rounds, think = proc.pid, args.clients, args.rounds, args.think_ms
+            single = asyncio.run(run(url, questions, 1, args.single_rounds, server_pid=pid))
+            many = asyncio.run(run(url, questions, n, rounds, server_pid=pid))
+            paced = asyncio.run(run(url, questions, n, rounds, think, server_pid=pid))
+            staggered = asyncio.run(run(url, questions, n, rounds, think, True, server_pid=pid))
+            single_after = asyncio.run(run(url, questions, 1, args.single_rounds, server_pid=pid))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -170,33 +203,44 @@ def main() -> None:
     load.append(os.getloadavg())
     base = max(single["p95_ms"], single_after["p95_ms"])
     ratio, paced_ratio = many["p95_ms"] / base, paced["p95_ms"] / base
+    staggered_ratio = staggered["p95_ms"] / base
+    # the closed loop's floor: every client always has a search queued, so a search waits
+    # for the others' server CPU spread over the cores (the clients' own CPU not counted)
+    cpus = len(os.sched_getaffinity(0))
+    floor_ms = args.clients * many["server_cpu_ms_per_search"] / cpus
     summary = {
         "single": single,
         "concurrent": many,
         "paced": paced,
+        "paced_staggered": staggered,
         "single_after": single_after,
         "p95_ratio": ratio,
         "paced_p95_ratio": paced_ratio,
+        "paced_staggered_p95_ratio": staggered_ratio,
+        "closed_loop_floor_ms": floor_ms,
+        "closed_loop_floor_ratio": floor_ms / base,
         "server_tracebacks": tracebacks,
         "load": load,
-        "cpus": os.cpu_count(),
+        "cpus": cpus,
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
     }
     print(
-        "| clients | think ms | searches | p50 ms | p95 ms | max ms | searches/s | tool errors "
-        "| failed |"
+        "| clients | start | think ms | searches | p50 ms | p95 ms | max ms | searches/s "
+        "| server CPU ms/search | tool errors | failed |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in (single, many, paced, single_after):
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in (single, many, paced, staggered, single_after):
+        start = "staggered" if r["staggered"] else "at once"
         print(
-            f"| {r['clients']} | {r['think_ms']:.0f} | {r['searches']} | {r['p50_ms']:.1f} | "
-            f"{r['p95_ms']:.1f} | "
-            f"{r['max_ms']:.1f} | {r['searches_per_s']:.1f} | {r['tool_errors']} | "
-            f"{r['failed_clients']} |"
+            f"| {r['clients']} | {start} | {r['think_ms']:.0f} | {r['searches']} "
+            f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['max_ms']:.1f} "
+            f"| {r['searches_per_s']:.1f} | {r['server_cpu_ms_per_search']:.1f} "
+            f"| {r['tool_errors']} | {r['failed_clients']} |"
         )
     print(
-        f"p95 / single-client p95: closed loop {ratio:.2f}, paced {paced_ratio:.2f}; "
-        f"server tracebacks: {tracebacks}; load {load}"
+        f"p95 / single-client p95: closed loop {ratio:.2f} (its floor on {cpus} CPUs: "
+        f"{summary['closed_loop_floor_ratio']:.2f}), paced {paced_ratio:.2f}, paced with "
+        f"staggered starts {staggered_ratio:.2f}; server tracebacks: {tracebacks}; load {load}"
     )
     if args.out:
         args.out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")

@@ -430,3 +430,108 @@ def test_servers_on_one_postgres_store_share_memory(
     assert wrote["applied"]
     assert replayed["stop_reason"] == "replay" or replayed["replayed_edges"] > 0
     assert replayed["walk_steps"] < found["walk_steps"]
+
+
+def _service(store: Path) -> object:
+    from argparse import Namespace
+
+    from remindrag_integrations.app import mcp_service
+
+    args = Namespace(store=str(store), namespace="default", llm="none", cache=None)
+    return mcp_service.StoreService(Namespace(**vars(args), no_cache=True))
+
+
+class _Embedder:
+    """The service's embedder, each thread's first ``embed`` call held at ``hold(thread)``."""
+
+    def __init__(self, real: object, hold: Callable[[], None]) -> None:
+        import threading
+
+        self._real, self._hold, self._held = real, hold, threading.local()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._real, name)
+
+    def embed(self, texts: list[str]) -> object:
+        if not getattr(self._held, "done", False):
+            self._held.done = True
+            self._hold()
+        return self._real.embed(texts)
+
+
+def test_http_searches_run_side_by_side(fresh_store: Path) -> None:
+    """Two searches are inside the engine at once (each waits there for the other); before
+    issue 34's item 7 the service ran one request at a time, and the pair never met."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    service = _service(fresh_store)
+    meet = threading.Barrier(2, timeout=30)
+    service.engine.embedder = _Embedder(service.engine.embedder, meet.wait)
+    with ThreadPoolExecutor(2) as pool:
+        found = list(pool.map(service.search, [QUESTION, "Who wrote the Enuma Elish?"]))
+    assert all(f["passages"] for f in found)
+    assert len({f["trace_id"] for f in found}) == 2
+
+
+def test_a_write_during_a_search_keeps_the_search_rememberable(fresh_store: Path) -> None:
+    """A write swaps in a new engine while a search is still on the old one: the search's
+    trace is adopted by the new engine (its text can be read) and remembered once."""
+    import threading
+
+    service = _service(fresh_store)
+    first = service.search(QUESTION)
+    inside, go = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        if threading.current_thread().name == "slow-search":
+            inside.set()
+            assert go.wait(30)
+
+    service.engine.embedder = _Embedder(service.engine.embedder, hold)
+    found: dict = {}
+    slow = threading.Thread(
+        target=lambda: found.update(service.search("Who wrote the Enuma Elish?")),
+        name="slow-search",
+    )
+    slow.start()
+    assert inside.wait(30)
+    assert service.remember(first["trace_id"], "An Akkadian spirit.")["applied"]  # swaps
+    go.set()
+    slow.join(30)
+    assert found["passages"]
+    text = service.trace_text(found["trace_id"])
+    assert "Enuma Elish" in text and "not memorized" in text
+    assert service.remember(found["trace_id"], "Unknown.")["trace_id"] == found["trace_id"]
+    again = service.remember(found["trace_id"], "Unknown.")
+    assert not again["applied"]  # once per trace
+
+
+def test_the_trace_shelf_keeps_the_newest(
+    tmp_path: Path, fresh_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruned every ``keep // 10`` puts (not a listing of the folder per search): never more
+    than ``1.1 × keep`` files, the newest kept."""
+    import dataclasses
+    import pathlib
+
+    from remindrag_integrations.app.mcp_service import TraceShelf
+
+    listings = []
+    real_glob = pathlib.Path.glob
+    monkeypatch.setattr(
+        pathlib.Path, "glob", lambda self, p: listings.append(self) or real_glob(self, p)
+    )
+
+    trace = _service(fresh_store).engine.retrieve(QUESTION).trace
+    shelf = TraceShelf(tmp_path / "shelf", keep=20)
+    ids = [f"t{n:03d}" for n in range(75)]
+    most = 0
+    for n, tid in enumerate(ids):
+        shelf.put(dataclasses.replace(trace, trace_id=tid))
+        os.utime(tmp_path / "shelf" / f"{tid}.json", (n, n))  # distinct ages on any clock
+        most = max(most, len(os.listdir(tmp_path / "shelf")))
+    assert most <= 22
+    assert len(listings) == 75 // 2  # one listing every keep // 10 = 2 puts
+    assert all(shelf.get(tid) is not None for tid in ids[-20:])
+    assert shelf.get(ids[0]) is None

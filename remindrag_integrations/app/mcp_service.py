@@ -42,10 +42,12 @@ SHELF = "mcp-traces"
 
 class TraceShelf:
     """Searches' traces not yet saved with the store, one JSON file each (written whole with
-    a rename), the newest ``keep`` kept."""
+    a rename), the newest ``keep`` kept (pruned every ``keep // 10`` puts, so at most
+    ``1.1 × keep`` files wait)."""
 
     def __init__(self, folder: Path, keep: int = MAX_PENDING_TRACES) -> None:
         self.folder, self.keep = folder, keep
+        self._puts = 0  # since the last pruning
 
     def _path(self, trace_id: str) -> Path | None:
         ok = trace_id.isalnum() and len(trace_id) <= 64  # an id never names another file
@@ -59,11 +61,14 @@ class TraceShelf:
         tmp = self.folder / f".{uuid.uuid4().hex}.tmp"
         tmp.write_text(json.dumps(trace.to_dict()), encoding="utf-8")
         os.replace(tmp, path)
-        files = list(self.folder.glob("*.json"))
-        if len(files) > self.keep * 1.1:  # prune now and then, oldest first
-            files.sort(key=lambda f: f.stat().st_mtime)
-            for old in files[: len(files) - self.keep]:
-                old.unlink(missing_ok=True)
+        self._puts += 1
+        if self._puts >= max(self.keep // 10, 1):  # prune now and then (listing is not free)
+            self._puts = 0
+            files = list(self.folder.glob("*.json"))
+            if len(files) > self.keep:  # oldest first
+                files.sort(key=lambda f: f.stat().st_mtime)
+                for old in files[: len(files) - self.keep]:
+                    old.unlink(missing_ok=True)
 
     def get(self, trace_id: str) -> Trace | None:
         path = self._path(trace_id)
@@ -77,6 +82,14 @@ class TraceShelf:
             path = self._path(tid)
             if path is not None:
                 path.unlink(missing_ok=True)
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class ReadOnlyError(ReMindError):
@@ -97,7 +110,8 @@ class StoreService:
         self.read_only = read_only
         self.local_files = local_files
         self.shared_db = _is_dsn(args)
-        self._lock = threading.RLock()  # one request at a time touches the engine
+        self._lock = threading.RLock()  # one request at a time swaps or writes the engine
+        self._searching = threading.BoundedSemaphore(max(2, _cpus()))
         self._pending: OrderedDict[str, Trace] = OrderedDict()  # not yet saved with the store
         self._writes = {"applied": 0, "skipped": 0}
         self._generation: str | None = None
@@ -205,9 +219,17 @@ class StoreService:
         if min_score is not None:
             overrides["min_score"] = min_score
         with self._lock:
-            retrieval = self._fresh().retrieve(query, **overrides)
-            trace = retrieval.trace
-            if not self.shared_db:
+            engine = self._fresh()
+        # searches run side by side, as many as there are CPUs (the engine takes concurrent
+        # reads; a write swaps in a new engine and leaves this one to the searches still on
+        # it; more threads than CPUs would only contend for them), the bookkeeping in turn
+        with self._searching:
+            retrieval = engine.retrieve(query, **overrides)
+        trace = retrieval.trace
+        if not self.shared_db:
+            with self._lock:
+                if engine is not self.engine:  # a write or reload came meanwhile: adopt it
+                    self.engine.store.save_trace(trace.to_dict())
                 self._pending[trace.trace_id] = trace
                 while len(self._pending) > MAX_PENDING_TRACES:
                     self._pending.popitem(last=False)
