@@ -87,6 +87,21 @@ def test_answers_that_commit_do_not_abstain(answer: str) -> None:
     assert abstains(answer) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("  Cafe\tMUSIC  ", "cafe music"),
+        ("Caf\u00e9 Mu\u0308sic", "cafe music"),  # precomposed and combining accents
+        ("Jos\u00e9\u2019s  \u2018band\u2019", "jose's 'band'"),
+        ("Stra\u00dfe \ufb01ne", "strasse fine"),  # casefold and NFKD's compatibility forms
+    ],
+)
+def test_normal_takes_accents_off_and_leaves_ascii_as_it_was(text: str, expected: str) -> None:
+    from remindrag_integrations.core.memory.grounding import normal
+
+    assert normal(text) == expected
+
+
 def test_the_answer_is_grounded_in_the_passage_holding_its_words() -> None:
     passages = [(k, v) for k, v in TEXTS.items()]
     assert key_words("The Vistula river, which flows through Warsaw.", QUESTION) == {"vistula"}

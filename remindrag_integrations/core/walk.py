@@ -67,6 +67,8 @@ class Walk:
     # changes within a query; another node's with the anchor it comes from (None: its own)
     anchor_values: dict[str, float] = field(default_factory=dict)
     node_values: dict[str, tuple[float, str | None]] = field(default_factory=dict)
+    # and the anchors among an entity's first edges it looks at (a walk's edges never change)
+    lookahead: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.filter = filters.parse(self.cfg.filter)

@@ -148,8 +148,10 @@ _CITED = re.compile(r"\s*\[?\s*\b[cae]-[0-9a-f]{4,40}\b\s*\]?")
 
 def normal(text: str) -> str:
     """Lower case, straight apostrophes, no accents, one space between words."""
-    text = unicodedata.normalize("NFKD", text.replace("\u2019", "'").replace("\u2018", "'"))
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    if not text.isascii():  # ASCII has no accent to take off
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(ch for ch in text if not unicodedata.combining(ch))
     return " ".join(text.casefold().split())
 
 

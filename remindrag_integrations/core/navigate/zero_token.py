@@ -40,11 +40,7 @@ def value(walk: Walk, node: str) -> float:
         return got[0]
     best: tuple[float, str | None] = (walk.sims([node])[0], None)
     if is_entity(node):
-        anchors = [
-            w
-            for e in walk.neighbors(node)[:_LOOKAHEAD]
-            if is_anchor(w := e.other(node)) and w not in walk.parents
-        ]
+        anchors = [a for a in _anchors_near(walk, node) if a not in walk.parents]
         for a, v in zip(anchors, anchor_values(walk, anchors)):
             if v > best[0]:
                 best = (v, a)
@@ -58,13 +54,18 @@ def read_ahead(walk: Walk, nodes: list[str]) -> None:
     embeddings of the nodes and of the unread anchors those entities lead to."""
     entities = [n for n in nodes if is_entity(n)]
     walk.prefetch_edges(entities)
-    anchors = [
-        w
-        for n in entities
-        for e in walk.neighbors(n)[:_LOOKAHEAD]
-        if is_anchor(w := e.other(n)) and w not in walk.parents
-    ]
+    anchors = [a for n in entities for a in _anchors_near(walk, n) if a not in walk.parents]
     walk.sims([*nodes, *anchors])
+
+
+def _anchors_near(walk: Walk, entity: str) -> list[str]:
+    """The anchors among the first :data:`_LOOKAHEAD` edges of ``entity`` (read or unread),
+    found once per walk."""
+    found = walk.lookahead.get(entity)
+    if found is None:
+        edges = walk.neighbors(entity)[:_LOOKAHEAD]
+        found = walk.lookahead[entity] = [w for e in edges if is_anchor(w := e.other(entity))]
+    return found
 
 
 def _around(walk: Walk, current: str) -> dict[str, list[str]]:
