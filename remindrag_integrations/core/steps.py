@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from .blas import one_blas_thread
 from .errors import EmbeddingError, LLMError, LLMTimeoutError, ReMindError
 from .protocols import ChatLLM, Completion, Embedder
 from .types import CostLedger
@@ -258,8 +259,11 @@ class _Done:
 
 
 def _advance(step: Step, reply: Any, error: LLMError | None) -> Ask | Embed | _Done:
+    """The step's own work up to its next request, its small products on one BLAS thread
+    (:mod:`.blas`)."""
     try:
-        return step.throw(error) if error else step.send(reply)
+        with one_blas_thread():
+            return step.throw(error) if error else step.send(reply)
     except StopIteration as stop:
         return _Done(stop.value)
 
