@@ -88,3 +88,30 @@ def test_a_retrieval_runs_its_steps_on_one_blas_thread(
         found = asyncio.run(engine.aretrieve(question))
     assert found.chunks and during == [{1}]
     assert _blas_threads() == {2}  # the caller's setting is back
+
+
+def test_a_blas_loaded_after_the_first_query_is_limited_too() -> None:
+    """SciPy's wheels bring their own OpenBLAS beside numpy's; imported after the first step
+    (as in a long test run or an app), it is held to one thread as well."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, numpy\n"
+        "from threadpoolctl import threadpool_info, threadpool_limits\n"
+        "from remindrag_integrations.core.blas import one_blas_thread\n"
+        "bt = lambda: [l['num_threads'] for l in threadpool_info() if l['user_api'] == 'blas']\n"
+        "with one_blas_thread(): first = bt()\n"
+        "import scipy.linalg\n"
+        "with threadpool_limits(2, 'blas'):\n"
+        "    before = bt()\n"
+        "    with one_blas_thread(): inside = bt()\n"
+        "print(json.dumps([first, before, inside]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, before, inside = json.loads(out.stdout.strip().splitlines()[-1])
+    if len(before) == len(first):
+        pytest.skip("SciPy shares numpy's BLAS here: nothing loads late")
+    assert before == [2] * len(before) and inside == [1] * len(before)

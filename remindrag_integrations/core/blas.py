@@ -16,6 +16,7 @@ without it, nothing is limited.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,18 +25,23 @@ from typing import Any
 _lock = threading.Lock()
 _inside = 0  # steps running now
 _limiter: Any = None  # threadpoolctl's limiter while any runs
-_controller: Any = None  # the BLAS libraries this process has loaded, found once
+_limited: Any = None  # the libraries it limits (what to give back, whatever loads meanwhile)
+_controller: Any = None  # the BLAS libraries this process has loaded
+_modules = -1  # len(sys.modules) when they were listed
 
 
 def _libraries() -> Any:
-    global _controller
-    if _controller is None:
+    """The thread pools of the libraries loaded now, listed again only when Python modules
+    were imported since (an import is what loads another BLAS, e.g. SciPy's own OpenBLAS
+    beside numpy's); ``False`` without threadpoolctl."""
+    global _controller, _modules
+    if _controller is not False and len(sys.modules) != _modules:
         try:
             from threadpoolctl import ThreadpoolController
         except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
             _controller = False
         else:
-            _controller = ThreadpoolController()
+            _controller, _modules = ThreadpoolController(), len(sys.modules)
     return _controller
 
 
@@ -54,13 +60,13 @@ def _control(libraries: Any, take: bool) -> None:
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
     """BLAS on one thread inside the block (see the module doc); re-entrant and thread-safe."""
-    global _inside, _limiter
+    global _inside, _limiter, _limited
     with _lock:
         if _inside == 0:
             libraries = _libraries()
             if libraries:
                 _control(libraries, take=True)
-                _limiter = libraries.limit(limits=1, user_api="blas")
+                _limiter, _limited = libraries.limit(limits=1, user_api="blas"), libraries
         _inside += 1
     try:
         yield
@@ -68,7 +74,7 @@ def one_blas_thread() -> Iterator[None]:
         with _lock:
             _inside -= 1
             if _inside == 0 and _limiter is not None:
-                _control(_controller, take=True)  # the last out may be another thread
+                _control(_limited, take=True)  # the last out may be another thread
                 _limiter.restore_original_limits()
-                _control(_controller, take=False)
-                _limiter = None
+                _control(_limited, take=False)
+                _limiter = _limited = None
