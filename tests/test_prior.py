@@ -228,3 +228,76 @@ def test_the_feedback_fields_refuse_bad_values(field: str, bad: object) -> None:
     eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
     with pytest.raises(ConfigError):
         eng.retrieve("anything", prior={field: bad})
+
+
+# --- the title hop: a passage's text names another page's title ----------------------------
+SOUNDTRACK = (
+    "Natural Born Killers (soundtrack)\nThe soundtrack of the film Natural Born Killers was "
+    "produced by Trent Reznor of Nine Inch Nails in a hotel room."
+)
+REZNOR = "Trent Reznor\nMichael Trent Reznor (born May 17, 1965) is an American singer."
+TITLED_FILLER = [
+    "The soundtrack album of the film was produced in a studio and released in the year after.",
+    "A film soundtrack is produced by a record producer; the film was born of a novel.",
+    "Natural history films are produced for television; one was born in a hotel.",
+    "The killers in the film were born in the year the soundtrack was produced.",
+    "The year a film is released and the year its soundtrack is produced can differ.",
+    "Born in a small town, the producer worked on the soundtrack of a film in one year.",
+]
+SOUNDTRACK_QUESTION = (
+    "The soundtrack of the film Natural Born Killers was produced by a man born in what year?"
+)
+
+
+def _titled(metadata: bool) -> ReMindRAG:
+    """The two pages and the fillers, titled by metadata or by their first line alone."""
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    rows = [("nbk", SOUNDTRACK), ("reznor", REZNOR)]
+    rows += [(f"filler{i}", f"Filler {i}\n{t}") for i, t in enumerate(TITLED_FILLER)]
+    eng.insert([(d, t, {"title": t.split("\n")[0]} if metadata else {}) for d, t in rows])
+    return eng
+
+
+@pytest.mark.parametrize("metadata", [True, False], ids=["metadata title", "first line"])
+def test_the_page_a_passage_names_by_its_title_is_the_second_hop(metadata: bool) -> None:
+    """The soundtrack's text names "Trent Reznor", the title of a page that shares almost no
+    word with the question; the extractor read "Trent Reznor of Nine Inch Nails" as one
+    name, so no graph edge leads there. The title hop brings it right after the soundtrack."""
+    eng = _titled(metadata)
+    without = eng.retrieve(SOUNDTRACK_QUESTION, k=3, prior={"title_hop": 0.0})
+    assert _docs(without)[0] == "nbk" and "reznor" not in _docs(without)
+    r = eng.retrieve(SOUNDTRACK_QUESTION, k=3)
+    assert _docs(r)[:2] == ["nbk", "reznor"]
+    ev = r.trace.rank_evidence
+    page, best = r.chunks[1].chunk.id, r.chunks[0].chunk.id
+    assert ev[page]["graph"] == 0.0 and ev[page]["title"] > 0.5 * ev[best]["score"]
+    assert all("title" not in ev[rc.chunk.id] for rc in r.chunks if rc.chunk.id != page)
+
+
+def test_the_title_hop_leaves_untitled_documents_alone(engine: ReMindRAG) -> None:
+    """No document of the fixture has a title (no metadata title, one line each): the hop
+    changes nothing."""
+    on, off = engine.retrieve(QUESTION, k=5), engine.retrieve(QUESTION, k=5, prior={"title_hop": 0})
+    assert [(rc.chunk.id, rc.rank_score) for rc in on.chunks] == [
+        (rc.chunk.id, rc.rank_score) for rc in off.chunks
+    ]
+    assert all("title" not in e for e in on.trace.rank_evidence.values())
+
+
+def test_what_counts_as_a_title_and_as_naming_it() -> None:
+    from remindrag_integrations.core.prior import names_title, title_of
+    from remindrag_integrations.core.types import Chunk
+
+    def chunk(text: str, index: int = 0, **meta: str) -> Chunk:
+        return Chunk("c-1", "d", index, text, 0, len(text), dict(meta))
+
+    assert title_of(chunk("body", title=" Trent Reznor ")) == "Trent Reznor"
+    assert title_of(chunk("Trent Reznor\nMichael Trent Reznor is a singer.")) == "Trent Reznor"
+    assert title_of(chunk("Trent Reznor\nsecond chunk", index=1)) == ""  # not the first chunk
+    assert title_of(chunk("One line, no text under it")) == ""
+    assert title_of(chunk("x" * 101 + "\nmore")) == ""  # a paragraph, not a heading
+    assert title_of(chunk("The of\nmore")) == ""  # function words name nothing
+    assert names_title("produced by Trent Reznor of Nine Inch Nails", "Trent Reznor")
+    assert not names_title("produced by Trent Reznors", "Trent Reznor")  # whole words only
+    assert not names_title("produced by trent reznor", "Trent Reznor")  # case as written
+    assert names_title("the film (Natural Born Killers).", "Natural Born Killers")

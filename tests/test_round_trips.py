@@ -32,9 +32,9 @@ MAX_STATEMENTS = 70
 MAX_ROWS = 6_000
 # the store's read and write methods (bookkeeping like ``dim`` is not a round trip)
 _CALLS = frozenset(
-    """get_node get_nodes get_chunk get_edge node_embeddings neighbors neighborhoods adjacency
-    search search_many lexical_search find_entity_by_name memory whole_graph graph_matrix
-    save_trace load_trace update_memory""".split()
+    """get_node get_nodes get_chunk get_chunks get_edge node_embeddings neighbors neighborhoods
+    adjacency search search_many lexical_search find_entity_by_name memory whole_graph
+    graph_matrix save_trace load_trace update_memory""".split()
 )
 
 

@@ -214,6 +214,16 @@ class PriorConfig(_Config):
         "graph matrix or the max_nodes neighbourhood.",
     )
     push_max_nodes: int = Field(300, ge=1, description="Nodes whose edges one push reads at most.")
+    title_hop: float = Field(
+        0.7,
+        ge=0.0,
+        le=10.0,
+        description="The second hop a text names, in the zero-token ranking: a passage whose "
+        "title (its document's metadata title, else a short first line) the best passage's text "
+        "names as whole words gains this x the best passage's score / sqrt(the passages that "
+        "mention the title), never above the best passage; one passage per title, none of the "
+        "best passage's own document; 0 = off.",
+    )
 
     if not TYPE_CHECKING:
 

@@ -68,11 +68,15 @@ def score_span(walk: Walk) -> float:
     return 1.0 + walk.cfg.prior.lexical_weight + walk.cfg.prior.graph_weight
 
 
-def _fill(walk: Walk, have: set[str], n: int) -> list[tuple[str, float]]:
-    """Up to ``n`` unread chunks to fill the result: the prior's next best, or the nearest
-    by dense search without a prior."""
+def _fill(
+    walk: Walk, have: set[str], n: int, hop: dict[str, float] | None = None
+) -> list[tuple[str, float]]:
+    """Up to ``n`` unread chunks to fill the result: the prior's next best (with their title
+    hop, ``hop``), or the nearest by dense search without a prior."""
     if walk.prior is not None:
-        return [(c, walk.prior.score[c]) for c in walk.prior.ranked() if c not in have][:n]
+        score, hop = walk.prior.score, hop or {}
+        unread = [(c, score[c] + hop.get(c, 0.0)) for c in score if c not in have]
+        return sorted(unread, key=lambda t: (-t[1], t[0]))[:n]
     out: list[tuple[str, float]] = []
     for anchor, sim in walk.search(walk.q_hat, n + len(have), ("anchor",)):
         cid = walk.nodes([anchor])[0].chunk_id
@@ -92,8 +96,10 @@ def rank(
     ``memory.rank_weight`` × :func:`score_span` times the memory evidence of each (how
     strongly a remembered edge vouches for it), then (``fill_to_k``) the prior's next best unread chunks; at most ``k``.
     ``merged``: the read and the unread candidates compete on one score (a zero-token walk
-    follows the prior, so reading a chunk adds no judgement of its own); otherwise what the
-    navigator read comes first. The score parts are kept in ``walk.evidence``. ``names`` and
+    follows the prior, so reading a chunk adds no judgement of its own), and the pages the
+    best of them names by their title gain the title hop (:func:`.prior.title_hop`, the
+    ``title`` part); otherwise what the navigator read comes first, by its first-pass score.
+    The score parts are kept in ``walk.evidence``. ``names`` and
     ``words``: the question's names and content words, which the relevance looks for
     (:func:`question_relevance`)."""
     cfg, ids = walk.cfg, walk.chunk_ids
@@ -103,11 +109,17 @@ def rank(
     vouch = vouched(walk)
     mem = np.asarray([vouch.get(c, 0.0) for c in ids], dtype=np.float32)
     final = rank_scores(base, mem, cfg.memory.rank_weight * score_span(walk))
+    hop = _title_hop(walk, ids, final.tolist()) if merged else {}
+    final = final + np.asarray([hop.get(c, 0.0) for c in ids], dtype=np.float32)
     scored = [(c, s, walk.sources[c]) for c, s in zip(ids, final.tolist())]
     walk.evidence = {c: _evidence(walk, c, x, m, s) for c, s, x, m in zip(ids, final, cos, mem)}
-    fill = _fill(walk, set(ids), cfg.k if merged else cfg.k - len(ids)) if cfg.fill_to_k else []
+    n = cfg.k if merged else cfg.k - len(ids)
+    fill = _fill(walk, set(ids), n, hop) if cfg.fill_to_k else []
     for (cid, s), sim in zip(fill, walk.sims([anchor_of(c) for c, _ in fill])):  # one read
         walk.evidence[cid] = _evidence(walk, cid, sim, 0.0, s)
+    for cid, gain in hop.items():
+        if cid in walk.evidence:
+            walk.evidence[cid]["title"] = gain
     if merged:
         scored = sorted([*scored, *((c, s, "dense_fill") for c, s in fill)], key=lambda t: -t[1])
     else:
@@ -125,6 +137,16 @@ def rank(
         RetrievedChunk(ch, r, how, s)  # type: ignore[arg-type]
         for ch, (_, s, how), r in zip(chunks, top, rel)
     ]
+
+
+def _title_hop(walk: Walk, ids: Sequence[str], scores: Sequence[float]) -> dict[str, float]:
+    """The title hop's gains (:func:`.prior.title_hop`) over every candidate: the chunks read,
+    at their rank scores, and the prior's unread ones, at their first-pass scores."""
+    if walk.prior is None:
+        return {}
+    pool = dict(walk.prior.score)
+    pool.update(zip(ids, scores))
+    return prior.title_hop(walk, pool)
 
 
 FALL_OFF = 0.5

@@ -13,12 +13,16 @@ the LLM's ordering of choices and its suggestion) and the final ranking all read
   local neighbourhood), scaled to the best anchor.
 
 ``score = cosine + prior.lexical_weight · lexical + prior.graph_weight · graph``; the parts
-are kept for the trace. Pure functions over a :class:`~.walk.Walk` (its cached store reads).
+are kept for the trace. The zero-token ranking adds the title hop (:func:`title_hop`: the
+pages the best passage names by their title). Pure functions over a :class:`~.walk.Walk`
+(its cached store reads).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import math
+import re
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -28,6 +32,7 @@ from .errors import warn_deprecated
 from .extract_rules import question_links
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
 from .store import GraphMatrixView, LexicalStore, MatrixStore
+from .types import Chunk
 from .walk import Prior, Walk
 
 # words that make no name on their own (a span of only these is never looked up)
@@ -272,6 +277,83 @@ def feedback_rounds(query: str, names: Sequence[str], cfg: RetrievalConfig) -> i
     if not cfg.prior.feedback_by_links:
         return cfg.prior.feedback_rounds
     return max(1, min(cfg.prior.feedback_rounds, question_links(query, tuple(names))))
+
+
+TITLE_CHARS = 100
+"""A document's first line longer than this is text, not a title (:func:`title_of`)."""
+TITLE_BELOW = 1e-6
+"""How far below the best passage a page it names stays at most (:func:`title_hop`): the second
+hop ranks after the first."""
+TITLE_PAGES = 8
+"""Titles the best passage names that :func:`title_hop` weighs at most (the best-ranked
+passages first): a list page naming hundreds of titles costs a query no more than this."""
+
+
+def title_of(chunk: Chunk) -> str:
+    """The title of a passage's document: its metadata ``title``, else the first line of the
+    document's first chunk when text follows it and it is short (at most
+    :data:`TITLE_CHARS`) and a name (:func:`is_name`); "" when it has none."""
+    title = chunk.metadata.get("title") if chunk.metadata else None
+    if isinstance(title, str) and title.strip():
+        return title.strip()
+    if chunk.index != 0:
+        return ""
+    head, newline, rest = chunk.text.lstrip().partition("\n")
+    head = head.strip()
+    if newline and rest.strip() and len(head) <= TITLE_CHARS and is_name(head):
+        return head
+    return ""
+
+
+def names_title(text: str, title: str) -> bool:
+    """Whether ``text`` holds ``title`` as whole words (case as written)."""
+    return title in text and re.search(rf"(?<!\w){re.escape(title)}(?!\w)", text) is not None
+
+
+def title_hop(walk: Walk, scores: Mapping[str, float]) -> dict[str, float]:
+    """The second hop a passage's text makes by naming another page's title ("... produced
+    by Trent Reznor of Nine Inch Nails" names the page "Trent Reznor"): the gain of each
+    passage of ``scores`` (chunk -> rank score) whose title (:func:`title_of`) the best
+    one's text names as whole words, its own title left out: ``prior.title_hop`` × the best
+    score / √(the passages that mention the title: its entity's mentions; 1 without one), so
+    a specific page climbs higher than a common one ("Kansas"), but never above the passage
+    that names it (:data:`TITLE_BELOW`). One passage per title (the best ranked: a page cut
+    into several passages is one page), none of the best passage's own document, at most
+    :data:`TITLE_PAGES` titles. The graph may miss the link (the extractor read "Trent Reznor
+    of Nine Inch Nails" as one name) or hold it among many passages that name the entity; a
+    title is what the page is about. The passages' texts are read in one store call;
+    documents without titles gain nothing."""
+    w = walk.cfg.prior.title_hop
+    ranked = sorted(scores, key=lambda c: (-scores[c], c))
+    if w <= 0 or len(ranked) < 2:
+        return {}
+    chunks = walk.chunks(ranked)  # one read
+    best, own = chunks[0], title_of(chunks[0])
+    text = best.text.replace(own, "\0") if own else best.text
+    seen = {own}
+    pages: list[tuple[str, str]] = []  # (passage, title), best ranked first
+    for c, ch in zip(ranked[1:], chunks[1:]):
+        if ch.doc_id == best.doc_id:
+            continue
+        title = title_of(ch)
+        if not title or title in seen:
+            continue
+        seen.add(title)
+        if names_title(text, title):
+            pages.append((c, title))
+            if len(pages) == TITLE_PAGES:
+                break
+    if not pages:
+        return {}
+    top = max(0.0, scores[ranked[0]])
+    ents = [walk.store.find_entity_by_name(norm_name(t)) for _, t in pages]
+    walk.prefetch_edges([e for e in ents if e is not None])
+    gains = {}
+    for (c, _), ent in zip(pages, ents):
+        mentions = _mentions(walk, ent) if ent is not None else 0
+        gain = w * top / math.sqrt(max(1, mentions))
+        gains[c] = min(gain, max(0.0, top - scores[c] - TITLE_BELOW))  # never above its namer
+    return gains
 
 
 def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -> Prior | None:
