@@ -535,3 +535,34 @@ def test_the_trace_shelf_keeps_the_newest(
     assert len(listings) == 75 // 2  # one listing every keep // 10 = 2 puts
     assert all(shelf.get(tid) is not None for tid in ids[-20:])
     assert shelf.get(ids[0]) is None
+
+
+@pytest.mark.parametrize("stdio", [False, True])
+def test_http_tool_calls_run_side_by_side_stdio_ones_in_turn(
+    fresh_store: Path, stdio: bool
+) -> None:
+    """Through the SDK server's own tool call: over HTTP (``stdio=False``) two searches meet
+    inside the engine; over stdio (stdout is the transport's, redirected per call) they take
+    turns, and the second waits for the first."""
+    import threading
+
+    from remindrag_integrations.app.mcp_server import build_server
+
+    service = _service(fresh_store)
+    meet = threading.Barrier(2, timeout=5)
+    service.engine.embedder = _Embedder(service.engine.embedder, meet.wait)
+    server = build_server(service, stdio=stdio)
+
+    async def both() -> list:
+        calls = [
+            server.call_tool("search", {"query": q})
+            for q in (QUESTION, "Who wrote the Enuma Elish?")
+        ]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    results = asyncio.run(both())
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if stdio:
+        assert failed  # in turn: the first waited at the barrier alone
+    else:
+        assert not failed, failed

@@ -60,9 +60,11 @@ def sdk() -> tuple[Any, Any, Any, int]:
     raise CLIError("remindrag mcp needs the 'mcp' extra: pip install 'remindrag-integrations[mcp]'")
 
 
-def build_server(service: StoreService, **settings: Any) -> Any:
+def build_server(service: StoreService, *, stdio: bool = True, **settings: Any) -> Any:
     """An SDK server with the tools and resources of ``service`` (``settings`` go to the
-    server's constructor: mcp 1 takes its HTTP host there)."""
+    server's constructor: mcp 1 takes its HTTP host there). ``stdio``: stdout is the
+    transport's, so each call runs with stray prints sent to stderr, one call at a time (the
+    redirect is the whole process's); over HTTP, calls run side by side."""
     cls, tool_error, resource_error, _ = sdk()
     server = cls("remindrag", instructions=INSTRUCTIONS, log_level="WARNING", **settings)
 
@@ -71,8 +73,9 @@ def build_server(service: StoreService, **settings: Any) -> Any:
         from anyio import to_thread
 
         async def call(*args: Any, **kwargs: Any) -> Any:
+            run = functools.partial(_quiet, fn) if stdio else fn
             try:
-                return await to_thread.run_sync(functools.partial(_quiet, fn, *args, **kwargs))
+                return await to_thread.run_sync(functools.partial(run, *args, **kwargs))
             except ReMindError as exc:
                 raise error(str(exc)) from None
 
@@ -396,9 +399,13 @@ def _serve_http(service: StoreService, host: str, port: int, token: str | None) 
     )
     *_, major = sdk()
     if major == 2:
-        app = build_server(service).streamable_http_app(host=host, transport_security=security)
+        app = build_server(service, stdio=False).streamable_http_app(
+            host=host, transport_security=security
+        )
     else:
-        app = build_server(service, host=host, transport_security=security).streamable_http_app()
+        app = build_server(
+            service, stdio=False, host=host, transport_security=security
+        ).streamable_http_app()
     app = refuse_deep_bodies(app)  # a body nested too deep: a 400 that says so, not a 500
     quiet_hang_ups()
     where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/mcp"
