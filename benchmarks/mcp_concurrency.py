@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remindrag_integrations.core import workers
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 
@@ -206,7 +208,7 @@ def main() -> None:
     staggered_ratio = staggered["p95_ms"] / base
     # the closed loop's floor: every client always has a search queued, so a search waits
     # for the others' server CPU spread over the cores (the clients' own CPU not counted)
-    cpus = len(os.sched_getaffinity(0))
+    cpus = workers.cpus()
     floor_ms = args.clients * many["server_cpu_ms_per_search"] / cpus
     summary = {
         "single": single,

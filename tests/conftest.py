@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import embed_noise
@@ -21,6 +23,25 @@ if embed_noise.install():
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (_site, os.environ.get("PYTHONPATH", "")) if p
     )
+
+
+def run_cli(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    """``remindrag ARGS`` in a subprocess (offline, no stdin); ``check``: a failure raises
+    with its output."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "remindrag_integrations.app.cli", *args],
+        cwd=cwd,
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"remindrag {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
 
 
 def load_jsonl(path: Path) -> list[dict]:

@@ -11,26 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATA, load_jsonl
+from conftest import DATA, load_jsonl, run_cli
 
 COMMANDS = ["index", "ask", "inspect", "memory", "trace", "mcp", "demo", "bench"]
 
 
-def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "remindrag_integrations.app.cli", *args],
-        cwd=cwd,
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"remindrag {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return proc
+run = run_cli  # `remindrag ARGS` in a subprocess
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])

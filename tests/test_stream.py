@@ -7,13 +7,12 @@ tests/test_stream_kills.py."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from remindrag_integrations import (
     Document,
@@ -215,16 +214,7 @@ def test_wrong_arguments_are_refused_before_anything_is_read() -> None:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "remindrag_integrations.app.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli(*args, cwd=cwd, check=False)
 
 
 def test_the_command_line_streams_a_jsonl_file_and_says_where_it_stands(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..core.errors import InvalidArgumentError, ReMindError
 from ..core.types import Trace
+from ..core.workers import cpus
 from .specs import CLIError
 
 MAX_PENDING_TRACES = 1000  # traces of searches kept for remember / feedback until saved
@@ -84,14 +85,6 @@ class TraceShelf:
                 path.unlink(missing_ok=True)
 
 
-def _cpus() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 class ReadOnlyError(ReMindError):
     """A write asked of a server started with ``--read-only``."""
 
@@ -111,7 +104,7 @@ class StoreService:
         self.local_files = local_files
         self.shared_db = _is_dsn(args)
         self._lock = threading.RLock()  # one request at a time swaps or writes the engine
-        self._searching = threading.BoundedSemaphore(max(2, _cpus()))
+        self._searching = threading.BoundedSemaphore(max(2, cpus()))
         self._pending: OrderedDict[str, Trace] = OrderedDict()  # not yet saved with the store
         self._writes = {"applied": 0, "skipped": 0}
         self._generation: str | None = None

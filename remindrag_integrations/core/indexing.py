@@ -19,6 +19,7 @@ from .config import IndexConfig
 from .errors import ExtractionError, InvalidDocumentError, LLMError, LLMOutputError
 from .extract_rules import rule_based_extraction
 from .ids import anchor_of, chunk_id, contains_edge_of, edge_id, entity_id, hex_id, norm_name
+from .progress import offset_progress
 from .prompts import EXTRACTION_PROMPT, Extraction, parse_extraction
 from .protocols import Embedder
 from .steps import Ask, Step, embed_checked
@@ -318,7 +319,7 @@ def build_graph(
     runs while the chunks are embedded), called once the chunks are."""
     batch = GraphBatch(chunks=list(chunks))
     texts = [c.text for c in chunks]
-    first = _phase(progress, 0, len(texts) + 1)  # the names' count is known after
+    first = offset_progress(progress, 0, len(texts) + 1)  # the names' count is known after
     chunk_vecs = embed_unique(embedder, texts, cfg.embed_batch_size, store.dim, first)
     found = extractions() if callable(extractions) else extractions
     resolve, pending = _known_entities(found, store)
@@ -348,15 +349,6 @@ def build_graph(
     return batch
 
 
-def _phase(
-    progress: Callable[[int, int], None] | None, offset: int, total: int
-) -> Callable[[int, int], None] | None:
-    """``progress`` of one embedding call seen as progress over ``total`` texts."""
-    if progress is None:
-        return None
-    return lambda done, _: progress(offset + done, total)
-
-
 def _embed_names(
     names: list[str],
     texts: list[str],
@@ -375,7 +367,7 @@ def _embed_names(
         fresh,
         cfg.embed_batch_size,
         dim,
-        _phase(progress, len(texts), len(texts) + len(names)),
+        offset_progress(progress, len(texts), len(texts) + len(names)),
     )
     width = next((v.shape[1] for v in (vecs, text_vecs) if len(v)), dim or 0)
     if len(fresh) == len(names) and (len(names) or vecs.shape[1] == width):

@@ -10,6 +10,7 @@ from typing import Any
 from . import arguments, indexing, workers
 from .config import IndexConfig
 from .memory import carry
+from .progress import offset_progress
 from .prompts import Extraction
 from .protocols import Embedder
 from .steps import Step
@@ -120,15 +121,6 @@ def split(p: Plan, documents: int) -> list[Plan]:
         replaces = {d.id: p.replaces[d.id] for d in docs if d.id in p.replaces}
         parts.append(Plan(docs, chunks, p.unchanged if i == 0 else 0, replaces=replaces))
     return parts
-
-
-def offset_progress(
-    progress: Callable[[int, int], None] | None, done: int, total: int
-) -> Callable[[int, int], None] | None:
-    """A batch's ``progress(done, total)`` seen as progress over the whole insert."""
-    if progress is None:
-        return None
-    return lambda n, _: progress(done + n, total)
 
 
 def combine(p: Plan, reports: list[IndexReport], ledger: CostLedger) -> IndexReport:

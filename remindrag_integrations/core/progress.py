@@ -13,6 +13,14 @@ from .errors import InvalidArgumentError
 ProgressFn = Callable[[int, int], None]
 
 
+def offset_progress(progress: ProgressFn | None, done: int, total: int) -> ProgressFn | None:
+    """``progress`` of one part (a batch, one embedding call) seen as progress over the
+    whole: the part's ``n`` done is ``done + n`` of ``total``."""
+    if progress is None:
+        return None
+    return lambda n, _: progress(done + n, total)
+
+
 def tqdm_bar(desc: str, unit: str = "chunk", *, always: bool = True) -> ProgressFn:
     """A ``(done, total)`` callback that draws a tqdm bar (from its first call, so a bar
     for work that never starts is never drawn) and closes it when done; with
