@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from conftest import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -111,30 +109,12 @@ def test_gemma3_base_model_uses_a_plain_prompt(tmp_path):
 def test_cli_index_with_local_model_twice_costs_nothing_the_second_time(tmp_path):
     assert smollm2_path().suffix == ".gguf"
     (tmp_path / "doc.txt").write_text(DOCS[0][1])
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     outs = []
     for store in ("s1", "s2"):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "remindrag_integrations.app.cli",
-                "index",
-                "doc.txt",
-                "--store",
-                store,
-                "--llm",
-                "local:smollm2",
-                "--cache",
-                "cache",
-            ],
+        proc = run_cli(
+            *("index", "doc.txt", "--store", store, "--llm", "local:smollm2", "--cache", "cache"),
             cwd=tmp_path,
-            env=env,
             check=False,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
         )
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout)
