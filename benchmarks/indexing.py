@@ -14,7 +14,8 @@ retriever and engine; median wall and CPU time of ``--runs``; ``benchmarks/cold_
 embedding each chunk and each distinct entity name once with the same embedder in the same
 process; one insert per ``--workers`` count per round, rounds alternating; ``--embedder``
 ``default`` / ``onnx-fp32`` / ``st`` on ``--device`` (``cuda`` where there is one) /
-``cached``; ``--baseline DIR``: another code tree's insert in turn, and whether every run
+``cached`` / ``paced`` (an emulated GPU: :class:`Paced`); ``--ahead`` the
+``IndexConfig.embed_ahead`` settings to run; ``--baseline DIR``: another code tree's insert in turn, and whether every run
 built the same graph)::
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/indexing.py \\
@@ -221,17 +222,34 @@ class Cached:
         return np.stack([self.vectors[t] for t in texts])
 
 
+class Paced(Cached):
+    """:class:`Cached`, each call sleeping as long as the issue's H100 took to embed (issue
+    35: 5,872 passages, 2.98 M characters in 4.1 s, float32, batch 128): 1.38 µs a
+    character, plus 1.5 ms per 128 texts. An emulation of a GPU embedder on a machine
+    without one: like a CUDA call, the sleep leaves the cores and the GIL to the rest of the
+    insert. Not a measurement of a GPU."""
+
+    SECONDS_PER_CHAR = 4.1 / 2.98e6
+    SECONDS_PER_BATCH = 0.0015
+
+    def embed(self, texts: Any) -> Any:
+        texts = list(texts)
+        batches = -(-len(texts) // 128)
+        time.sleep(batches * self.SECONDS_PER_BATCH + self.SECONDS_PER_CHAR * sum(map(len, texts)))
+        return super().embed(texts)
+
+
 def make_embedder(mod: Any, kind: str, device: str) -> Any:
     """The embedder a floor run uses, from the code under test (``mod``): ``default`` (what
-    ``ReMindRAG()`` picks), ``onnx-fp32``, ``st`` (sentence-transformers on ``device``) or
-    ``cached`` (:class:`Cached`)."""
+    ``ReMindRAG()`` picks), ``onnx-fp32``, ``st`` (sentence-transformers on ``device``),
+    ``cached`` (:class:`Cached`) or ``paced`` (:class:`Paced`)."""
     import importlib
 
     emb = importlib.import_module(f"{mod.__name__}.adapters.embeddings")
     if kind == "st":
         return emb.SentenceTransformerEmbedder(device=device)
-    if kind == "cached":
-        return Cached(emb.default_embedder())
+    if kind in ("cached", "paced"):
+        return (Paced if kind == "paced" else Cached)(emb.default_embedder())
     if kind == "onnx-fp32":
         os.environ["REMINDRAG_EMBEDDER_BACKEND"] = "onnx-fp32"
         try:
@@ -271,11 +289,13 @@ def bench_floor(
     workers: list[int],
     embedder: str = "default",
     device: str = "cpu",
+    aheads: tuple[bool | None, ...] = (None,),
 ) -> dict[str, Any]:
     """Zero-token ``insert`` of ``n`` passages against the floor: embedding each chunk and
     each distinct entity name once, with the same embedder, in this process (two calls:
     the chunks, then the names). Each worker count in ``workers`` is one insert per round
-    (``IndexConfig(workers=...)``; a code without the knob runs once, as ``-``); with
+    (``IndexConfig(workers=...)``; a code without the knob runs once, as ``-``), and each
+    ``aheads`` setting of ``IndexConfig.embed_ahead`` (None: the default) likewise; with
     ``baseline`` (another code tree) its ``insert`` runs in turn in the same process. Rounds
     alternate the codes and worker counts; every insert gets a fresh engine, the embedder is
     loaded once per code."""
@@ -296,7 +316,7 @@ def bench_floor(
         plan = importlib.import_module(f"{mod.__name__}.core.insert").plan
         chunks = [c.text for c in plan(engine.store, docs, engine.index_config).chunks]
         texts[label] = (chunks, distinct_names(mod, chunks, engine.index_config))
-        if isinstance(embedders[label], Cached):
+        if isinstance(embedders[label], Cached):  # Paced too
             embedders[label].fill(chunks + texts[label][1] + ["warm up"])
         embedders[label].embed(["warm up", chunks[0]])  # model load is cold start
     runs: list[dict[str, Any]] = []
@@ -304,7 +324,12 @@ def bench_floor(
     for r in range(rounds):
         for label, mod in codes.items():
             has_knob = "workers" in mod.IndexConfig.model_fields
-            for w in workers if has_knob else [None]:
+            has_ahead = "embed_ahead" in mod.IndexConfig.model_fields
+            for w, ah in [
+                (w, ah)
+                for w in (workers if has_knob else [None])
+                for ah in (aheads if has_ahead else ["-"])
+            ]:
                 emb = embedders[label]
                 chunks, names = texts[label]
                 load = os.getloadavg()[0]
@@ -312,17 +337,20 @@ def bench_floor(
                 emb.embed(chunks)
                 emb.embed(names)
                 floor, floor_cpu = time.perf_counter() - t, cpu_time() - floor_cpu
-                cfg = {"workers": w} if w is not None else {}
+                cfg: dict[str, Any] = {"workers": w} if w is not None else {}
+                if ah != "-":
+                    cfg["embed_ahead"] = ah
                 engine = mod.ReMindRAG(embeddings=emb, index_config=cfg)
                 t, cpu = time.perf_counter(), cpu_time()
                 report = engine.insert(docs)
                 secs, cpu = time.perf_counter() - t, cpu_time() - cpu
-                graphs[f"{label}/{w}"] = graph_signature(engine)
+                graphs[f"{label}/{w}/{ah}"] = graph_signature(engine)
                 runs.append(
                     {
                         "round": r + 1,
                         "code": label,
                         "workers": w,
+                        "embed_ahead": ah,
                         "chunks": len(chunks),
                         "names": len(names),
                         "entities": report.entities_added,
@@ -351,19 +379,25 @@ def bench_floor(
     }
     medians = {}
     for key in graphs:
-        label, w = key.split("/")
-        mine = [x for x in runs if x["code"] == label and str(x["workers"]) == w]
+        label, w, ah = key.split("/")
+        mine = [
+            x
+            for x in runs
+            if x["code"] == label and str(x["workers"]) == w and str(x["embed_ahead"]) == ah
+        ]
         medians[key] = {
             m: float(np.median([x[m] for x in mine]))
             for m in ("floor_s", "insert_s", "ratio", "cpu_ratio")
         }
-    head = ["round", "code", "workers", "chunks", "names", "floor s", "insert s", "insert / floor"]
+    head = ["round", "code", "workers", "ahead", "chunks", "names", "floor s", "insert s"]
+    head += ["insert / floor"]
     head += ["CPU s: floor", "insert", "insert / floor", "load"]
     rows = [
         [
             x["round"],
             x["code"],
             "-" if x["workers"] is None else x["workers"],
+            x["embed_ahead"],
             x["chunks"],
             x["names"],
             x["floor_s"],
@@ -384,7 +418,7 @@ def bench_floor(
     )
     table(
         "Medians",
-        ["code/workers", "floor s", "insert s", "insert / floor", "CPU insert / floor"],
+        ["code/workers/ahead", "floor s", "insert s", "insert / floor", "CPU insert / floor"],
         [[k, v["floor_s"], v["insert_s"], v["ratio"], v["cpu_ratio"]] for k, v in medians.items()],
     )
     print(f"graphs against {next(iter(graphs))}: {same}")
@@ -462,10 +496,16 @@ def main() -> None:
     ap.add_argument(
         "--embedder",
         default="default",
-        choices=["default", "onnx-fp32", "st", "cached"],
+        choices=["default", "onnx-fp32", "st", "cached", "paced"],
         help="floor: the packaged model as ReMindRAG() picks it, on float32 ONNX, on "
-        "sentence-transformers (st, on --device), or the default's vectors computed before "
-        "the clock (cached: the insert without the embedding)",
+        "sentence-transformers (st, on --device), the default's vectors computed before "
+        "the clock (cached: the insert without the embedding), or those vectors paced like "
+        "the issue's H100 (paced: an emulation, class Paced)",
+    )
+    ap.add_argument(
+        "--ahead",
+        default="default",
+        help="floor: IndexConfig.embed_ahead of each insert: default,on,off (comma-separated)",
     )
     ap.add_argument("--device", default="cpu", help="floor: the st embedder's device (cuda)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/indexing.json"))
@@ -491,6 +531,7 @@ def main() -> None:
             workers,
             args.embedder,
             args.device,
+            tuple({"default": None, "on": True, "off": False}[a] for a in args.ahead.split(",")),
         )
     if "cold" in sections:
         import tempfile

@@ -129,6 +129,12 @@ class SentenceTransformerEmbedder:
         return mean_of_windows(vecs, owner, pieces, len(texts))
 
     @property
+    def cpu_bound(self) -> bool:
+        """Whether it computes on this machine's CPU (then an insert does not embed ahead by
+        default: ``IndexConfig.embed_ahead``)."""
+        return str(self.device).split(":")[0] == "cpu"
+
+    @property
     def dimension(self) -> int:
         model = self._load()
         get = (

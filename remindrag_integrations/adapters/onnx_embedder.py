@@ -218,6 +218,9 @@ class OnnxEmbedder:
     identity = "all-MiniLM-L6-v2"
     exact_int8 = True
     """Exact integer products on every x86 processor (see :meth:`_int8_session`)."""
+    cpu_bound = True
+    """It computes on this machine's CPU (an insert does not embed ahead by default:
+    ``IndexConfig.embed_ahead``)."""
 
     def __init__(
         self,

@@ -328,6 +328,13 @@ class IndexConfig(_Config):
         "embedded (core/workers.py); 1 = a thread of this process; None = one per CPU (at "
         "most 8) on 4 CPUs or more, else 1.",
     )
+    embed_ahead: bool | None = Field(
+        None,
+        description="Zero-token insert: extract and embed the next batch on a thread while "
+        "this one is merged and written (core/insert.py: ahead); the same graph. None = on, "
+        "except for the packaged embedder on the CPU (ONNX or sentence-transformers), "
+        "which already keeps the cores busy.",
+    )
     embed_batch_size: int = Field(256, ge=1, description="Texts per embedder call.")
     insert_batch_documents: int = Field(
         256, ge=1, description="Documents committed together (resumable, bounded memory)."

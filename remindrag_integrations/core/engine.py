@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from . import answer as answering
@@ -257,6 +258,10 @@ class Engine(MemoryAdmin):
         run, rt, how = self._batches(documents, progress, on_batch, size)
         cfg = self.index_config
         with workers.Workers(cfg.workers, len(run.plan.chunks)) as extractor:
+            if not how[1] and inserting.embeds_ahead(cfg.embed_ahead, self.embedder):
+                self._insert_ahead(run, extractor, progress)
+                self._wrote(run.plan.named)
+                return self._carry_counts(run.report())
             for part, prog in run:
                 found: list[Any] | workers.Pending
                 if how[1]:  # the LLM extracts
@@ -268,6 +273,15 @@ class Engine(MemoryAdmin):
                 run.done(inserting.commit(*args, _embedding_bar(progress)))
         self._wrote(run.plan.named)
         return self._carry_counts(run.report())
+
+    def _insert_ahead(
+        self, run: inserting.Batches, extractor: workers.Workers, progress: Any
+    ) -> None:
+        """A zero-token insert's batches, the next one extracted and embedded while this one
+        is merged and written (``IndexConfig.embed_ahead``: :func:`.insert.ahead`)."""
+        cfg, bar = self.index_config, partial(_embedding_bar, progress)
+        for part, made in inserting.ahead(run, self.store, self.embedder, cfg, extractor, bar):
+            run.done(inserting.commit(self.store, self.embedder, cfg, part, made, run.ledger))
 
     def insert_stream(
         self,
@@ -336,6 +350,10 @@ class Engine(MemoryAdmin):
         run, rt, how = self._batches(documents, progress, on_batch)
         cfg = self.index_config
         with workers.Workers(cfg.workers, len(run.plan.chunks)) as extractor:
+            if not how[1] and inserting.embeds_ahead(cfg.embed_ahead, self.embedder):
+                await asyncio.to_thread(self._insert_ahead, run, extractor, progress)
+                self._wrote(run.plan.named)
+                return self._carry_counts(run.report())
             for part, prog in run:
                 found: list[Any] | workers.Pending
                 if how[1]:

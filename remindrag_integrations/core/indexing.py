@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -305,6 +305,57 @@ class GraphBatch:
     relations: int = 0
 
 
+@dataclass
+class Prepared:
+    """What a batch's graph is built from, made before it (:func:`prepare`): its chunks'
+    extractions and vectors, the names it brings that were not known (``pending``, normalised
+    key and first spelling) and their vectors, the known ones (``resolve``), and the batch's
+    source tokens when the extraction counted them. ``checked``: made against the store as it
+    is when the graph is built (else :func:`graph_of` checks the names again)."""
+
+    chunks: list[Chunk]
+    found: list[Extraction]
+    chunk_vecs: np.ndarray
+    resolve: dict[str, str]
+    pending: list[tuple[str, str]]
+    name_vecs: np.ndarray
+    tokens: int | None = None
+    checked: bool = True
+
+
+def prepare(
+    chunks: Sequence[Chunk],
+    extractions: Sequence[Extraction] | Callable[[], Sequence[Extraction]],
+    store: GraphStore,
+    embedder: Embedder,
+    cfg: IndexConfig,
+    progress: Callable[[int, int], None] | None = None,
+    earlier: set[str] | None = None,
+) -> Prepared:
+    """A batch's embedding side: the chunk texts embedded first, then the entity names not
+    yet known, each distinct string once; ``extractions`` may be a function that waits for
+    them (:mod:`.workers`: the extraction runs while the chunks are embedded), called once the
+    chunks are. ``earlier``: the normalised names of the batches before this one in the same
+    insert, which may not be written yet (embedding ahead, :func:`.insert.ahead`): they are
+    taken as known, this batch's names are added to it, and the result is not ``checked``."""
+    texts = [c.text for c in chunks]
+    first = offset_progress(progress, 0, len(texts) + 1)  # the names' count is known after
+    chunk_vecs = embed_unique(embedder, texts, cfg.embed_batch_size, store.dim, first)
+    found = list(extractions() if callable(extractions) else extractions)
+    resolve, pending = _known_entities(found, store, earlier or ())
+    if earlier is not None:
+        earlier.update(_names_of(found))
+    names = [name for _, name in pending]
+    total = len(texts) + len(names)
+    dim = store.dim or (chunk_vecs.shape[1] if len(chunk_vecs) else None)
+    name_vecs = _embed_names(names, texts, chunk_vecs, embedder, cfg, dim, progress)
+    if progress is not None:
+        progress(total, total)
+    return Prepared(
+        list(chunks), found, chunk_vecs, resolve, pending, name_vecs, checked=earlier is None
+    )
+
+
 def build_graph(
     chunks: Sequence[Chunk],
     extractions: Sequence[Extraction] | Callable[[], Sequence[Extraction]],
@@ -313,25 +364,32 @@ def build_graph(
     cfg: IndexConfig,
     progress: Callable[[int, int], None] | None = None,
 ) -> GraphBatch:
-    """Nodes and edges for new chunks, merging entities into the store's (docs/method.md §1).
-    The chunk texts are embedded first, then the new entity names, each distinct string once;
-    ``extractions`` may be a function that waits for them (:mod:`.workers`: the extraction
-    runs while the chunks are embedded), called once the chunks are."""
-    batch = GraphBatch(chunks=list(chunks))
-    texts = [c.text for c in chunks]
-    first = offset_progress(progress, 0, len(texts) + 1)  # the names' count is known after
-    chunk_vecs = embed_unique(embedder, texts, cfg.embed_batch_size, store.dim, first)
-    found = extractions() if callable(extractions) else extractions
-    resolve, pending = _known_entities(found, store)
-    names = [name for _, name in pending]
-    total = len(texts) + len(names)
-    dim = store.dim or (chunk_vecs.shape[1] if len(chunk_vecs) else None)
-    name_vecs = _embed_names(names, texts, chunk_vecs, embedder, cfg, dim, progress)
-    if progress is not None:
-        progress(total, total)
+    """Nodes and edges for new chunks, merging entities into the store's (docs/method.md §1):
+    :func:`prepare`, then :func:`graph_of`."""
+    return graph_of(
+        prepare(chunks, extractions, store, embedder, cfg, progress), store, embedder, cfg
+    )
+
+
+def graph_of(p: Prepared, store: GraphStore, embedder: Embedder, cfg: IndexConfig) -> GraphBatch:
+    """The batch's nodes and edges from what :func:`prepare` made. A ``p`` made ahead is
+    checked against the store first: its names are looked up again (the batches before it
+    are written now); when the names new to the store are not the ones it embedded (a
+    replaced document removed some, another writer added some), they are embedded again
+    here, as one call, as the serial insert would have."""
+    resolve, pending, name_vecs = p.resolve, p.pending, p.name_vecs
+    if not p.checked:
+        resolve, pending = _known_entities(p.found, store)
+        if pending != p.pending:
+            texts = [c.text for c in p.chunks]
+            dim = store.dim or (p.chunk_vecs.shape[1] if len(p.chunk_vecs) else None)
+            names = [name for _, name in pending]
+            name_vecs = _embed_names(names, texts, p.chunk_vecs, embedder, cfg, dim, None)
+    batch = GraphBatch(chunks=list(p.chunks))
+    resolve = dict(resolve)
     ent_nodes, ent_vecs = _merge_entities(pending, name_vecs, store, cfg, batch, resolve)
     rows: list[np.ndarray] = []
-    for c, x, vec in zip(chunks, found, chunk_vecs):
+    for c, x, vec in zip(p.chunks, p.found, p.chunk_vecs):
         a_id = anchor_of(c.id)
         title = x.title or first_sentence(c.text)
         batch.nodes += [
@@ -341,10 +399,11 @@ def build_graph(
         rows += [vec, vec]
         batch.edges.append(Edge(contains_edge_of(c.id), a_id, c.id, "contains", title))
         batch.edges += _entity_edges(x, a_id, resolve, batch)
-    batch.edges += _context_edges(chunks)
+    batch.edges += _context_edges(p.chunks)
     batch.nodes += ent_nodes
     rows += list(ent_vecs)
-    batch.embeddings = np.stack(rows) if rows else np.zeros((0, dim or 0), dtype=np.float32)
+    width = p.chunk_vecs.shape[1] if len(p.chunk_vecs) else (store.dim or 0)
+    batch.embeddings = np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)
     batch.edges = list({e.id: e for e in batch.edges}.values())
     return batch
 
@@ -429,22 +488,28 @@ def embed_unique(
     return vecs[order[np.asarray(where, dtype=np.int64)]]
 
 
-def _known_entities(
-    extractions: Sequence[Extraction], store: GraphStore
-) -> tuple[dict[str, str], list[tuple[str, str]]]:
-    """Normalised names already in the store (exact match), and the others in first-seen
-    order with the spelling first seen."""
+def _names_of(extractions: Sequence[Extraction]) -> dict[str, str]:
+    """Each normalised name of the extractions with the spelling first seen, in order."""
     names: dict[str, str] = {}
     for x in extractions:
         for n in [*x.entities, *(t[0] for t in x.triples), *(t[2] for t in x.triples)]:
             names.setdefault(norm_name(n), n)
+    return names
+
+
+def _known_entities(
+    extractions: Sequence[Extraction], store: GraphStore, earlier: Collection[str] = ()
+) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Normalised names already in the store (exact match), and the others in first-seen
+    order with the spelling first seen; names in ``earlier`` are neither (their batch is
+    not written yet: :func:`graph_of` looks them up)."""
     resolve: dict[str, str] = {}
     pending = []
-    for key, name in names.items():
+    for key, name in _names_of(extractions).items():
         existing = store.find_entity_by_name(key)
         if existing:
             resolve[key] = existing
-        else:
+        elif key not in earlier:
             pending.append((key, name))
     return resolve, pending
 

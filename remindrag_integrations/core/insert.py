@@ -4,6 +4,7 @@ built and written in one store write (an interrupted insert keeps the batches it
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,9 +148,10 @@ class Batches:
         self.reports: list[IndexReport] = []
 
     def __iter__(self) -> Iterator[tuple[Plan, Callable[[int, int], None] | None]]:
+        done = 0  # the chunks of the batches before (each is written before the next is)
         for part in split(self.plan, self.cfg.insert_batch_documents):
-            done = sum(r.chunks for r in self.reports)
             yield part, offset_progress(self.progress, done, len(self.plan.chunks))
+            done += len(part.chunks)
 
     def done(self, report: IndexReport) -> None:
         self.reports.append(report)
@@ -165,7 +167,7 @@ def commit(
     embedder: Embedder,
     cfg: IndexConfig,
     p: Plan,
-    extractions: list[tuple[Extraction, bool]] | workers.Pending,
+    extractions: list[tuple[Extraction, bool]] | workers.Pending | indexing.Prepared,
     ledger: CostLedger,
     embed_progress: Callable[[int, int], None] | None = None,
 ) -> IndexReport:
@@ -174,7 +176,8 @@ def commit(
     (:mod:`.memory.carry`): a failure (embedding, store) leaves the old version and its
     memory as they were. ``embed_progress(done, total)`` follows the embedding.
     ``extractions`` still being made (zero-token: :mod:`.workers`) are waited for once the
-    chunks are embedded."""
+    chunks are embedded; a :class:`.indexing.Prepared` (:func:`ahead`) was embedded
+    already."""
     changed = {
         d.id: [d.id] * (store.document_hash(d.id) is not None) + p.replaces.get(d.id, [])
         for d in p.fresh
@@ -182,16 +185,21 @@ def commit(
     changed = {k: v for k, v in changed.items() if v}
     pending: workers.Pending | None = None
     given: list[tuple[Extraction, bool]] = []
-    if isinstance(extractions, workers.Pending):
-        pending = extractions
+    if isinstance(extractions, indexing.Prepared):
+        batch = indexing.graph_of(extractions, store, embedder, cfg)
     else:
-        given = extractions
+        if isinstance(extractions, workers.Pending):
+            pending = extractions
+        else:
+            given = extractions
 
-    def found() -> list[Extraction]:
-        return [x for x, _ in (pending.result() if pending is not None else given)]
+        def found() -> list[Extraction]:
+            return [x for x, _ in (pending.result() if pending is not None else given)]
 
-    batch = indexing.build_graph(p.chunks, found, store, embedder, cfg, embed_progress)
-    if pending is not None:
+        batch = indexing.build_graph(p.chunks, found, store, embedder, cfg, embed_progress)
+    if isinstance(extractions, indexing.Prepared):
+        tokens, fell_back = extractions.tokens or 0, 0
+    elif pending is not None:
         tokens, fell_back = pending.tokens(), 0  # zero-token: no LLM reply to fall back from
     else:
         tokens = indexing.source_tokens(p.chunks)
@@ -219,6 +227,60 @@ def commit(
         fallback_chunks=fell_back,
         memory=dict(memory or {}),
     )
+
+
+def embeds_ahead(setting: bool | None, embedder: Embedder) -> bool:
+    """Whether an insert embeds ahead (``IndexConfig.embed_ahead``): as set, else unless the
+    embedder says it computes on this machine's CPU (``cpu_bound``: the packaged ONNX model,
+    a sentence-transformers model on the CPU), where the merge and the write would take
+    cores from it."""
+    if setting is not None:
+        return setting
+    return not getattr(embedder, "cpu_bound", False)
+
+
+def ahead(
+    run: Batches,
+    store: GraphStore,
+    embedder: Embedder,
+    cfg: IndexConfig,
+    extractor: workers.Workers,
+    embed_progress: Callable[[], Callable[[int, int], None] | None],
+) -> Iterator[tuple[Plan, indexing.Prepared]]:
+    """A zero-token insert's batches, each with its :class:`.indexing.Prepared`, the next
+    batch extracted and embedded on a thread while the caller builds and writes this one
+    (``IndexConfig.embed_ahead``): the embedder is busy while the graph is merged and
+    written. Every embedder call is made on that one thread, in the serial insert's order
+    and with the same texts, so the vectors and the graph are the serial insert's.
+    Closing the iterator (the caller's write failed) waits for the batch under way and
+    drops it; its embedding error is raised when its batch is reached."""
+    earlier: set[str] = set()  # the names of the batches prepared so far
+
+    def prep(part: Plan, prog: Callable[[int, int], None] | None) -> indexing.Prepared:
+        found = extractor.start(part.chunks, cfg.max_entities_per_chunk, prog)
+
+        def extractions() -> list[Extraction]:
+            return [x for x, _ in found.result()]
+
+        made = indexing.prepare(
+            part.chunks, extractions, store, embedder, cfg, embed_progress(), earlier
+        )
+        made.tokens = found.tokens()
+        return made
+
+    parts = iter(run)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="remindrag-embed-ahead")
+    try:
+        nxt = next(parts, None)
+        future = pool.submit(prep, *nxt) if nxt is not None else None
+        while future is not None and nxt is not None:
+            after = next(parts, None)  # queued: it starts as soon as this batch is made
+            following = pool.submit(prep, *after) if after is not None else None
+            made = future.result()
+            yield nxt[0], made
+            nxt, future = after, following
+    finally:  # done, failed, or closed by the caller: nothing is left running
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 EXPECTED_COMPLETION_TOKENS = 200  # a typical extraction reply (title, entities, triples)

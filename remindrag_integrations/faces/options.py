@@ -30,6 +30,7 @@ class RetrieverOptions(TypedDict, total=False):
     synonym_threshold: float
     max_concurrency: int
     workers: int | None
+    embed_ahead: bool | None
     embed_batch_size: int
     insert_batch_documents: int
     max_document_chars: int
