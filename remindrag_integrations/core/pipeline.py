@@ -98,7 +98,9 @@ def rank(
     ``merged``: the read and the unread candidates compete on one score (a zero-token walk
     follows the prior, so reading a chunk adds no judgement of its own), and the pages the
     best of them names by their title gain the title hop (:func:`.prior.title_hop`, the
-    ``title`` part); otherwise what the navigator read comes first, by its first-pass score.
+    ``title`` part), and the candidate nearest the question keeps its seat
+    (:func:`_dense_seat`, the ``seat`` part); otherwise what the navigator read comes first,
+    by its first-pass score.
     The score parts are kept in ``walk.evidence``. ``names`` and
     ``words``: the question's names and content words, which the relevance looks for
     (:func:`question_relevance`)."""

@@ -12,9 +12,11 @@ the LLM's ordering of choices and its suggestion) and the final ranking all read
   between them (the whole graph when the store keeps it as a matrix, else the question's
   local neighbourhood), scaled to the best anchor.
 
-``score = cosine + prior.lexical_weight · lexical + prior.graph_weight · graph``; the parts
-are kept for the trace. The zero-token ranking adds the title hop (:func:`title_hop`: the
-pages the best passage names by their title). Pure functions over a :class:`~.walk.Walk`
+``score = cosine + prior.lexical_weight · lexical + prior.graph_weight · s · graph``, where
+``s`` is 1 unless the question names only common entities (:func:`graph_scale`); the parts are
+kept for the trace. The zero-token ranking adds the title hop (:func:`title_hop`: the pages
+the best passage names by their title) and the dense seat (``prior.dense_seat``,
+``core/pipeline.py``). Pure functions over a :class:`~.walk.Walk`
 (its cached store reads).
 """
 
