@@ -301,3 +301,100 @@ def test_what_counts_as_a_title_and_as_naming_it() -> None:
     assert not names_title("produced by Trent Reznors", "Trent Reznor")  # whole words only
     assert not names_title("produced by trent reznor", "Trent Reznor")  # case as written
     assert names_title("the film (Natural Born Killers).", "Natural Born Killers")
+
+
+# --- a question that names only what every passage names (a long document's subject) -------
+CITY = [
+    "Eixample is the district with the highest population density of all.",
+    "Barcelona hosted the Olympic Games in 1992, when Pasqual Maragall was mayor.",
+    "Barcelona lies on the coast of Catalonia, between the Llobregat and the Besos.",
+    "Antoni Gaudi built the Sagrada Familia in Barcelona over forty years.",
+    "The port of Barcelona grew when the Drassanes shipyards opened.",
+    "Barcelona became the capital of the County of Barcelona under Wilfred the Hairy.",
+    "The Roman colony of Barcino was the first Barcelona, walled by Augustus.",
+    "Ildefons Cerda planned the expansion of Barcelona beyond its walls.",
+    "FC Barcelona plays at Camp Nou, the largest stadium in Barcelona and in Spain.",
+    "Barcelona annexed Gracia and Sants, six towns that became its districts.",
+    "The Liceu opera house of Barcelona burned down and was rebuilt.",
+    "Barcelona has a metro of twelve lines run by TMB, and trams.",
+    "The Gothic Quarter is the oldest part of Barcelona.",
+    "Barcelona holds the Mobile World Congress every spring.",
+    "Picasso lived in Barcelona as a young painter.",
+    "The Ramblas run from Placa de Catalunya to the sea in Barcelona.",
+    "Montjuic is a hill over the harbour of Barcelona.",
+    "Barcelona was bombed during the Spanish Civil War.",
+    "The Palau de la Musica Catalana is a concert hall in Barcelona.",
+    "The Universal Exposition of 1888 was held in Barcelona.",
+]
+CITY_QUESTION = "Which district of Barcelona has the highest population density?"
+
+
+def test_a_question_naming_only_a_common_entity_leans_on_its_words() -> None:
+    """Every passage but the answer names "Barcelona", the question's only name: the PageRank
+    from it lifts whichever passages sit best in the graph, each by up to the whole graph
+    weight, over the one passage that holds the question's words. With ``hub_mentions`` the
+    graph part counts 5 / its ~19 mentions, and the answer leads."""
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng.insert([(f"c{i}", t, {}) for i, t in enumerate(CITY)])
+    off = eng.retrieve(CITY_QUESTION, k=5, prior={"hub_mentions": 0})
+    on = eng.retrieve(CITY_QUESTION, k=5)
+    assert _docs(off)[0] != "c0" and _docs(on)[0] == "c0"
+
+    def scales(r) -> set[float]:  # what the graph part counted, from the parts of the trace
+        out = set()
+        for rc in r.chunks:
+            e = r.trace.rank_evidence[rc.chunk.id]
+            if e.get("graph", 0) > 0 and "seat" not in e and "title" not in e:
+                rest = rc.rank_score - e["cosine"] - 0.2 * e["lexical"]
+                out.add(round(rest / e["graph"], 3))
+        return out
+
+    assert scales(off) == {1.0}
+    (scale,) = scales(on)  # one scale for the whole question
+    assert 0.2 < scale < 0.35  # 5 / the mentions of "Barcelona"
+
+
+def test_the_graph_scale_follows_the_most_specific_entity() -> None:
+    from remindrag_integrations.core.config import RetrievalConfig
+    from remindrag_integrations.core.prior import graph_scale
+
+    cfg = RetrievalConfig.build()
+    assert cfg.prior.hub_mentions == 5
+    assert graph_scale({"e-hub": 1 / 25}, cfg) == pytest.approx(0.2)
+    assert graph_scale({"e-hub": 1 / 25, "e-rare": 1 / 3}, cfg) == 1.0  # one specific name
+    assert graph_scale({"e-near": 0.5 / 20}, cfg) == pytest.approx(0.125)  # linked at cos 0.5
+    assert graph_scale({}, cfg) == 1.0  # no name: the spread restarts at the best passages
+    off = RetrievalConfig.build(prior={"hub_mentions": 0})
+    assert graph_scale({"e-hub": 1 / 25}, off) == 1.0
+
+
+def test_the_passage_nearest_the_question_keeps_a_seat(engine: ReMindRAG) -> None:
+    """Cosine alone ranks the wordy filler first; the fused score puts it third. With
+    ``dense_seat`` 2 it is lifted to the second place's score and ranks right before it (the
+    lift is the ``seat`` part); 0 leaves the fused order."""
+    plain = engine.retrieve(QUESTION, k=5, prior={"enabled": False})
+    nearest = plain.chunks[0].chunk.id
+    off = engine.retrieve(QUESTION, k=5, prior={"dense_seat": 0})
+    two = engine.retrieve(QUESTION, k=5, prior={"dense_seat": 2})
+    ids = [rc.chunk.id for rc in off.chunks]
+    assert ids.index(nearest) == 2
+    assert [rc.chunk.id for rc in two.chunks] == [ids[0], nearest, ids[1], *ids[3:]]
+    scores = [rc.rank_score for rc in two.chunks]
+    assert scores == sorted(scores, reverse=True) and scores[1] == pytest.approx(scores[2])
+    assert two.trace.rank_evidence[nearest]["seat"] > 0
+    assert all("seat" not in e for c, e in two.trace.rank_evidence.items() if c != nearest)
+
+
+def test_the_default_seat_keeps_the_nearest_passage_among_the_first_five() -> None:
+    """The city corpus with the graph part at full weight: the PageRank from "Barcelona" fills
+    the first eight places and the answer, the passage nearest the question by cosine, is not
+    among them; the default seat (5) keeps it fifth, unread by the walk or not."""
+    eng = ReMindRAG(llm=None, embeddings=HashEmbedder())
+    eng.insert([(f"c{i}", t, {}) for i, t in enumerate(CITY)])
+    full = {"hub_mentions": 0}
+    without = eng.retrieve(CITY_QUESTION, k=8, prior={**full, "dense_seat": 0})
+    assert "c0" not in _docs(without)
+    r = eng.retrieve(CITY_QUESTION, k=8, prior=full)
+    assert _docs(r)[:4] == _docs(without)[:4] and _docs(r)[4] == "c0"
+    assert _docs(r)[5:] == _docs(without)[4:7]
+    assert r.trace.rank_evidence[r.chunks[4].chunk.id]["seat"] > 0

@@ -224,6 +224,22 @@ class PriorConfig(_Config):
         "mention the title), never above the best passage; one passage per title, none of the "
         "best passage's own document; 0 = off.",
     )
+    hub_mentions: float = Field(
+        5.0,
+        ge=0.0,
+        le=10_000.0,
+        description="The graph part counts fully when the question names an entity that at "
+        "most this many passages mention; when its most specific entity is more common, "
+        "this x its restart weight (similarity / mentions): a question naming only a long "
+        "document's subject tells the PageRank little. 0 = always fully.",
+    )
+    dense_seat: int = Field(
+        5,
+        ge=0,
+        le=1000,
+        description="In the zero-token ranking, the candidate nearest the question by cosine "
+        "(a vector search's first answer) ranks at this place or better; 0 = off.",
+    )
 
     if not TYPE_CHECKING:
 

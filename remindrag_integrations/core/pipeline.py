@@ -98,7 +98,9 @@ def rank(
     ``merged``: the read and the unread candidates compete on one score (a zero-token walk
     follows the prior, so reading a chunk adds no judgement of its own), and the pages the
     best of them names by their title gain the title hop (:func:`.prior.title_hop`, the
-    ``title`` part); otherwise what the navigator read comes first, by its first-pass score.
+    ``title`` part), and the candidate nearest the question keeps its seat
+    (:func:`_dense_seat`, the ``seat`` part); otherwise what the navigator read comes first,
+    by its first-pass score.
     The score parts are kept in ``walk.evidence``. ``names`` and
     ``words``: the question's names and content words, which the relevance looks for
     (:func:`question_relevance`)."""
@@ -122,6 +124,7 @@ def rank(
             walk.evidence[cid]["title"] = gain
     if merged:
         scored = sorted([*scored, *((c, s, "dense_fill") for c, s in fill)], key=lambda t: -t[1])
+        scored = _dense_seat(walk, scored, hop)
     else:
         scored = sorted(scored, key=lambda t: -t[1]) + [(c, s, "dense_fill") for c, s in fill]
     top = scored[: cfg.k]
@@ -137,6 +140,33 @@ def rank(
         RetrievedChunk(ch, r, how, s)  # type: ignore[arg-type]
         for ch, (_, s, how), r in zip(chunks, top, rel)
     ]
+
+
+def _dense_seat(
+    walk: Walk, scored: list[tuple[str, float, str]], hop: dict[str, float]
+) -> list[tuple[str, float, str]]:
+    """The zero-token ranking with the candidate nearest the question (the best cosine, what a
+    plain vector search returns first) at ``prior.dense_seat`` or better: when the fused score
+    ranks it lower, it is lifted to the score of the passage at that place and ranks right
+    before it (the lift is kept as the ``seat`` part). 0 = off."""
+    place = walk.cfg.prior.dense_seat
+    p = walk.prior
+    if place <= 0 or p is None or not p.parts:
+        return scored
+    best = max(p.parts, key=lambda c: (p.parts[c]["cosine"], c))
+    pos = next((i for i, t in enumerate(scored) if t[0] == best), None)
+    if pos is not None and pos < place:
+        return scored
+    if pos is None:
+        entry = (best, p.score[best] + hop.get(best, 0.0), "dense_fill")
+        walk.evidence[best] = _evidence(walk, best, p.parts[best]["cosine"], 0.0, entry[1])
+    else:
+        entry = scored.pop(pos)
+    i = min(place, len(scored) + 1) - 1
+    lifted = max(entry[1], scored[i][1]) if i < len(scored) else entry[1]
+    walk.evidence[best]["seat"] = lifted - entry[1]
+    walk.evidence[best]["score"] = lifted
+    return [*scored[:i], (best, lifted, entry[2]), *scored[i:]]
 
 
 def _title_hop(walk: Walk, ids: Sequence[str], scores: Sequence[float]) -> dict[str, float]:

@@ -12,9 +12,11 @@ the LLM's ordering of choices and its suggestion) and the final ranking all read
   between them (the whole graph when the store keeps it as a matrix, else the question's
   local neighbourhood), scaled to the best anchor.
 
-``score = cosine + prior.lexical_weight · lexical + prior.graph_weight · graph``; the parts
-are kept for the trace. The zero-token ranking adds the title hop (:func:`title_hop`: the
-pages the best passage names by their title). Pure functions over a :class:`~.walk.Walk`
+``score = cosine + prior.lexical_weight · lexical + prior.graph_weight · s · graph``, where
+``s`` is 1 unless the question names only common entities (:func:`graph_scale`); the parts are
+kept for the trace. The zero-token ranking adds the title hop (:func:`title_hop`: the pages
+the best passage names by their title) and the dense seat (``prior.dense_seat``,
+``core/pipeline.py``). Pure functions over a :class:`~.walk.Walk`
 (its cached store reads).
 """
 
@@ -53,9 +55,10 @@ def is_name(text: str) -> bool:
 def first_pass(walk: Walk, chunk_ids: Sequence[str], cosines: Sequence[float]) -> list[float]:
     """Each chunk's first-pass score: its fused prior score when it is a candidate, else its
     cosine plus its anchor's graph mass; the cosine alone without a prior."""
-    p, g = walk.prior, walk.cfg.prior.graph_weight
+    p = walk.prior
     if p is None:
         return [float(x) for x in cosines]
+    g = walk.cfg.prior.graph_weight * p.graph_scale
     return [
         p.score[c] if c in p.score else x + g * p.graph.get(anchor_of(c), 0.0)
         for c, x in zip(chunk_ids, cosines)
@@ -369,7 +372,8 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
     ents = question_entities(walk, names, name_vecs)
     restart = restart_mass(first, ents, cfg)
     seen = push.Local(walk)  # what the push read, for the feedback rounds
-    prior = _fuse(walk, dense, lex, restart, seen)
+    scale = graph_scale(ents, cfg)
+    prior = _fuse(walk, dense, lex, restart, seen, scale)
     if cfg.prior.feedback <= 0 or cfg.prior.graph_weight <= 0:
         return prior
     used: set[str] = set()
@@ -380,8 +384,23 @@ def build(walk: Walk, query: str, names: Sequence[str], name_vecs: np.ndarray) -
         for n, v in restart.items():
             bridge[n] = bridge.get(n, 0.0) + v
         restart = bridge
-        prior = _fuse(walk, dense, lex, restart, seen)
+        prior = _fuse(walk, dense, lex, restart, seen, scale)
     return prior
+
+
+def graph_scale(ents: Mapping[str, float], cfg: RetrievalConfig) -> float:
+    """What the graph part counts for a question (× ``prior.graph_weight``): 1, or with
+    ``prior.hub_mentions`` = h > 0 and a question whose graph entities are all common, h × the
+    restart weight of its most specific one (similarity / the passages that mention it), at
+    most 1: a question that names only what h or more passages mention (the subject of a long
+    document, "Barcelona" in each of its chunks) tells the PageRank little about which passage
+    it asks for, and its spread, scaled to the best anchor like any other, would outweigh the
+    passages' own cosine and BM25. 1 when it names no graph entity (the spread then restarts
+    at the best hybrid passages)."""
+    h = cfg.prior.hub_mentions
+    if h <= 0 or not ents:
+        return 1.0
+    return min(1.0, h * max(ents.values()))
 
 
 def _fuse(
@@ -390,19 +409,22 @@ def _fuse(
     lex: dict[str, float],
     restart: dict[str, float],
     seen: push.Local | None = None,
+    scale: float = 1.0,
 ) -> Prior:
     """Spread from ``restart`` and fuse the three parts of every candidate (``dense`` gains
-    the passages the spread reaches)."""
+    the passages the spread reaches); the graph part counts ``scale`` × ``prior.graph_weight``
+    (:func:`graph_scale`)."""
     cfg = walk.cfg
     graph = spread(walk, restart, seen) if restart and cfg.prior.graph_weight > 0 else {}
     best = max((v for n, v in graph.items() if is_anchor(n)), default=0.0)
     reached = [n for n in graph if is_anchor(n) and chunk_of(n) not in dense]
     for a, cos in zip(reached, walk.sims(reached)):
         dense[chunk_of(a)] = cos
-    prior = Prior(graph={n: v / best for n, v in graph.items()} if best else {})
+    prior = Prior(graph={n: v / best for n, v in graph.items()} if best else {}, graph_scale=scale)
+    gw = cfg.prior.graph_weight * scale
     for c, cos in dense.items():
         g = prior.graph.get(anchor_of(c), 0.0)
         lx = lex.get(c, 0.0)
-        prior.score[c] = cos + cfg.prior.lexical_weight * lx + cfg.prior.graph_weight * g
+        prior.score[c] = cos + cfg.prior.lexical_weight * lx + gw * g
         prior.parts[c] = {"cosine": cos, "lexical": lx, "graph": g}
     return prior

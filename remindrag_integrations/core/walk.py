@@ -28,6 +28,7 @@ class Prior:
     score: dict[str, float] = field(default_factory=dict)
     parts: dict[str, dict[str, float]] = field(default_factory=dict)
     graph: dict[str, float] = field(default_factory=dict)
+    graph_scale: float = 1.0  # what the graph part counts for this question (prior.hub_mentions)
 
     def ranked(self) -> list[str]:
         """Candidate chunks, best first (ties by id)."""
