@@ -33,8 +33,9 @@ MAX_ROWS = 6_000
 # the store's read and write methods (bookkeeping like ``dim`` is not a round trip)
 _CALLS = frozenset(
     """get_node get_nodes get_chunk get_chunks get_edge node_embeddings neighbors neighborhoods
-    adjacency search search_many lexical_search find_entity_by_name memory whole_graph
-    graph_matrix save_trace load_trace update_memory""".split()
+    adjacency search search_many lexical_search find_entity_by_name find_entities_by_name
+    memory whole_graph graph_matrix save_trace load_trace update_memory add_graph document_hash
+    document_chunks""".split()
 )
 
 
@@ -191,5 +192,66 @@ def test_a_whole_query_on_postgres_executes_few_statements_and_reads_few_rows(
             assert got == [c.chunk.id for c in same.chunks], q
             same = matrix.retrieve(q, prior={"lexical_weight": 0.0})
             assert got == [c.chunk.id for c in same.chunks], q
+    finally:
+        store.close()
+
+
+# an insert's store calls per batch of documents besides a document hash each (what changed):
+# one name lookup (two embedding ahead), one nearest-entity search, one write; measured
+# 2026-11-27: the name lookups were one call per distinct name (~400 per batch of 40 passages)
+MAX_INSERT_CALLS_PER_BATCH = 8
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_an_insert_looks_names_up_once_per_batch(
+    hotpot: tuple[list[dict], dict[str, dict]], ahead: bool
+) -> None:
+    _, rows = hotpot
+    docs = [Document(pid, f"{r['title']}. {r['text']}") for pid, r in sorted(rows.items())]
+    store = CountingStore()
+    cfg = {"insert_batch_documents": 40, "embed_ahead": ahead}
+    eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=store, index_config=cfg)
+    report = eng.insert(docs)
+    batches = -(-len(docs) // 40)
+    assert report.entities_added > 10 * batches  # many names per batch
+    per_doc = 2 * len(docs)  # document_hash: planning, and the commit's check
+    assert store.calls - per_doc <= MAX_INSERT_CALLS_PER_BATCH * batches, store.calls
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("ahead", [False, True])
+def test_an_insert_on_postgres_looks_names_up_in_one_statement_per_batch(
+    pg_dsn: str,
+    make_pg_store: Callable[..., PostgresGraphStore],
+    hotpot: tuple[list[dict], dict[str, dict]],
+    ahead: bool,
+) -> None:
+    _, rows = hotpot
+    docs = [Document(pid, f"{r['title']}. {r['text']}") for pid, r in sorted(rows.items())]
+    make_pg_store(f"insert-trips-{ahead}")
+    store = CountingPg(pg_dsn, namespace=f"insert-trips-{ahead}")
+    try:
+        cfg = {"insert_batch_documents": 40, "embed_ahead": ahead}
+        eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=store, index_config=cfg)
+        looked_up: list[int] = []
+        real = store.find_entities_by_name
+
+        def counted(names: Any) -> dict[str, str]:
+            looked_up.append(len(names))
+            before = store.statements
+            try:
+                return real(names)
+            finally:  # the batch's names in one statement (ahead, the writes run beside it)
+                assert ahead or store.statements - before == 1
+
+        def one_by_one(name: str) -> str | None:
+            raise AssertionError(f"{name!r} looked up alone")
+
+        store.find_entities_by_name = counted  # type: ignore[method-assign]
+        store.find_entity_by_name = one_by_one  # type: ignore[method-assign]
+        eng.insert(docs)
+        batches = -(-len(docs) // 40)
+        # one read of many names per batch; embedding ahead, the build reads them again
+        assert len(looked_up) == batches * (2 if ahead else 1) and min(looked_up) > 100
     finally:
         store.close()

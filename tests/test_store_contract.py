@@ -104,7 +104,7 @@ def test_store_contract_function_runs_what_applies() -> None:
         lambda namespace="contract": InMemoryGraphStore(namespace=namespace), embedding_atol=1e-3
     )
     has = capabilities(InMemoryGraphStore())
-    assert has == {"lexical", "snapshot", "chunks", "batch_search", "graph_matrix"}
+    assert has == {"lexical", "snapshot", "chunks", "entity_names", "batch_search", "graph_matrix"}
     assert ran == [
         c.test_name for c in CASES if c.capability in {"graph", "memory", "traces", *has}
     ]

@@ -364,6 +364,18 @@ class ChunkBatchStore(Protocol):
         ...
 
 
+@runtime_checkable
+class EntityNameStore(Protocol):
+    """Looks many normalised entity names up in one call (PostgreSQL: one statement): what
+    an insert asks of every name a batch extracts. Without it, ``find_entity_by_name`` name
+    by name."""
+
+    def find_entities_by_name(self, normalized_names: Sequence[str]) -> dict[str, str]:
+        """Each of the names that names an entity (its name or an alias), mapped to that
+        entity's id, as ``find_entity_by_name``; names of no entity are left out."""
+        ...
+
+
 CAPABILITIES: Mapping[str, type] = {
     "lexical": LexicalStore,
     "snapshot": SnapshotStore,
@@ -371,6 +383,7 @@ CAPABILITIES: Mapping[str, type] = {
     "adjacency": AdjacencyStore,
     "spread_links": SpreadStore,
     "chunks": ChunkBatchStore,
+    "entity_names": EntityNameStore,
     "batch_search": BatchSearchStore,
     "graph_matrix": MatrixStore,
     "settings": SettingsStore,

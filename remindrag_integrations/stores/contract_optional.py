@@ -11,7 +11,7 @@ import numpy as np
 from ..core.config import PriorConfig
 from ..core.errors import UnknownNodeError
 from ..core.frontier import read_neighborhoods
-from ..core.ids import is_chunk
+from ..core.ids import is_chunk, norm_name
 from ..core.memory.write import update
 from ..core.pagerank import Links, pagerank
 from ..core.push import push
@@ -134,6 +134,17 @@ def get_chunks_match_get_chunk(s: StoreUnderTest) -> None:
     raises(UnknownNodeError, lambda: store.get_chunks(["c-1100", "c-ffff"]))
 
 
+def find_entities_by_name_matches_one_lookup_per_name(s: StoreUnderTest) -> None:
+    """find_entities_by_name() gives what find_entity_by_name() gives, names of no entity
+    left out"""
+    store = s.filled()
+    names = ["person one", "nobody", "person one", ""]
+    names += [norm_name(n.name) for n in store.whole_graph()[0] if n.kind == "entity"]
+    want = {k: e for k in names if (e := store.find_entity_by_name(k))}
+    assert want and store.find_entities_by_name(names) == want
+    assert store.find_entities_by_name([]) == {}
+
+
 def search_many_matches_one_search_per_row(s: StoreUnderTest) -> None:
     """search_many() gives, row by row, what search() gives"""
     store = s.filled()
@@ -215,6 +226,7 @@ CASES = [
     *cases("adjacency", adjacency_matches_neighbors),
     *cases("spread_links", spread_links_are_the_other_ends_of_corpus_edges),
     *cases("chunks", get_chunks_match_get_chunk),
+    *cases("entity_names", find_entities_by_name_matches_one_lookup_per_name),
     *cases("batch_search", search_many_matches_one_search_per_row),
     *cases("graph_matrix", graph_matrix_holds_entities_anchors_and_their_edges),
     *cases("settings", settings_round_trip),

@@ -29,6 +29,12 @@ def _bm25s() -> Any:
     return bm25s
 
 
+def warm() -> None:
+    """Import bm25s now (and SciPy's sparse module with it: ~0.2 s once per process), so that
+    the first query does not: the store calls this when it is first given chunks."""
+    _bm25s()
+
+
 def tokenize(texts: Sequence[str]) -> list[list[str]]:
     """Lower-cased word tokens without English stop words (bm25s' tokenizer)."""
     bm25s = _bm25s()

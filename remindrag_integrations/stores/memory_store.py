@@ -37,7 +37,7 @@ from ..core.ids import norm_name
 from ..core.memory import math as mem
 from ..core.store import MemoryFn
 from ..core.types import Chunk, Edge, Node, NodeKind
-from . import validate
+from . import lexical, validate
 from .base import BaseGraphStore
 from .directory import Persisted
 from .first_pass import FirstPassIndexes
@@ -208,6 +208,8 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
         replace: Sequence[str] = (),
         memory_moves: Mapping[str, str] | None = None,
     ) -> dict[str, int]:
+        if chunks:  # the first query's lexical half needs bm25s: imported here, not there
+            lexical.warm()
         moves = dict(memory_moves or {})
         near: set[str] = set()
         carried: dict[str, np.ndarray] = {}
@@ -431,6 +433,10 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
 
     def find_entity_by_name(self, normalized_name: str) -> str | None:
         return self._entity_names.get(normalized_name)
+
+    def find_entities_by_name(self, normalized_names: Sequence[str]) -> dict[str, str]:
+        names = self._entity_names
+        return {k: v for k in normalized_names if (v := names.get(k)) is not None}
 
     # --- memory ---------------------------------------------------------------------------
     def memory(self, edge_ids: Sequence[str]) -> np.ndarray:

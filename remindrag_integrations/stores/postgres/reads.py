@@ -266,6 +266,17 @@ class Reads(PgBase):
             ).fetchone()
         return row[0] if row else None
 
+    def find_entities_by_name(self, normalized_names: Sequence[str]) -> dict[str, str]:
+        names = list(dict.fromkeys(normalized_names))
+        if not names:
+            return {}
+        with self._cursor() as cur:
+            rows = cur.execute(
+                "SELECT name, node_id FROM rr_entity_names WHERE namespace = %s AND name = ANY(%s)",
+                (self.namespace, names),
+            ).fetchall()
+        return {name: node for name, node in rows}
+
 
 def _assemble(ids: list[str], rows: list[tuple], dim: int) -> dict[str, Neighborhood]:
     """Neighbourhoods from the rows of ``_NEIGHBORHOODS`` (unknown nodes raise)."""
