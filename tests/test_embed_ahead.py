@@ -216,3 +216,19 @@ def test_ainsert_embeds_ahead_too() -> None:
     same(graph(serial), graph(engine))
     assert emb.calls == s_emb.calls
     assert all("embed-ahead" in t for t in emb.threads)
+
+
+def test_a_stream_embeds_ahead_inside_each_of_its_batches() -> None:
+    """insert_stream(batch_documents=60) with insert batches of 30: each stream batch is two
+    insert batches, the second embedded while the first is written; the graph is the serial
+    insert's of the same insert batches."""
+    docs = passages()[:120]
+    serial, s_emb = build(False, docs)
+    emb = Recording()
+    engine = ReMindRAG(embeddings=emb, index_config=config(True))
+    reports: list[Any] = []
+    total = engine.insert_stream(iter(docs), batch_documents=60, on_batch=reports.append)
+    assert [r.documents for r in reports] == [60, 60] and total.documents == 120
+    same(graph(serial), graph(engine))
+    assert emb.calls == s_emb.calls
+    assert all("embed-ahead" in t for t in emb.threads)

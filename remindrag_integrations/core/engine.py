@@ -297,7 +297,11 @@ class Engine(MemoryAdmin):
         documents at a time (default ``index_config.insert_batch_documents``), and each batch
         is written and committed before the next is read (a store kept in a folder is saved;
         PostgreSQL commits the batch's one transaction), then ``on_batch(report)`` is called.
-        Memory holds one batch of the stream, not the stream.
+        Memory holds one batch of the stream, not the stream. When the insert embeds ahead
+        (``IndexConfig.embed_ahead``), a batch is built in insert batches of
+        ``index_config.insert_batch_documents`` documents, each embedded while the one before
+        it is merged and written (PostgreSQL: a transaction each; a folder store is still
+        saved once per batch of the stream).
 
         ``progress`` is called after each committed batch with a :class:`StreamProgress`
         (documents done of ``total``, written and unchanged, chunks, chunks per second, ETA;
@@ -324,10 +328,15 @@ class Engine(MemoryAdmin):
                 f"on_batch must be a function, got {type(on_batch).__name__}"
             )
         tally = stream.Tally(stream.total_of(documents, total))
+        # embedding ahead, a batch of the stream is built in the config's insert batches, so
+        # that the next is embedded while one is merged and written
+        cfg = self.index_config
+        ahead = self.llm is None and inserting.embeds_ahead(cfg.embed_ahead, self.embedder)
+        parts = min(size, cfg.insert_batch_documents) if ahead else size
         for batch, failure in stream.batched(self._documents(documents), size):
             if batch:
                 began = time.monotonic()
-                report = self._insert(batch, None, None, size)
+                report = self._insert(batch, None, None, parts)
                 if on_batch is not None:
                     on_batch(report)
                 now = tally.add(len(batch), report, time.monotonic() - began)
