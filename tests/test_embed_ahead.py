@@ -5,26 +5,18 @@ stage loses no committed batch and leaves nothing running."""
 
 from __future__ import annotations
 
-import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from graph_compare import graph, passages, same
 
 from remindrag_integrations import IndexConfig, ReMindRAG
 from remindrag_integrations.adapters.embeddings import SentenceTransformerEmbedder
 from remindrag_integrations.core import insert as inserting
 from remindrag_integrations.errors import EmbeddingError
 from remindrag_integrations.testing import HashEmbedder
-
-DATA = Path(__file__).parent / "data" / "hotpotqa_train100_sample.corpus.jsonl"
-
-
-def passages() -> list[tuple[str, str]]:
-    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
-    return [(r["pid"], r["text"]) for r in rows]
 
 
 class Recording(HashEmbedder):
@@ -55,24 +47,6 @@ def config(ahead: bool) -> IndexConfig:
         synonym_threshold=0.6,
         workers=1,
     )
-
-
-def graph(engine: ReMindRAG) -> dict[str, Any]:
-    nodes, edges = engine.store.whole_graph()
-    nodes, edges = sorted(nodes, key=lambda n: n.id), sorted(edges, key=lambda e: e.id)
-    return {
-        "nodes": nodes,
-        "edges": edges,
-        "aliases": {n.id: n.aliases for n in nodes if n.aliases},
-        "vectors": engine.store.node_embeddings([n.id for n in nodes]),
-    }
-
-
-def same(a: dict[str, Any], b: dict[str, Any]) -> None:
-    assert a["nodes"] == b["nodes"]
-    assert a["edges"] == b["edges"]
-    assert a["aliases"] == b["aliases"]
-    np.testing.assert_array_equal(a["vectors"], b["vectors"])
 
 
 def build(ahead: bool, docs: list[tuple[str, str]], **kw: Any) -> tuple[ReMindRAG, Recording]:

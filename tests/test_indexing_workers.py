@@ -4,37 +4,15 @@ chunk extracted in the calling thread, before the embedding)."""
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from graph_compare import graph, passages, same
 
 from remindrag_integrations import IndexConfig, ReMindRAG
 from remindrag_integrations.core import workers
 from remindrag_integrations.testing import HashEmbedder
-
-DATA = Path(__file__).parent / "data" / "hotpotqa_train100_sample.corpus.jsonl"
-
-
-def passages() -> list[tuple[str, str]]:
-    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
-    return [(r["pid"], r["text"]) for r in rows]
-
-
-def graph(engine: ReMindRAG) -> dict[str, Any]:
-    """Every node and edge with its kind and text, the node vectors and the edge memory."""
-    nodes, edges = engine.store.whole_graph()
-    nodes, edges = sorted(nodes, key=lambda n: n.id), sorted(edges, key=lambda e: e.id)
-    return {
-        "nodes": nodes,
-        "edges": edges,
-        "vectors": engine.store.node_embeddings([n.id for n in nodes]),
-        "memory": engine.store.memory([e.id for e in edges]),
-        "aliases": {n.id: n.aliases for n in nodes if n.aliases},
-    }
 
 
 def build(n_workers: int | None, **cfg: Any) -> tuple[ReMindRAG, Any]:
@@ -53,14 +31,6 @@ def serial() -> tuple[dict[str, Any], Any]:
         mp.setattr(workers, "MIN_POOL_CHUNKS", 10**9)  # every batch extracted at once, here
         engine, report = build(1)
     return graph(engine), report
-
-
-def same(a: dict[str, Any], b: dict[str, Any]) -> None:
-    assert a["nodes"] == b["nodes"]
-    assert a["edges"] == b["edges"]
-    assert a["aliases"] == b["aliases"]
-    np.testing.assert_array_equal(a["vectors"], b["vectors"])
-    np.testing.assert_array_equal(a["memory"], b["memory"])
 
 
 class CountingProcess(workers._Process):

@@ -1,7 +1,8 @@
 """documents -> chunks -> extraction -> graph (docs/method.md §1).
 
 The engine runs the extraction steps (one ``Ask`` per chunk) through an LLM or the rule-based
-extractor, then :func:`build_graph` turns the extractions into nodes and edges.
+extractor, then :func:`prepare` embeds a batch's chunks and new names and :func:`graph_of`
+turns them into nodes and edges, merging entities into the store's (docs/method.md §1).
 """
 
 from __future__ import annotations
@@ -353,21 +354,6 @@ def prepare(
         progress(total, total)
     return Prepared(
         list(chunks), found, chunk_vecs, resolve, pending, name_vecs, checked=earlier is None
-    )
-
-
-def build_graph(
-    chunks: Sequence[Chunk],
-    extractions: Sequence[Extraction] | Callable[[], Sequence[Extraction]],
-    store: GraphStore,
-    embedder: Embedder,
-    cfg: IndexConfig,
-    progress: Callable[[int, int], None] | None = None,
-) -> GraphBatch:
-    """Nodes and edges for new chunks, merging entities into the store's (docs/method.md §1):
-    :func:`prepare`, then :func:`graph_of`."""
-    return graph_of(
-        prepare(chunks, extractions, store, embedder, cfg, progress), store, embedder, cfg
     )
 
 

@@ -196,7 +196,8 @@ def commit(
         def found() -> list[Extraction]:
             return [x for x, _ in (pending.result() if pending is not None else given)]
 
-        batch = indexing.build_graph(p.chunks, found, store, embedder, cfg, embed_progress)
+        made = indexing.prepare(p.chunks, found, store, embedder, cfg, embed_progress)
+        batch = indexing.graph_of(made, store, embedder, cfg)
     if isinstance(extractions, indexing.Prepared):
         tokens, fell_back = extractions.tokens or 0, 0
     elif pending is not None:

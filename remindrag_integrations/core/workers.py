@@ -6,7 +6,7 @@ processes started for the insert (the first batch that needs them starts them; t
 end stops them), each importing only the extractor's modules (~0.1 s; not the library's
 ``__init__``, nor the caller's ``__main__``), each given a slice of a batch's chunks through
 its pipe. Meanwhile the calling thread embeds the same chunks
-(:func:`.indexing.build_graph` asks for the extractions once the chunks are embedded). A
+(:func:`.indexing.prepare` asks for the extractions once the chunks are embedded). A
 forked process was measured and not kept: forking a process of a few hundred MB costs
 ~45 ms a worker, more than a batch's extraction on 2 cores (benchmarks/RESULTS.md, "The
 insert at its floor").
