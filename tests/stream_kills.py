@@ -3,7 +3,8 @@
 One interpreter (this file as a script) imports the package once, then forks a child per run:
 ``remindrag index CORPUS --store STORE --batch-size B`` (the command line's ``main``) or the
 Python API's ``ReMindRAG(store=STORE).insert_stream(JsonlDocuments(CORPUS))``, killed with
-``SIGKILL`` at a chosen point, then the same run again, not killed, which must finish. Each
+``SIGKILL`` at a chosen point, then the same run again, not killed, which must finish
+(``api-ahead``: the Python API embedding ahead, each batch built in two insert batches). Each
 child's output goes to ``WHERE/<name>.<try>.out``; ``WHERE/runs.json`` says how each ended.
 
 Points (``KIND:ARG``):
@@ -131,7 +132,10 @@ def _run(how: str, corpus_path: Path, store: str, namespace: str) -> None:
         os._exit(code)
     from remindrag_integrations import JsonlDocuments, ReMindRAG
 
-    eng = ReMindRAG(store=store, namespace=namespace)
+    # api-ahead: each batch of the stream built in two insert batches, the second embedded
+    # while the first is written (IndexConfig.embed_ahead)
+    cfg = {"embed_ahead": True, "insert_batch_documents": BATCH // 2} if how == "api-ahead" else {}
+    eng = ReMindRAG(store=store, namespace=namespace, index_config=cfg or None)
     report = eng.insert_stream(
         JsonlDocuments(corpus_path),
         batch_documents=BATCH,

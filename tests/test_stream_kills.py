@@ -41,6 +41,10 @@ PG_CLI = {
 }
 FOLDER_API = {"mid-batch:3": 20, "save:2:current": 10}
 PG_API = {"mid-batch:3": 20, "commit:2": 10}
+# embedding ahead (api-ahead): insert batches of 5, a transaction each on PostgreSQL; the
+# folder is saved per batch of the stream; a kill lands while the next insert batch embeds
+FOLDER_AHEAD = {"mid-batch:3": 10, "save:2:current": 10}
+PG_AHEAD = {"mid-batch:3": 10, "commit:2": 5}
 
 
 def _kill_runs(where: Path, how: str, store: str, points: dict[str, int | None]) -> dict:
@@ -154,3 +158,16 @@ def test_kill_9_then_the_same_insert_stream_on_postgres(tmp_path: Path, pg_dsn: 
     _fresh_namespaces(pg_dsn, PG_API)
     runs = _kill_runs(tmp_path, "api", pg_dsn, PG_API)
     _check(tmp_path, runs, PG_API, _pg_content(pg_dsn))
+
+
+@pytest.mark.slow
+def test_kill_9_while_embedding_ahead_on_a_folder_store(tmp_path: Path) -> None:
+    runs = _kill_runs(tmp_path, "api-ahead", str(tmp_path / "stores"), FOLDER_AHEAD)
+    _check(tmp_path, runs, FOLDER_AHEAD, _folder_content)
+
+
+@pytest.mark.slow
+def test_kill_9_while_embedding_ahead_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
+    _fresh_namespaces(pg_dsn, PG_AHEAD)
+    runs = _kill_runs(tmp_path, "api-ahead", pg_dsn, PG_AHEAD)
+    _check(tmp_path, runs, PG_AHEAD, _pg_content(pg_dsn))
