@@ -262,3 +262,29 @@ def test_document_ids_are_the_same_from_anywhere(corpus, monkeypatch):
     monkeypatch.chdir(corpus / "docs")
     (single,) = read_documents(["alu.txt"])
     assert single.id == alu  # the file given directly: the same document as in its folder
+
+
+@pytest.mark.slow
+def test_index_on_a_device(corpus, tmp_path):
+    """``index --device DEV``: the model on sentence-transformers on that torch device; a
+    device this machine lacks fails before anything is made, in one line; a store indexed on
+    one device is asked on the default embedder (the same model)."""
+    docs = corpus / "docs" / "passages.jsonl"
+    store = tmp_path / "store"
+    typo = run(
+        "index", str(docs), "--store", str(store), "--device", "cdua", cwd=tmp_path, check=False
+    )
+    assert typo.returncode == 2 and "on device 'cdua'" in typo.stderr
+    assert "Traceback" not in typo.stderr and not store.exists()
+    import torch
+
+    if not torch.cuda.is_available():
+        gpu = run(
+            "index", str(docs), "--store", str(store), "--device", "cuda", cwd=tmp_path, check=False
+        )
+        assert gpu.returncode == 2 and "device 'cuda'" in gpu.stderr and not store.exists()
+    out = run("index", str(docs), "--store", str(store), "--device", "cpu", cwd=tmp_path).stdout
+    assert "indexed 8 documents" in out
+    (q, *_) = load_jsonl(DATA / "hotpotqa_train100_sample.questions.jsonl")
+    answer = run("ask", q["question"], "--store", str(store), cwd=tmp_path).stdout
+    assert "trace:" in answer

@@ -74,6 +74,12 @@ class SentenceTransformerEmbedder:
                     raise EmbeddingError(
                         f"cannot load embedder {self.model_name!r}: {exc}"
                     ) from exc
+                except (RuntimeError, AssertionError, ValueError) as exc:  # torch: the device
+                    raise EmbeddingError(
+                        f"cannot run embedder {self.model_name!r} on device {self.device!r}: "
+                        f"{exc}. Give a device this machine's torch has ('cpu'; 'cuda' or "
+                        "'cuda:N' with an NVIDIA GPU and a CUDA build of torch; 'mps' on Apple)"
+                    ) from exc
             return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

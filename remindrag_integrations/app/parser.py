@@ -73,6 +73,12 @@ def _index(sub: Any, commands: Commands) -> None:
         help="sentence-transformers model name or path (default: packaged all-MiniLM-L6-v2)",
     )
     p.add_argument(
+        "--device",
+        help="run the embedding model (--embeddings, or the packaged one) with "
+        "sentence-transformers on this torch device: cuda, cuda:1, mps, cpu (default: the "
+        "packaged model on ONNX on the CPU); the next batch is embedded while one is written",
+    )
+    p.add_argument(
         "--batch-size",
         type=_positive,
         default=BATCH_DOCUMENTS,

@@ -49,6 +49,21 @@ def _settings(args: argparse.Namespace, engine: Any = None) -> dict[str, Any]:
     return read_checked_json(path) if path.exists() else {}
 
 
+def on_device(args: argparse.Namespace, embeddings: str | None) -> Any:
+    """The embedder of ``--device`` (``remindrag index``): the model named by ``embeddings``
+    (None: the packaged one) on sentence-transformers on that device, loaded now, so that a
+    device this machine lacks fails before the store is opened; without ``--device``,
+    ``embeddings`` as given."""
+    device = getattr(args, "device", None)
+    if not device:
+        return embeddings
+    from ..adapters.embeddings import DEFAULT_MODEL, SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder(embeddings or DEFAULT_MODEL, device=device)
+    embedder.embed(["warm up"])  # loads the model on the device (or raises EmbeddingError)
+    return embedder
+
+
 def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
     from ..core.store import SettingsStore
     from ..engine import ReMindRAG
@@ -61,7 +76,9 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
     if _is_dsn(args):
         store: Any = open_store(args.store, namespace=args.namespace)  # PostgresGraphStore
         remembered = store.settings() if isinstance(store, SettingsStore) else {}
-        embeddings = getattr(args, "embeddings", None) or remembered.get("embeddings")
+        embeddings = on_device(
+            args, getattr(args, "embeddings", None) or remembered.get("embeddings")
+        )
         if not create and not store.counts()["documents"]:
             raise CLIError(
                 f"namespace {args.namespace!r} at {args.store} is empty: "
@@ -69,7 +86,9 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
             )
         return ReMindRAG(llm=llm, embeddings=embeddings, store=store, index_config=index_cfg)
     root = Path(args.store)
-    embeddings = getattr(args, "embeddings", None) or _settings(args).get("embeddings")
+    embeddings = on_device(
+        args, getattr(args, "embeddings", None) or _settings(args).get("embeddings")
+    )
     writing = getattr(args, "command", None) in WRITING_COMMANDS
     if not InMemoryGraphStore.exists(root) and not create:
         raise CLIError(f"no store at {root}: run 'remindrag index PATH --store {root}' first")
