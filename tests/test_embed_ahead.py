@@ -175,6 +175,8 @@ def test_the_default_is_off_for_embedders_on_this_cpu_and_on_otherwise() -> None
     assert inserting.embeds_ahead(None, HashEmbedder(8))  # an API, a test embedder
     assert not inserting.embeds_ahead(False, HashEmbedder(8))
     assert inserting.embeds_ahead(True, SentenceTransformerEmbedder(device="cpu"))
+    auto = SentenceTransformerEmbedder(device=None)  # type: ignore[arg-type]  # torch picks
+    assert auto.cpu_bound is (auto._load().device.type == "cpu")
     onnx = pytest.importorskip("remindrag_integrations.adapters.onnx_embedder")
     assert onnx.OnnxEmbedder.cpu_bound is True
 

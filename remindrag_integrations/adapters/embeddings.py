@@ -138,7 +138,8 @@ class SentenceTransformerEmbedder:
     def cpu_bound(self) -> bool:
         """Whether it computes on this machine's CPU (then an insert does not embed ahead by
         default: ``IndexConfig.embed_ahead``)."""
-        return str(self.device).split(":")[0] == "cpu"
+        device = self.device if self.device is not None else self._load().device.type  # auto
+        return str(device).split(":")[0] == "cpu"
 
     @property
     def dimension(self) -> int:
