@@ -148,7 +148,9 @@ def _dense_seat(
     """The zero-token ranking with the candidate nearest the question (the best cosine, what a
     plain vector search returns first) at ``prior.dense_seat`` or better: when the fused score
     ranks it lower, it is lifted to the score of the passage at that place and ranks right
-    before it (the lift is kept as the ``seat`` part). 0 = off."""
+    before it (the lift is kept as the ``seat`` part). 0 = off. Memory outranks this safety
+    net of the first pass: a seat that would push a passage memory vouches for out of the
+    first ``k`` is not taken (a taught question keeps every taught passage)."""
     place = walk.cfg.prior.dense_seat
     p = walk.prior
     if place <= 0 or p is None or not p.parts:
@@ -157,6 +159,10 @@ def _dense_seat(
     pos = next((i for i, t in enumerate(scored) if t[0] == best), None)
     if pos is not None and pos < place:
         return scored
+    k = walk.cfg.k
+    if (pos is None or pos >= k) and len(scored) >= k:  # the seat pushes the k-th one out
+        if walk.evidence.get(scored[k - 1][0], {}).get("memory", 0.0) > 0:
+            return scored
     if pos is None:
         entry = (best, p.score[best] + hop.get(best, 0.0), "dense_fill")
         walk.evidence[best] = _evidence(walk, best, p.parts[best]["cosine"], 0.0, entry[1])
