@@ -400,9 +400,10 @@ def test_the_default_seat_keeps_the_nearest_passage_among_the_first_five() -> No
     assert r.trace.rank_evidence[r.chunks[4].chunk.id]["seat"] > 0
 
 
-def test_the_seat_never_pushes_out_a_passage_memory_vouches_for() -> None:
-    """k = 3, the nearest passage ranked 4th: it takes the 2nd place and the 3rd falls out,
-    unless memory vouches for the 3rd (memory outranks the first pass's safety net)."""
+def test_memory_takes_the_seat_away() -> None:
+    """k = 5, seat 2, the nearest passage ranked 4th: it takes the 2nd place; when memory
+    vouches for any candidate (a taught question), the order is memory's and the first
+    pass's, without the seat."""
     from types import SimpleNamespace
 
     from remindrag_integrations.core.config import RetrievalConfig
@@ -411,9 +412,9 @@ def test_the_seat_never_pushes_out_a_passage_memory_vouches_for() -> None:
     scored = [("a", 3.0, "read"), ("b", 2.0, "read"), ("c", 1.0, "read"), ("d", 0.5, "read")]
     cos = {"a": 0.5, "b": 0.4, "c": 0.3, "d": 0.9}
     prior = SimpleNamespace(parts={c: {"cosine": x} for c, x in cos.items()}, score={})
-    cfg = RetrievalConfig.build(k=3, prior={"dense_seat": 2})
-    for vouched, top in ((0.0, ["a", "d", "b"]), (0.4, ["a", "b", "c"])):
-        evidence = {c: {"memory": vouched if c == "c" else 0.0, "score": s} for c, s, _ in scored}
+    cfg = RetrievalConfig.build(k=5, prior={"dense_seat": 2})
+    for vouched, order in ((None, "adbc"), ("c", "abcd"), ("a", "abcd")):
+        evidence = {c: {"memory": 0.4 * (c == vouched), "score": s} for c, s, _ in scored}
         walk = SimpleNamespace(cfg=cfg, prior=prior, evidence=evidence)
         got = _dense_seat(walk, list(scored), {})  # type: ignore[arg-type]
-        assert [c for c, _, _ in got][:3] == top
+        assert "".join(c for c, _, _ in got) == order

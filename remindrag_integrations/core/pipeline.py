@@ -149,8 +149,8 @@ def _dense_seat(
     plain vector search returns first) at ``prior.dense_seat`` or better: when the fused score
     ranks it lower, it is lifted to the score of the passage at that place and ranks right
     before it (the lift is kept as the ``seat`` part). 0 = off. Memory outranks this safety
-    net of the first pass: a seat that would push a passage memory vouches for out of the
-    first ``k`` is not taken (a taught question keeps every taught passage)."""
+    net of the first pass: when memory vouches for any candidate, there is no seat (it would
+    move a taught passage down a place, out of the first five when it was fifth)."""
     place = walk.cfg.prior.dense_seat
     p = walk.prior
     if place <= 0 or p is None or not p.parts:
@@ -159,10 +159,8 @@ def _dense_seat(
     pos = next((i for i, t in enumerate(scored) if t[0] == best), None)
     if pos is not None and pos < place:
         return scored
-    k = walk.cfg.k
-    if (pos is None or pos >= k) and len(scored) >= k:  # the seat pushes the k-th one out
-        if walk.evidence.get(scored[k - 1][0], {}).get("memory", 0.0) > 0:
-            return scored
+    if any(e.get("memory", 0.0) > 0 for e in walk.evidence.values()):
+        return scored
     if pos is None:
         entry = (best, p.score[best] + hop.get(best, 0.0), "dense_fill")
         walk.evidence[best] = _evidence(walk, best, p.parts[best]["cosine"], 0.0, entry[1])
