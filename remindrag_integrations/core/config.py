@@ -238,7 +238,8 @@ class PriorConfig(_Config):
         ge=0,
         le=1000,
         description="In the zero-token ranking, the candidate nearest the question by cosine "
-        "(a vector search's first answer) ranks at this place or better; 0 = off.",
+        "(a vector search's first answer) ranks at this place or better, unless memory "
+        "vouches for a candidate; 0 = off.",
     )
 
     if not TYPE_CHECKING:
