@@ -139,10 +139,17 @@ def test_kill_9_then_the_same_command_on_a_folder_store(tmp_path: Path) -> None:
     _check(tmp_path, runs, FOLDER_CLI, _folder_content)
 
 
+# the Python API, and the Python API embedding ahead (each stream batch in two insert batches)
+API = [("api", FOLDER_API, PG_API), ("api-ahead", FOLDER_AHEAD, PG_AHEAD)]
+
+
 @pytest.mark.slow
-def test_kill_9_then_the_same_insert_stream_on_a_folder_store(tmp_path: Path) -> None:
-    runs = _kill_runs(tmp_path, "api", str(tmp_path / "stores"), FOLDER_API)
-    _check(tmp_path, runs, FOLDER_API, _folder_content)
+@pytest.mark.parametrize("how, points", [(h, f) for h, f, _ in API], ids=[h for h, *_ in API])
+def test_kill_9_then_the_same_insert_stream_on_a_folder_store(
+    tmp_path: Path, how: str, points: dict[str, int | None]
+) -> None:
+    runs = _kill_runs(tmp_path, how, str(tmp_path / "stores"), points)
+    _check(tmp_path, runs, points, _folder_content)
 
 
 @pytest.mark.slow
@@ -154,20 +161,10 @@ def test_kill_9_then_the_same_command_on_postgres(tmp_path: Path, pg_dsn: str) -
 
 
 @pytest.mark.slow
-def test_kill_9_then_the_same_insert_stream_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
-    _fresh_namespaces(pg_dsn, PG_API)
-    runs = _kill_runs(tmp_path, "api", pg_dsn, PG_API)
-    _check(tmp_path, runs, PG_API, _pg_content(pg_dsn))
-
-
-@pytest.mark.slow
-def test_kill_9_while_embedding_ahead_on_a_folder_store(tmp_path: Path) -> None:
-    runs = _kill_runs(tmp_path, "api-ahead", str(tmp_path / "stores"), FOLDER_AHEAD)
-    _check(tmp_path, runs, FOLDER_AHEAD, _folder_content)
-
-
-@pytest.mark.slow
-def test_kill_9_while_embedding_ahead_on_postgres(tmp_path: Path, pg_dsn: str) -> None:
-    _fresh_namespaces(pg_dsn, PG_AHEAD)
-    runs = _kill_runs(tmp_path, "api-ahead", pg_dsn, PG_AHEAD)
-    _check(tmp_path, runs, PG_AHEAD, _pg_content(pg_dsn))
+@pytest.mark.parametrize("how, points", [(h, p) for h, _, p in API], ids=[h for h, *_ in API])
+def test_kill_9_then_the_same_insert_stream_on_postgres(
+    tmp_path: Path, pg_dsn: str, how: str, points: dict[str, int | None]
+) -> None:
+    _fresh_namespaces(pg_dsn, points)
+    runs = _kill_runs(tmp_path, how, pg_dsn, points)
+    _check(tmp_path, runs, points, _pg_content(pg_dsn))
