@@ -258,7 +258,7 @@ class Engine(MemoryAdmin):
         run, rt, how = self._batches(documents, progress, on_batch, size)
         cfg = self.index_config
         with workers.Workers(cfg.workers, len(run.plan.chunks)) as extractor:
-            if not how[1] and inserting.embeds_ahead(cfg.embed_ahead, self.embedder):
+            if self._embeds_ahead(how[1]):
                 self._insert_ahead(run, extractor, progress)
                 self._wrote(run.plan.named)
                 return self._carry_counts(run.report())
@@ -273,6 +273,11 @@ class Engine(MemoryAdmin):
                 run.done(inserting.commit(*args, _embedding_bar(progress)))
         self._wrote(run.plan.named)
         return self._carry_counts(run.report())
+
+    def _embeds_ahead(self, uses_llm: bool) -> bool:
+        """Whether a zero-token insert embeds the next batch while one is written
+        (:func:`.insert.embeds_ahead`); an LLM's extraction never does."""
+        return not uses_llm and inserting.embeds_ahead(self.index_config.embed_ahead, self.embedder)
 
     def _insert_ahead(
         self, run: inserting.Batches, extractor: workers.Workers, progress: Any
@@ -331,8 +336,11 @@ class Engine(MemoryAdmin):
         # embedding ahead, a batch of the stream is built in the config's insert batches, so
         # that the next is embedded while one is merged and written
         cfg = self.index_config
-        ahead = self.llm is None and inserting.embeds_ahead(cfg.embed_ahead, self.embedder)
-        parts = min(size, cfg.insert_batch_documents) if ahead else size
+        parts = (
+            min(size, cfg.insert_batch_documents)
+            if self._embeds_ahead(self.llm is not None)
+            else size
+        )
         for batch, failure in stream.batched(self._documents(documents), size):
             if batch:
                 began = time.monotonic()
@@ -359,7 +367,7 @@ class Engine(MemoryAdmin):
         run, rt, how = self._batches(documents, progress, on_batch)
         cfg = self.index_config
         with workers.Workers(cfg.workers, len(run.plan.chunks)) as extractor:
-            if not how[1] and inserting.embeds_ahead(cfg.embed_ahead, self.embedder):
+            if self._embeds_ahead(how[1]):
                 await asyncio.to_thread(self._insert_ahead, run, extractor, progress)
                 self._wrote(run.plan.named)
                 return self._carry_counts(run.report())

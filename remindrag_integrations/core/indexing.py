@@ -24,7 +24,7 @@ from .progress import offset_progress
 from .prompts import EXTRACTION_PROMPT, Extraction, parse_extraction
 from .protocols import Embedder
 from .steps import Ask, Step, embed_checked
-from .store import BatchSearchStore, EntityNameStore, GraphStore
+from .store import BatchSearchStore, GraphStore, find_entities
 from .text import chunk_text, count_tokens, first_sentence
 from .types import Chunk, Document, Edge, Node, NodeKind, Piece
 
@@ -490,10 +490,7 @@ def _known_entities(
     order with the spelling first seen; names in ``earlier`` are neither (their batch is
     not written yet: :func:`graph_of` looks them up)."""
     names = _names_of(extractions)
-    if isinstance(store, EntityNameStore):  # one read for the batch
-        known = store.find_entities_by_name(list(names))
-    else:
-        known = {k: e for k in names if (e := store.find_entity_by_name(k))}
+    known = find_entities(store, list(names))  # one read for the batch
     resolve: dict[str, str] = {}
     pending = []
     for key, name in names.items():

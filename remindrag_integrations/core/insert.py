@@ -183,28 +183,17 @@ def commit(
         for d in p.fresh
     }
     changed = {k: v for k, v in changed.items() if v}
-    pending: workers.Pending | None = None
-    given: list[tuple[Extraction, bool]] = []
     if isinstance(extractions, indexing.Prepared):
-        batch = indexing.graph_of(extractions, store, embedder, cfg)
+        made, fell_back = extractions, 0
+    elif isinstance(extractions, workers.Pending):  # zero-token: no LLM reply to fall back from
+        made, fell_back = prepared(p, extractions, store, embedder, cfg, embed_progress), 0
     else:
-        if isinstance(extractions, workers.Pending):
-            pending = extractions
-        else:
-            given = extractions
-
-        def found() -> list[Extraction]:
-            return [x for x, _ in (pending.result() if pending is not None else given)]
-
+        found = [x for x, _ in extractions]
         made = indexing.prepare(p.chunks, found, store, embedder, cfg, embed_progress)
-        batch = indexing.graph_of(made, store, embedder, cfg)
-    if isinstance(extractions, indexing.Prepared):
-        tokens, fell_back = extractions.tokens or 0, 0
-    elif pending is not None:
-        tokens, fell_back = pending.tokens(), 0  # zero-token: no LLM reply to fall back from
-    else:
-        tokens = indexing.source_tokens(p.chunks)
-        fell_back = sum(1 for _, fb in given if fb)
+        made.tokens = indexing.source_tokens(p.chunks)
+        fell_back = sum(1 for _, fb in extractions if fb)
+    batch = indexing.graph_of(made, store, embedder, cfg)
+    tokens = made.tokens or 0
     moves, links = carry.moves(store, changed, batch.chunks, batch.edges) if changed else ({}, [])
     memory = store.add_graph(
         replace=[old for olds in changed.values() for old in olds],
@@ -228,6 +217,24 @@ def commit(
         fallback_chunks=fell_back,
         memory=dict(memory or {}),
     )
+
+
+def prepared(
+    p: Plan,
+    found: workers.Pending,
+    store: GraphStore,
+    embedder: Embedder,
+    cfg: IndexConfig,
+    progress: Callable[[int, int], None] | None,
+    earlier: set[str] | None = None,
+) -> indexing.Prepared:
+    """A zero-token batch embedded (:func:`.indexing.prepare`) while its extraction
+    (``found``) is made, with the source tokens the extraction counted."""
+    made = indexing.prepare(
+        p.chunks, lambda: [x for x, _ in found.result()], store, embedder, cfg, progress, earlier
+    )
+    made.tokens = found.tokens()
+    return made
 
 
 def embeds_ahead(setting: bool | None, embedder: Embedder) -> bool:
@@ -259,15 +266,7 @@ def ahead(
 
     def prep(part: Plan, prog: Callable[[int, int], None] | None) -> indexing.Prepared:
         found = extractor.start(part.chunks, cfg.max_entities_per_chunk, prog)
-
-        def extractions() -> list[Extraction]:
-            return [x for x, _ in found.result()]
-
-        made = indexing.prepare(
-            part.chunks, extractions, store, embedder, cfg, embed_progress(), earlier
-        )
-        made.tokens = found.tokens()
-        return made
+        return prepared(part, found, store, embedder, cfg, embed_progress(), earlier)
 
     parts = iter(run)
     pool = ThreadPoolExecutor(1, thread_name_prefix="remindrag-embed-ahead")

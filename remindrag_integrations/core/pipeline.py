@@ -155,11 +155,11 @@ def _dense_seat(
     p = walk.prior
     if place <= 0 or p is None or not p.parts:
         return scored
+    if any(e.get("memory", 0.0) > 0 for e in walk.evidence.values()):
+        return scored
     best = max(p.parts, key=lambda c: (p.parts[c]["cosine"], c))
     pos = next((i for i, t in enumerate(scored) if t[0] == best), None)
     if pos is not None and pos < place:
-        return scored
-    if any(e.get("memory", 0.0) > 0 for e in walk.evidence.values()):
         return scored
     if pos is None:
         entry = (best, p.score[best] + hop.get(best, 0.0), "dense_fill")

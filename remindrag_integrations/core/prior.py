@@ -33,7 +33,7 @@ from .config import RetrievalConfig
 from .errors import warn_deprecated
 from .extract_rules import question_links
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
-from .store import GraphMatrixView, LexicalStore, MatrixStore
+from .store import GraphMatrixView, LexicalStore, MatrixStore, find_entities
 from .types import Chunk
 from .walk import Prior, Walk
 
@@ -72,8 +72,9 @@ def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -
     (Looking up every word span of the question by exact name was tried and lost: it links
     common nouns that happen to be entities.)"""
     found: dict[str, float] = {}
+    known = find_entities(walk.store, [norm_name(n) for n in names])  # one read
     for name, vec in zip(names, name_vecs):
-        exact = walk.store.find_entity_by_name(norm_name(name))
+        exact = known.get(norm_name(name))
         hits = [(exact, 1.0)] if exact is not None else walk.search(vec, 1, ("entity",))
         for node, sim in hits:
             found[node] = max(found.get(node, 0.0), float(sim))
@@ -349,7 +350,8 @@ def title_hop(walk: Walk, scores: Mapping[str, float]) -> dict[str, float]:
     if not pages:
         return {}
     top = max(0.0, scores[ranked[0]])
-    ents = [walk.store.find_entity_by_name(norm_name(t)) for _, t in pages]
+    known = find_entities(walk.store, [norm_name(t) for _, t in pages])  # one read
+    ents = [known.get(norm_name(t)) for _, t in pages]
     walk.prefetch_edges([e for e in ents if e is not None])
     gains = {}
     for (c, _), ent in zip(pages, ents):

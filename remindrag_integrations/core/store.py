@@ -392,6 +392,14 @@ CAPABILITIES: Mapping[str, type] = {
 """Every optional capability by name (the names the store contract's test ids use)."""
 
 
+def find_entities(store: GraphStore, normalized_names: Sequence[str]) -> dict[str, str]:
+    """Each of the names that names an entity, mapped to its id: one call where the store
+    has :class:`EntityNameStore`, else ``find_entity_by_name`` name by name."""
+    if isinstance(store, EntityNameStore):
+        return store.find_entities_by_name(normalized_names)
+    return {k: e for k in dict.fromkeys(normalized_names) if (e := store.find_entity_by_name(k))}
+
+
 def capabilities(store: object) -> frozenset[str]:
     """The names (keys of :data:`CAPABILITIES`) of the optional capabilities ``store`` has."""
     return frozenset(name for name, proto in CAPABILITIES.items() if isinstance(store, proto))
