@@ -8,14 +8,16 @@ DSN, an embedded store when none is given (:func:`~.stores.open_store`); and it 
 loads an engine with the record of the embedder that built it
 (:mod:`~.adapters.embedder_record`).
 
-``store="PATH"`` is the store in that folder, like Chroma's ``persist_directory``: the
-folder is made when missing, a saved engine there is opened with its configuration and
-embedder record, and every write (insert, delete, memorize, feedback, teach, the memory
-admin) is saved there before the call returns, once per call and only when something
-changed. A retrieval while it holds no documents raises :class:`StoreEmptyError` (a mistyped
-path must not look like an empty knowledge base). ``ReMindRAG.load(PATH)`` is the strict
-open: no such saved engine is a :class:`StoreNotFoundError`; what it loads is a copy kept
-in memory until :meth:`ReMindRAG.save`.
+``store="PATH"`` is the store in that folder, like Chroma's ``persist_directory``: an
+SQLite database (:mod:`~.stores.sqlite_store`) made when missing, whose every write call
+(insert batch, delete, memorize, feedback, teach, the memory admin) is one transaction of the
+rows it changes, committed before the call returns; other threads and processes on the same
+folder write it too and each sees the others' writes by its next query. The engine's
+configuration and the embedder that built the store are kept in its settings. A retrieval
+while it holds no documents raises :class:`StoreEmptyError` (a mistyped path must not look
+like an empty knowledge base). ``ReMindRAG.load(PATH)`` is the strict open: the same live
+store, but no such store is a :class:`StoreNotFoundError`; ``engine.copy()`` is an engine
+over an in-memory copy, whose writes stay in memory.
 """
 
 from __future__ import annotations
@@ -36,23 +38,24 @@ from .core.errors import (
     ConfigError,
     EmbeddingError,
     InvalidArgumentError,
+    StoreConflictError,
     StoreEmptyError,
     StoreError,
     StoreNotFoundError,
 )
-from .core.memory.teach import TeachReport
-from .core.persist import ENGINE_FILE, check_folder
+from .core.persist import check_folder
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM
 from .core.store import GraphStore
-from .core.types import DeleteReport, IndexReport, MemoryWrite
 from .stores import (
     InMemoryGraphStore,
     check_store_argument,
     generations,
     is_postgres_dsn,
     open_store,
+    sqlite_store,
 )
+from .stores.sqlite_store import SQLiteGraphStore
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +69,12 @@ def folder_of(store: Any) -> Path | None:
     return None
 
 
-def saved_engine(root: Path) -> bool:
-    """True when ``root`` holds a saved engine's ``engine.json`` (not one that a first save
-    which did not finish left: :func:`~.stores.generations.unfinished`)."""
-    return (root / ENGINE_FILE).exists() and not generations.unfinished(root)
-
-
 def _make_folder(root: Path) -> bool:
     """Make ``root`` for a store (True when it was missing); a file or a folder of other files
-    is refused now, before any work would be lost to a refused save."""
-    if generations.holds_data(root):
+    is refused now, before any work would be lost to a refused write."""
+    if SQLiteGraphStore.exists(root):
         return False
-    check_folder(root, generations.own_name)
+    check_folder(root, sqlite_store.own_name)
     created = not root.exists()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -102,19 +99,6 @@ def split_config(fields: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
     )
 
 
-class _Committed:
-    """``on_batch`` for an insert that saves: notes that a batch was written, then calls the
-    user's ``on_batch``."""
-
-    def __init__(self, then: Any) -> None:
-        self.then, self.any = then, False
-
-    def __call__(self, report: IndexReport) -> None:
-        self.any = True
-        if self.then is not None:
-            self.then(report)
-
-
 class ReMindRAG(Engine):
     """ReMindRAG over a graph store.
 
@@ -132,7 +116,30 @@ class ReMindRAG(Engine):
     """
 
     directory: Path | None
-    """The folder every write is saved to (``store="PATH"``), else None."""
+    """The folder whose store this engine writes (``store="PATH"``), else None."""
+    _recorded: dict[str, Any] | None = None
+    _index_config: IndexConfig
+    _retrieval_config: RetrievalConfig
+
+    @property  # type: ignore[override]
+    def index_config(self) -> IndexConfig:
+        return self._index_config
+
+    @index_config.setter
+    def index_config(self, value: IndexConfig) -> None:
+        self._index_config = value
+        self._record_settings()
+
+    @property  # type: ignore[override]
+    def retrieval_config(self) -> RetrievalConfig:
+        """The retrieval configuration; setting it on a folder store's engine records it
+        there (the next open has it)."""
+        return self._retrieval_config
+
+    @retrieval_config.setter
+    def retrieval_config(self, value: RetrievalConfig) -> None:
+        self._retrieval_config = value
+        self._record_settings()
 
     def __init__(
         self,
@@ -156,16 +163,23 @@ class ReMindRAG(Engine):
                 f"got {namespace!r}"
             )
         check_store_argument(store)
-        root, probe, created = folder_of(store), None, False
+        root, probe, created, saved = folder_of(store), None, False, None
         if root is not None:
             created = _make_folder(root)
-            if saved_engine(root):  # a saved engine: its embedder and config
-                recorded = persist.load_embedder(root)
-                embeddings, probe = embedder_record.embedder_for_record(recorded, embeddings)
-                saved_index, saved_retrieval = persist.load_config(root)
-                index_config = index_config or saved_index
-                retrieval_config = retrieval_config or saved_retrieval
-            store = root
+            store = SQLiteGraphStore.open(root, namespace)
+            saved = store.settings().get("engine")
+            try:
+                if saved is not None:  # a saved engine: its embedder and config
+                    recorded = persist.embedder_of(saved)
+                    embeddings, probe = embedder_record.embedder_for_record(recorded, embeddings)
+                    saved_index, saved_retrieval = persist.config_of(saved, root)
+                    index_config = index_config or saved_index
+                    retrieval_config = retrieval_config or saved_retrieval
+                built = as_embedder(embeddings)
+            except BaseException:
+                store.close()
+                raise
+            embeddings = built
         super().__init__(
             as_chat_llm(llm),
             as_embedder(embeddings),
@@ -177,10 +191,12 @@ class ReMindRAG(Engine):
         )
         self.directory = root
         self._created = created  # the folder did not exist: said when a retrieval finds it empty
-        self._maybe_empty = root is not None  # checked before a retrieval until documents come
         self._probe: tuple[Any, list[float] | None] = (None, None)  # embedder, fingerprint
         if probe is not None:
             self._probe = (self.embedder, probe)
+        self._recorded = saved
+        self._saved_to: dict[Path, int] = {}  # folders this engine saved to: their last write
+        self._record_settings()
 
     @classmethod
     def from_fields(
@@ -197,18 +213,9 @@ class ReMindRAG(Engine):
         ``ReMindRetriever.from_documents`` uses: the fields are checked before a store is
         opened; over a folder that holds a saved engine they change its saved configuration
         (the others keep their saved values), else they change the defaults."""
-        index_cfg, retrieval_cfg = split_config(fields)  # checked before the store is opened
-        root = folder_of(store)
-        saved = root is not None and saved_engine(root)
-        engine = cls(
-            llm=llm,
-            embeddings=embeddings,
-            store=store,
-            index_config=None if saved else index_cfg,
-            retrieval_config=None if saved else retrieval_cfg,
-            namespace=namespace,
-        )
-        if saved:  # the saved engine's config, with the fields given here changed
+        split_config(fields)  # checked before the store is opened
+        engine = cls(llm=llm, embeddings=embeddings, store=store, namespace=namespace)
+        if fields:  # the saved engine's config (else the defaults), the fields given changed
             engine.change_fields(**fields)
         return engine
 
@@ -222,7 +229,50 @@ class ReMindRAG(Engine):
         retrieval_config = self.retrieval_config.with_overrides(
             **{k: v for k, v in fields.items() if k not in idx}
         )
-        self.index_config, self.retrieval_config = index_config, retrieval_config
+        self._index_config, self._retrieval_config = index_config, retrieval_config
+        self._record_settings()  # once, both changed
+
+    def _engine_settings(self) -> dict[str, Any]:
+        used = embedder_record.record(self.embedder, self.store.dim, self._fingerprint())
+        return persist.engine_settings(self.index_config, self.retrieval_config, used)
+
+    def _record_settings(self) -> None:
+        """Keep the configuration and the embedder's record in a folder store's settings
+        when they differ from what it holds (one small transaction)."""
+        if getattr(self, "directory", None) is None or "_saved_to" not in self.__dict__:
+            return  # not a folder store, or still being built (recorded at its end)
+        if not isinstance(self.store, SQLiteGraphStore):
+            return
+        now = self._engine_settings()
+        if now != self._recorded:
+            try:
+                self.store.update_settings({"engine": now})
+            except StoreError as exc:  # a read-only folder still serves its readers
+                log.warning("could not record the engine's settings at %s: %s", self.directory, exc)
+                return
+            self._recorded = now
+
+    def copy(self) -> ReMindRAG:
+        """An engine over an in-memory copy of this one's store (same configuration,
+        embedder and LLM): its writes stay in memory; :meth:`save` keeps them."""
+        store = self.store.copy() if isinstance(self.store, SQLiteGraphStore) else None
+        if store is None:
+            raise InvalidArgumentError("copy() copies a store kept in a folder (store=PATH)")
+        engine = type(self)(
+            llm=self.llm,
+            embeddings=self.embedder,
+            store=store,
+            index_config=self.index_config,
+            retrieval_config=self.retrieval_config,
+            prompts=self.prompts,
+        )
+        return engine
+
+    def close(self) -> None:
+        """Close a folder store's database (pending traces written); idempotent."""
+        close = getattr(self.store, "close", None)
+        if callable(close):
+            close()
 
     def _chat_llm(self, llm: Any) -> ChatLLM | None:
         return as_chat_llm(llm)
@@ -237,113 +287,32 @@ class ReMindRAG(Engine):
 
         return to_networkx(self.store)
 
-    # --- a store kept in a folder: every write saved ------------------------------------------
+    # --- a store kept in a folder ------------------------------------------------------------
     def _call(self, make: Any, query: str, llm: Any, overrides: dict) -> tuple:
-        if self._maybe_empty:  # retrieve, answer and their async twins
-            if not self.store.document_ids():
+        if isinstance(self.store, SQLiteGraphStore):  # retrieve, answer and their async twins
+            if not self.store.document_count():  # another process may have emptied it
                 how = "it did not exist and was made empty" if self._created else "it is empty"
-                if self.directory is not None and generations.unfinished(self.directory):
-                    how = "the first save there did not finish, so nothing was saved"
                 raise StoreEmptyError(
-                    f"the store at {self.directory} holds no documents ({how}): a mistyped "
+                    f"the store at {self.store.root} holds no documents ({how}): a mistyped "
                     "path? Give the folder of a saved store (ReMindRAG.load(path) refuses a "
                     "folder that holds none), or add documents first"
                 )
-            self._maybe_empty = False
         return super()._call(make, query, llm, overrides)
-
-    def _save_if(self, changed: bool) -> None:
-        """Save to :attr:`directory` after a write that changed something."""
-        if changed and self.directory is not None:
-            self.save(self.directory)
-
-    def _insert(
-        self, documents: Any, progress: Any, on_batch: Any, size: int | None
-    ) -> IndexReport:
-        # insert, and each batch of insert_stream: saved once, when it wrote something
-        if self.directory is None:
-            return super()._insert(documents, progress, on_batch, size)
-        done = _Committed(on_batch)
-        try:
-            return super()._insert(documents, progress, done, size)
-        finally:  # an interrupted insert keeps (and saves) the batches it finished
-            self._save_if(done.any)
-
-    async def ainsert(
-        self, documents: Any, *, progress: Any = None, on_batch: Any = None
-    ) -> IndexReport:
-        import asyncio
-
-        if self.directory is None:
-            return await super().ainsert(documents, progress=progress, on_batch=on_batch)
-        done = _Committed(on_batch)
-        try:
-            return await super().ainsert(documents, progress=progress, on_batch=done)
-        finally:
-            await asyncio.to_thread(self._save_if, done.any)
-
-    def delete(self, doc_ids: Any) -> DeleteReport:
-        report = super().delete(doc_ids)
-        self._maybe_empty = self.directory is not None
-        self._save_if(report["documents"] > 0)
-        return report
-
-    def memorize(self, *args: Any, **kwargs: Any) -> MemoryWrite:
-        write = super().memorize(*args, **kwargs)
-        self._save_if(write.applied)
-        return write
-
-    async def amemorize(self, *args: Any, **kwargs: Any) -> MemoryWrite:
-        import asyncio
-
-        write = await super().amemorize(*args, **kwargs)
-        await asyncio.to_thread(self._save_if, write.applied)
-        return write
-
-    def feedback(self, *args: Any, **kwargs: Any) -> MemoryWrite:
-        write = super().feedback(*args, **kwargs)
-        self._save_if(write.applied)
-        return write
-
-    def teach(self, *args: Any, **kwargs: Any) -> TeachReport:
-        report = super().teach(*args, **kwargs)
-        self._save_if(report.taught > 0)
-        return report
-
-    async def ateach(self, *args: Any, **kwargs: Any) -> TeachReport:
-        import asyncio
-
-        report = await super().ateach(*args, **kwargs)
-        await asyncio.to_thread(self._save_if, report.taught > 0)
-        return report
-
-    def reset_memory(self) -> int:
-        n = super().reset_memory()
-        self._save_if(n > 0)
-        return n
-
-    def decay_memory(self, factor: float) -> int:
-        n = super().decay_memory(factor)
-        self._save_if(n > 0)
-        return n
-
-    def import_memory(self, path: Any, *, skip_unknown: bool = False) -> int:
-        n = super().import_memory(path, skip_unknown=skip_unknown)
-        self._save_if(n > 0)
-        return n
 
     # --- persistence ---------------------------------------------------------------------
     def save(
         self, directory: str | os.PathLike[str] | None = None, *, overwrite: bool = False
     ) -> Path:
-        """Persist the store (atomically: a new generation, then one rename), the
-        configuration and which embedder built it (:mod:`.adapters.embedder_record`).
-        ``directory`` defaults to :attr:`directory` (``store="PATH"``; ``~`` is expanded).
-        Saving again where this engine's store was loaded from or saved to updates it; a
+        """Persist the store, the configuration and which embedder built it
+        (:mod:`.adapters.embedder_record`). A folder store (``store="PATH"``) is written by
+        every write already: ``save()`` (or saving to its own folder) records the current
+        configuration; another ``directory`` (``~`` expanded) gets a copy of the database
+        (SQLite's online backup, renamed into place: a save killed on the way leaves no
+        store there). An in-memory engine's store is written there as a new database. A
         folder holding another store raises :class:`StoreExistsError` unless ``overwrite``
         (which replaces it, learned memory included), and a folder of other files is never
-        written into. A first save killed on the way (``kill -9``, power cut, disk full)
-        leaves a folder that holds no engine, which the next save takes over."""
+        written into. Saving again where this engine saved its in-memory store replaces
+        that save."""
         if directory is None:
             if self.directory is None:
                 raise InvalidArgumentError(
@@ -351,15 +320,38 @@ class ReMindRAG(Engine):
                 )
             directory = self.directory
         directory = Path(arguments.path(directory, "directory")).expanduser()
-        used = embedder_record.record(self.embedder, self.store.dim, self._fingerprint())
-        root = persist.save(
-            self.store,
-            self.index_config,
-            self.retrieval_config,
-            directory,
-            used,
-            overwrite=overwrite,
-        )
+        settings = {"engine": self._engine_settings()}
+        target = directory.resolve()
+        again = target in self._saved_to
+        if again and not overwrite and sqlite_store.change_seq(target) != self._saved_to[target]:
+            raise StoreConflictError(
+                f"the store at {target} was written by another writer since this engine saved "
+                "there: open it (ReMindRAG(store=path)) to add to it, save elsewhere, or pass "
+                "overwrite=True to replace it"
+            )
+        if isinstance(self.store, SQLiteGraphStore):
+            root = self.store.save(
+                directory,
+                overwrite=overwrite or again,
+                beside={persist.ENGINE_FILE: persist.checked_json(settings["engine"])},
+            )
+            if root == self.directory:
+                self._recorded = settings["engine"]
+        elif isinstance(self.store, InMemoryGraphStore):
+            root = sqlite_store.write_store(
+                self.store, directory, settings, overwrite=overwrite or again
+            )
+        else:  # a database store (PostgreSQL) writes through: the configuration beside it
+            root = persist.save(
+                self.store,
+                self.index_config,
+                self.retrieval_config,
+                directory,
+                settings["engine"].get("embedder"),
+                overwrite=overwrite,
+            )
+        if root != self.directory and sqlite_store.holds_database(root):
+            self._saved_to[root] = sqlite_store.change_seq(root)
         log.info("saved the store to %s", root)
         return root
 
@@ -388,36 +380,40 @@ class ReMindRAG(Engine):
         store: GraphStore | str | None = None,
         progress: Any = None,
     ) -> ReMindRAG:
-        """Load what :meth:`save` wrote, with the embedder it recorded unless ``embeddings``
-        is given (checked against the record). Raises :class:`StoreNotFoundError` when there
-        is no such directory, when it holds no saved engine or only what a first save that
-        did not finish left (save there again), :class:`StoreCorruptError` on damage.
-        ``progress=True`` draws a bar of the store's load steps (a 1 M-edge store takes
-        seconds: reading, the graph, the ANN and BM25 indexes, the graph matrix), a function
-        ``(done, total)`` is called as each ends; ignored with a ``store`` given (it is loaded
-        already)."""
+        """Open the store saved in ``directory``, live (as ``store=directory`` does: writes
+        land in it, other processes' writes are seen), with the embedder it recorded unless
+        ``embeddings`` is given (checked against the record). Raises
+        :class:`StoreNotFoundError` when there is no such directory or it holds no store,
+        :class:`StoreCorruptError` on damage. A folder of the older generations format is
+        converted once (its files kept in ``format2-backup/``); ``progress=True`` draws a
+        bar of that conversion's load steps. With ``store`` given, only the configuration is
+        read from ``directory``. For an in-memory copy, ``ReMindRAG.load(path).copy()``."""
         directory = Path(arguments.path(directory, "directory")).expanduser()
         progress_arg.check(progress)
-        if store is None and not Path(directory).is_dir():
+        if not directory.is_dir():
             raise StoreNotFoundError(f"no saved engine at {directory}: no such directory")
-        if generations.unfinished(directory):
+        if generations.unfinished(directory) and not sqlite_store.holds_database(directory):
             raise generations.not_finished(directory, "saved engine")
-        if store is None and not generations.holds_data(directory) and not saved_engine(directory):
+        if not SQLiteGraphStore.exists(directory):
             raise StoreNotFoundError(
                 f"no saved engine at {directory}: the folder holds none; give the folder of a "
                 "saved engine, or save one there first"
             )
-        index_cfg, retrieval_cfg = persist.load_config(directory)
-        recorded = persist.load_embedder(directory)
-        embedder, probe = embedder_record.embedder_for_record(recorded, embeddings)
+        if store is None:
+            if not sqlite_store.holds_database(directory):  # convert, with the progress bar
+                SQLiteGraphStore.open(directory, create=False, progress=progress).close()
+            return cls(llm=llm, embeddings=embeddings, store=directory)
+        saved = sqlite_store.read_settings(directory).get("engine")
+        if saved is None:
+            raise StoreNotFoundError(f"no saved engine configuration at {directory}")
+        index_cfg, retrieval_cfg = persist.config_of(saved, directory)
+        embedder, probe = embedder_record.embedder_for_record(
+            persist.embedder_of(saved), embeddings
+        )
         engine = cls(
             llm=llm,
             embeddings=embedder,
-            store=(
-                store
-                if store is not None
-                else InMemoryGraphStore.load(directory, progress=progress)
-            ),
+            store=store,
             index_config=index_cfg,
             retrieval_config=retrieval_cfg,
         )

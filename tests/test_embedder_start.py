@@ -16,8 +16,8 @@ from remindrag_integrations.adapters.embeddings import (
     identity_of,
     packaged_model_path,
 )
-from remindrag_integrations.core.persist import read_checked_json
 from remindrag_integrations.errors import ConfigError, EmbeddingError, StoreNotFoundError
+from remindrag_integrations.stores.sqlite_store import read_settings
 from remindrag_integrations.testing import HashEmbedder
 
 DATA = Path(__file__).parent / "data" / "hotpotqa_train100_sample.corpus.jsonl"
@@ -201,7 +201,7 @@ def test_save_records_the_embedder_and_load_uses_it(tmp_path):
     engine = ReMindRAG()  # the packaged embedder
     engine.insert(["Marie Curie worked in Paris."])
     engine.save(tmp_path / "s")
-    saved = read_checked_json(tmp_path / "s" / "engine.json")
+    saved = read_settings(tmp_path / "s")["engine"]
     assert saved["embedder"] == {"name": "all-MiniLM-L6-v2", "dimension": 384}
     back = ReMindRAG.load(tmp_path / "s")
     assert identity_of(back.embedder) == "all-MiniLM-L6-v2"

@@ -26,13 +26,13 @@ from llama_index.core.schema import MetadataMode
 
 from remindrag_integrations import ConfigError, InvalidDocumentError, ReMindRAG, ReMindRetriever
 from remindrag_integrations.adapters.llm import LangChainLLM
-from remindrag_integrations.core.persist import read_checked_json
 from remindrag_integrations.errors import (
     EmbedderMismatchError,
     InvalidArgumentError,
     StoreConflictError,
     StoreExistsError,
 )
+from remindrag_integrations.stores.sqlite_store import read_settings
 from remindrag_integrations.testing import HashEmbedder
 
 pg_dsn = pg_fixture.pg_dsn  # a real PostgreSQL, started once per process when a test needs it
@@ -134,11 +134,14 @@ def test_save_does_not_replace_another_store_unless_told_to(tmp_path: Path) -> N
     assert sorted(kept.engine.store.document_ids()) == ["curie.txt", "paris.txt", "warsaw.txt"]
     assert kept.memory_stats().touched_edges == learned
     a.add_documents([LCDocument(page_content="Lyon lies on the Rhone.", metadata={"source": "l"})])
-    a.save(d)  # the same store again: an update
-    with pytest.raises(StoreConflictError):  # kept was loaded before a's update
-        kept.save(d)
+    a.save(d)  # the same store again: an update, which the live ``kept`` sees
+    assert "l" in kept.engine.store.document_ids()
+    kept.add_documents([LCDocument(page_content="Nice is by the sea.", metadata={"source": "n"})])
+    with pytest.raises(StoreConflictError):  # kept wrote there since a's save: not replaced
+        a.save(d)
+    assert "n" in ReMindRetriever.load(d, embeddings=HashEmbedder()).engine.store.document_ids()
     (d / "NOTES.md").write_text("my notes on this store")  # a store folder stays one
-    a.save(d)
+    a.save(d, overwrite=True)
     b.save(d, overwrite=True)
     assert ReMindRetriever.load(d, embeddings=HashEmbedder()).engine.store.document_ids() == [
         b.engine.store.document_ids()[0]
@@ -239,7 +242,7 @@ def _saved(tmp_path: Path, embeddings: Any) -> Path:
 
 def test_another_model_of_the_same_class_is_refused_at_load(tmp_path: Path) -> None:
     d = _saved(tmp_path, ModelEmbeddings("model-A"))
-    saved = read_checked_json(d / "engine.json")["embedder"]
+    saved = read_settings(d)["engine"]["embedder"]  # kept in the store's settings
     assert saved["name"] == "langchain:ModelEmbeddings" and saved["model"] == "model-A"
     assert saved["dimension"] == 64 and len(saved["fingerprint"]) == 64
     with pytest.raises(EmbedderMismatchError, match="model-A"):
@@ -281,7 +284,7 @@ def test_a_failing_probe_does_not_fail_the_save_and_the_model_is_still_checked(
     tmp_path: Path,
 ) -> None:
     d = _saved(tmp_path, ProbeShy("model-A"))
-    saved = read_checked_json(d / "engine.json")["embedder"]
+    saved = read_settings(d)["engine"]["embedder"]  # kept in the store's settings
     assert saved["model"] == "model-A" and "fingerprint" not in saved
     with pytest.raises(EmbedderMismatchError, match="model-A"):
         ReMindRetriever.load(d, embeddings=ProbeShy("model-B"))

@@ -1,6 +1,7 @@
 """``store="DIR"`` is the store in that folder, as Chroma's ``persist_directory`` is: made when
-missing, written as documents and memory change (once per call, only when something changed:
-counted, not timed), and a folder that holds nothing is never taken for an empty knowledge base.
+missing, written as documents and memory change (each write call one transaction, none for a
+read or a write that changed nothing: counted, not timed), and a folder that holds nothing is
+never taken for an empty knowledge base.
 ``~`` is expanded in ``store=``, ``load``, ``save`` and the command line's ``--store``. Each test
 failed on the code before the change."""
 
@@ -17,12 +18,11 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from remindrag_integrations import ReMindRAG, ReMindRetriever
 from remindrag_integrations.core.types import Document
 from remindrag_integrations.errors import (
-    StoreConflictError,
     StoreEmptyError,
     StoreExistsError,
     StoreNotFoundError,
 )
-from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores import SQLiteGraphStore
 from remindrag_integrations.testing import HashEmbedder
 
 POLICY = (
@@ -35,15 +35,16 @@ QUESTION = "How long do refunds take?"
 
 @pytest.fixture
 def saves(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Every save of an embedded store, by folder."""
+    """Every write transaction of a folder store that changed rows, by folder."""
     done: list[Path] = []
-    real = InMemoryGraphStore.save
+    real = SQLiteGraphStore._persist
 
-    def spy(self: InMemoryGraphStore, directory: Any, **kw: Any) -> Path:
-        done.append(Path(directory))
-        return real(self, directory, **kw)
+    def spy(self: SQLiteGraphStore, con: Any) -> None:
+        if any(getattr(self, name).log for name in ("_docs", "_nodes", "_edges", "_memory")):
+            done.append(self.root)
+        real(self, con)
 
-    monkeypatch.setattr(InMemoryGraphStore, "save", spy)
+    monkeypatch.setattr(SQLiteGraphStore, "_persist", spy)
     return done
 
 
@@ -57,7 +58,7 @@ def test_from_documents_with_a_new_folder_makes_it_and_writes_it(tmp_path: Path)
     retriever = ReMindRetriever.from_documents(
         _pieces(), embeddings=HashEmbedder(), store=str(where), k=2
     )
-    assert where.is_dir() and InMemoryGraphStore.exists(where)
+    assert where.is_dir() and SQLiteGraphStore.exists(where)
     again = ReMindRetriever.load(where, embeddings=HashEmbedder())
     assert sorted(again.engine.store.document_ids()) == sorted(
         retriever.engine.store.document_ids()
@@ -74,11 +75,11 @@ def test_from_texts_with_a_new_folder_writes_every_change(tmp_path: Path) -> Non
     docs = retriever.invoke(QUESTION)
     write = retriever.memorize(supporting=[docs[0].id])
     assert write.applied
-    on_disk = InMemoryGraphStore.load(where)
+    on_disk = SQLiteGraphStore.open(where)  # a second connection: what is on disk
     assert on_disk.counts()["documents"] == 3
     assert on_disk.export_memory() == retriever.engine.store.export_memory()
     retriever.delete(["helpdesk"])
-    assert InMemoryGraphStore.load(where).document_ids() == retriever.engine.store.document_ids()
+    assert on_disk.document_ids() == retriever.engine.store.document_ids()
 
 
 def test_one_save_per_write_call_and_none_for_reads_or_no_change(
@@ -88,23 +89,23 @@ def test_one_save_per_write_call_and_none_for_reads_or_no_change(
     eng = ReMindRAG(embeddings=HashEmbedder(), store=where, index_config=None)
     eng.index_config = eng.index_config.with_overrides(insert_batch_documents=1)
     docs = [Document(f"d{i}", t) for i, t in enumerate(POLICY.split("\n\n"))]
-    eng.insert(docs)  # three batches, one save
-    assert saves == [where.resolve()]
+    eng.insert(docs)  # three batches: three transactions
+    assert saves == [where.resolve()] * 3
     eng.insert(docs)  # unchanged: nothing to save
     r = eng.retrieve(QUESTION)
     eng.answer(QUESTION)
-    assert len(saves) == 1
+    assert len(saves) == 3
     eng.memorize(r.trace_id, supporting=[r.chunks[0].chunk.id])
-    assert len(saves) == 2
+    assert len(saves) == 4
     eng.memorize(r.trace_id, supporting=[r.chunks[0].chunk.id])  # once per trace: skipped
     eng.delete(["no-such-doc"])
-    assert len(saves) == 2
+    assert len(saves) == 4
     eng.delete(["d2"])
     eng.feedback(eng.retrieve(QUESTION).trace_id, helpful=True)
     eng.decay_memory(0.5)
-    assert len(saves) == 5
+    assert len(saves) == 7
     asyncio.run(eng.ainsert([Document("d9", "Gift cards never expire.")]))
-    assert len(saves) == 6
+    assert len(saves) == 8
     assert ReMindRAG.load(where, embeddings=HashEmbedder()).store.counts() == eng.store.counts()
 
 
@@ -120,7 +121,7 @@ def test_an_interrupted_insert_keeps_and_saves_the_batches_it_finished(tmp_path:
         eng.insert(
             [Document("a", "Refunds take 14 days."), Document("b", "Parcels ship.")], on_batch=stop
         )
-    assert InMemoryGraphStore.load(where).document_ids() == ["a"]
+    assert SQLiteGraphStore.open(where).document_ids() == ["a"]
 
 
 def test_a_mistyped_folder_is_not_an_empty_knowledge_base(tmp_path: Path) -> None:
@@ -161,22 +162,22 @@ def test_a_saved_engine_opens_with_its_configuration(tmp_path: Path) -> None:
     assert ReMindRAG(embeddings=HashEmbedder(), store=tmp_path / "kb").retrieval_config.k == 2
 
 
-def test_two_engines_on_one_folder_never_lose_a_write_silently(tmp_path: Path) -> None:
+def test_two_engines_on_one_folder_keep_both_writes(tmp_path: Path) -> None:
     where = tmp_path / "kb"
     ReMindRAG(embeddings=HashEmbedder(), store=where).insert([Document("a", POLICY)])
     first = ReMindRAG(embeddings=HashEmbedder(), store=where)
     second = ReMindRAG(embeddings=HashEmbedder(), store=where)
     first.insert([Document("b", "Gift cards never expire.")])
-    with pytest.raises(StoreConflictError):
-        second.insert([Document("c", "Vouchers are sent by e-mail.")])
-    assert sorted(InMemoryGraphStore.load(where).document_ids()) == ["a", "b"]
+    second.insert([Document("c", "Vouchers are sent by e-mail.")])  # no conflict to handle
+    assert sorted(first.store.document_ids()) == ["a", "b", "c"]  # each sees the other's
+    assert sorted(SQLiteGraphStore.open(where).document_ids()) == ["a", "b", "c"]
 
 
 def test_a_tilde_is_the_home_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     eng = ReMindRAG(embeddings=HashEmbedder(), store="~/kb")
     eng.insert([Document("a", POLICY)])
-    assert eng.directory == tmp_path / "kb" and InMemoryGraphStore.exists(tmp_path / "kb")
+    assert eng.directory == tmp_path / "kb" and SQLiteGraphStore.exists(tmp_path / "kb")
     assert not Path("~").exists()  # no folder named "~" in the working directory
     eng.save("~/copy")
     assert ReMindRAG.load("~/copy", embeddings=HashEmbedder()).store.document_ids() == ["a"]
@@ -195,7 +196,7 @@ def test_the_command_line_and_an_mcp_config_expand_a_tilde(
     (tmp_path / "a.txt").write_text(POLICY)
     # an MCP client's config passes its args with no shell between: "~" arrives as it is
     assert main(["index", str(tmp_path / "a.txt"), "--store", "~/kb"]) == 0
-    assert InMemoryGraphStore.exists(tmp_path / "kb") and not (tmp_path / "~").exists()
+    assert SQLiteGraphStore.exists(tmp_path / "kb") and not (tmp_path / "~").exists()
     args = build_parser().parse_args(["mcp", "--store", "~/kb"])
     assert args.store == str(tmp_path / "kb")
     check_store(args)  # found

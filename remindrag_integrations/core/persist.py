@@ -95,6 +95,33 @@ def save(
     return root
 
 
+def engine_settings(
+    index_config: IndexConfig, retrieval_config: RetrievalConfig, embedder: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What a saved engine records: its two configurations and its embedder's record."""
+    cfg: dict[str, Any] = {
+        "index": index_config.model_dump(),
+        "retrieval": retrieval_config.model_dump(),
+    }
+    if embedder is not None:
+        cfg["embedder"] = embedder
+    return json.loads(json.dumps(cfg, sort_keys=True, allow_nan=False))
+
+
+def config_of(cfg: dict[str, Any], where: Any) -> tuple[IndexConfig, RetrievalConfig]:
+    """The configurations of :func:`engine_settings`; damage names ``where``."""
+    try:
+        return IndexConfig.from_saved(cfg["index"]), RetrievalConfig.from_saved(cfg["retrieval"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreCorruptError(f"no readable engine config at {where}: {exc}") from exc
+
+
+def embedder_of(cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """The embedder's record in :func:`engine_settings` (None: saved without one)."""
+    found = cfg.get("embedder")
+    return found if isinstance(found, dict) else None
+
+
 def load_config(directory: str | os.PathLike[str]) -> tuple[IndexConfig, RetrievalConfig]:
     root = Path(directory)
     cfg = read_checked_json(root / ENGINE_FILE)

@@ -7,11 +7,9 @@ It composes the two faces over a :class:`~.engine.ReMindRAG` engine: conversions
 
 from __future__ import annotations
 
-import json
 import os
 import reprlib
 import sys
-import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -36,7 +34,6 @@ from ..core.errors import (
     InvalidArgumentError,
     NoTraceError,
     StoreCorruptError,
-    StoreError,
 )
 from ..core.memory.teach import TeachReport
 from ..core.types import (
@@ -49,6 +46,7 @@ from ..core.types import (
     Trace,
 )
 from ..engine import ReMindRAG
+from ..stores import SQLiteGraphStore, sqlite_store
 from .inputs import content_id, join_parts, jsonable
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import (
@@ -77,7 +75,6 @@ def _quiet_notebook_progress() -> None:
 
 
 _quiet_notebook_progress()
-_RETRIEVER_FILE = "retriever.json"
 _RETRIEVER_ARGS = (
     "k",
     "filter",
@@ -89,19 +86,19 @@ _RETRIEVER_ARGS = (
 )
 
 
-def _read_fields(saved: Path) -> dict[str, Any]:
-    """The retriever's saved fields; a damaged file is a :class:`StoreCorruptError` saying
-    what to do."""
-    try:
-        fields = json.loads(saved.read_text(encoding="utf-8"))
-        if not isinstance(fields, dict) or set(fields) - set(_RETRIEVER_ARGS):
-            raise ValueError("not the retriever's fields")
-        return fields
-    except (OSError, ValueError, UnicodeError) as exc:
+def _saved_fields(engine: ReMindRAG) -> dict[str, Any]:
+    """The retriever's fields kept in a folder store's settings (``{}``: none); damaged ones
+    are a :class:`StoreCorruptError` saying what to do."""
+    store = engine.store
+    if engine.directory is None or not isinstance(store, SQLiteGraphStore):
+        return {}
+    fields = store.settings().get("retriever", {})
+    if not isinstance(fields, dict) or set(fields) - set(_RETRIEVER_ARGS):
         raise StoreCorruptError(
-            f"{saved} is damaged ({exc}); delete it to load the retriever with the defaults "
-            "(k, filter, score_threshold), then save it again"
-        ) from None
+            f"the retriever settings kept at {engine.directory} are damaged ({fields!r}); "
+            "save the retriever again to replace them"
+        )
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def as_engine_document(item: Any) -> Any:
@@ -256,8 +253,9 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         if "k" in mine:
             config["k"] = mine.pop("k")
         engine = ReMindRAG.from_fields(llm=llm, embeddings=embeddings, **config)
-        retriever = cls(engine=engine, **mine)
-        if engine.directory is not None and mine:  # what ReMindRetriever.load(folder) reads
+        saved = _saved_fields(engine)  # a folder store's: restored unless given here
+        retriever = cls(engine=engine, **{**saved, **mine})
+        if engine.directory is not None and mine:  # kept for the next open
             retriever._write_fields(engine.directory)
         if docs:
             retriever.engine.insert(docs, progress=progress)
@@ -364,21 +362,19 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return root
 
     def _write_fields(self, root: Path) -> None:
-        """``retriever.json`` atomically (a temporary file, then a rename): a save killed while
-        writing it leaves the previous one; the temporary files of killed saves are removed."""
+        """The retriever's fields (k, filter, score_threshold) in the settings of the store
+        saved in ``root`` (one transaction): what :meth:`load` and ``from_documents`` over
+        that folder restore."""
         fields = {"k": self.k, "filter": self.filter, "score_threshold": self.score_threshold}
-        for stale in root.glob(f".{_RETRIEVER_FILE}.*.tmp"):
-            stale.unlink(missing_ok=True)
-        tmp = root / f".{_RETRIEVER_FILE}.{uuid.uuid4().hex}.tmp"
-        try:
-            tmp.write_text(json.dumps(fields), encoding="utf-8")
-            os.replace(tmp, root / _RETRIEVER_FILE)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise StoreError(
-                f"could not write {root / _RETRIEVER_FILE}: {exc.strerror or exc} (the store "
-                "itself is saved); free space or make the folder writable, then save again"
-            ) from exc
+        store = self.engine.store
+        if isinstance(store, SQLiteGraphStore) and store.root == root.resolve():
+            store.update_settings({"retriever": fields})
+        elif sqlite_store.holds_database(root):  # a copy saved there
+            sqlite_store.write_settings(root, {"retriever": fields})
+        else:  # PostgreSQL's configuration folder: beside engine.json, as before
+            from ..core.persist import write_checked_json
+
+            write_checked_json(root / "retriever.json", fields)
 
     @classmethod
     def load(
@@ -394,9 +390,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         with; ``llm`` is injected again (it is never persisted). ``progress`` as in
         :meth:`ReMindRAG.load`."""
         engine = ReMindRAG.load(path, llm=llm, embeddings=embeddings, progress=progress)
-        saved = Path(path).expanduser() / _RETRIEVER_FILE
-        fields = _read_fields(saved) if saved.exists() else {}
-        return cls(engine=engine, **{**fields, **kwargs})
+        return cls(engine=engine, **{**_saved_fields(engine), **kwargs})
 
     # --- retrieval -----------------------------------------------------------------------
     def _overrides(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], float | None]:

@@ -10,8 +10,10 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ConfigError
+from . import sqlite_store as sqlite_store
 from .base import BaseGraphStore, Change
 from .memory_store import InMemoryGraphStore
+from .sqlite_store import SQLiteGraphStore
 
 if TYPE_CHECKING:
     from ..core.store import GraphStore
@@ -22,6 +24,7 @@ __all__ = [
     "Change",
     "InMemoryGraphStore",
     "PostgresGraphStore",
+    "SQLiteGraphStore",
     "check_store_argument",
     "is_postgres_dsn",
     "open_store",
@@ -65,9 +68,10 @@ def open_store(
 
     - ``None``: a fresh :class:`InMemoryGraphStore`;
     - a ``postgresql://...`` DSN: a :class:`PostgresGraphStore` (extra ``postgres``);
-    - any other string or path (``~`` expanded): the embedded store saved there (a fresh one
-      if the directory holds no saved store; :class:`StoreCorruptError` if it holds one that cannot
-      be read). ``lock=True`` opens it for writing (see :meth:`InMemoryGraphStore.open`);
+    - any other string or path (``~`` expanded): the live store kept there, an SQLite
+      database (:class:`SQLiteGraphStore`: made when missing, converted once from the older
+      generations format); ``lock`` and ``wait`` are accepted for the older callers and
+      ignored (writers serialise in the database);
     - a store object: returned as it is.
 
     ``namespace`` selects the tenant; ``kwargs`` go to the store's constructor
@@ -85,14 +89,7 @@ def open_store(
             ) from exc
         return PostgresGraphStore(spec, namespace=namespace, **kwargs)
     if isinstance(spec, (str, os.PathLike)):
-        spec = os.path.expanduser(spec)
-        store = InMemoryGraphStore.open(spec, namespace, lock=lock, wait=wait, **kwargs)
-        if namespace != "default" and store.namespace != namespace:
-            store.close()
-            raise ConfigError(
-                f"store at {spec} holds namespace {store.namespace!r}, not {namespace!r}"
-            )
-        return store
+        return SQLiteGraphStore.open(os.path.expanduser(spec), namespace, **kwargs)
     check_store_argument(spec)
     return spec  # already a store
 

@@ -260,6 +260,44 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
             kept = sum(1 for e in near if e in self._memory)
             return {"kept": kept, "moved": moved, "dropped": len(near) - kept - moved}
 
+    def _fill(
+        self,
+        documents: Iterable[tuple[str, str, dict]],
+        chunks: Iterable[Chunk],
+        nodes: Sequence[Node],
+        vectors: np.ndarray,
+        edges: Iterable[Edge],
+    ) -> None:
+        """Make this new, empty store hold these rows, which a store wrote after checking
+        them (a load): what :meth:`add_graph` would build from them, without its checks and
+        one container at a time (node order kept: the entity names and row order are the
+        inserts')."""
+        self._docs = {d: (h, m) for d, h, m in documents}
+        self._chunks = {c.id: c for c in chunks}
+        self._nodes = {n.id: n for n in nodes}
+        names: dict[str, str] = {}
+        for n in nodes:
+            if n.kind == "entity":
+                names[norm_name(n.name)] = n.id
+                for a in n.aliases:
+                    names.setdefault(norm_name(a), n.id)
+        self._entity_names = names
+        adj: dict[str, list[str]] = {n.id: [] for n in nodes}
+        table: dict[str, Edge] = {}
+        for e in edges:
+            if e.id in table:
+                continue
+            table[e.id] = e
+            adj.setdefault(e.u, []).append(e.id)
+            if e.v != e.u:
+                adj.setdefault(e.v, []).append(e.id)
+        self._edges, self._adj = table, adj
+        if len(nodes):
+            self._dim = int(vectors.shape[1])
+            self._vectors.fill(nodes, vectors)
+        self._version += 1
+        self._first_pass = {}
+
     def _memory_at(self, doc_ids: set[str]) -> set[str]:
         """Edges with memory at the documents' chunks and anchors."""
         nodes = [n for n in self._nodes.values() if n.doc_id in doc_ids]

@@ -102,6 +102,15 @@ class NodeIndex:
                     self._ann[kind].add(rows[pos], vecs[[new[j] for j in pos]])
             self._exact = {}  # a new dict: snapshots keep theirs
 
+    def fill(self, nodes: Sequence[Node], vecs: np.ndarray) -> None:
+        """Hold exactly these nodes (an empty index: a load from rows already checked)."""
+        with self._ann_lock:
+            self._own()
+            self.table.fill([n.id for n in nodes], vecs)
+            for n in nodes:
+                self._members[n.kind][n.id] = None
+            self._exact = {}
+
     def drop(self, nodes: Sequence[Node], version: int | None = None) -> None:
         """Forget the nodes; ``version``: see :meth:`.EmbeddingTable.drop`."""
         with self._ann_lock:

@@ -82,6 +82,16 @@ class EmbeddingTable:
             self._mat[rows[fresh]] = vecs[fresh]
         return rows
 
+    def fill(self, node_ids: Sequence[str], vecs: np.ndarray) -> None:
+        """Hold exactly these rows (an empty table: a load from rows already checked), in one
+        copy of the matrix rather than row by row."""
+        if self._used:
+            raise ValueError("fill() needs an empty table")
+        self._mat = np.array(vecs, dtype=self.dtype)  # a copy of its own: written later
+        self._row = {n: i for i, n in enumerate(node_ids)}
+        self._ids = list(node_ids)
+        self._used = len(self._ids)
+
     def _next(self) -> int:
         self._used += 1
         self._ids.append(None)
