@@ -11,11 +11,8 @@ Points (``KIND:ARG``):
 
 - ``between:K``: after batch K was committed and reported, before batch K+1 is read;
 - ``mid-batch:K``: batch K extracted, before its graph is built and written;
-- ``save:K:STEP``: inside the K-th save of the folder store, just before its step ``gen``
-  (the new generation renamed into place), ``current`` (the ``CURRENT`` switch) or
-  ``beside`` (``engine.json``, after the switch); ``save:1:...`` is the first save;
-- ``commit:K``: inside batch K's PostgreSQL transaction, every row written, before it
-  commits;
+- ``commit:K``: inside the K-th insert batch's transaction (the folder store's SQLite one or
+  PostgreSQL's), every row written, before it commits;
 - ``external:N``: the parent kills the child (``kill -9`` from outside) once it has printed
   N progress lines, wherever it is then.
 """
@@ -33,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
 BATCH = 10
 
-_state: dict[str, Any] = {"point": "", "count": 0, "armed": "", "root": ""}
+_state: dict[str, Any] = {"count": 0}
 
 
 def corpus(path: Path, n: int = 50) -> list[str]:
@@ -56,7 +53,6 @@ def _die() -> None:
 def _arm(point: str) -> None:
     """Patch the places a kill at ``point`` lands (in a child only)."""
     from remindrag_integrations.core import insert, stream
-    from remindrag_integrations.stores import generations
 
     kind, _, arg = point.partition(":")
     if kind == "between":
@@ -79,19 +75,8 @@ def _arm(point: str) -> None:
             return commit(*args, **kwargs)
 
         insert.commit = counted_commit
-    elif kind == "save":
-        nth, _, step = arg.partition(":")
-        write = generations.write
-
-        def counted_write(root: Path, *args: Any, **kwargs: Any) -> Any:
-            _state["count"] += 1
-            if _state["count"] == int(nth):
-                _state.update(armed=step, root=str(root))
-            return write(root, *args, **kwargs)
-
-        generations.write = counted_write
-        sys.addaudithook(_save_hook)
     elif kind == "commit":
+        from remindrag_integrations.stores import SQLiteGraphStore
         from remindrag_integrations.stores.postgres.graph import GraphWrites
 
         carry = GraphWrites._carry
@@ -103,22 +88,17 @@ def _arm(point: str) -> None:
             return carry(self, *args)
 
         GraphWrites._carry = counted_carry  # type: ignore[method-assign]
+        persist = SQLiteGraphStore._persist  # a folder store's write: its rows, then COMMIT
+
+        def counted_persist(self: Any, con: Any) -> None:
+            persist(self, con)
+            _state["count"] += 1
+            if _state["count"] == int(arg):
+                _die()
+
+        SQLiteGraphStore._persist = counted_persist  # type: ignore[method-assign]
     elif kind != "external":
         raise SystemExit(f"unknown kill point {point!r}")
-
-
-def _save_hook(event: str, args: tuple) -> None:
-    """SIGKILL just before the armed step of the armed save."""
-    step = _state["armed"]
-    if not step or event != "os.rename":
-        return
-    target = os.path.basename(os.fsdecode(args[1]))
-    if (
-        (step == "gen" and target.startswith("gen-"))
-        or (step == "current" and target == "CURRENT")
-        or (step == "beside" and target == "engine.json")
-    ):
-        _die()
 
 
 def _run(how: str, corpus_path: Path, store: str, namespace: str) -> None:
@@ -215,11 +195,15 @@ def held(store: str, namespace: str) -> int:
             return int(pg.counts()["documents"])
         finally:
             pg.close()
-    from remindrag_integrations.stores import InMemoryGraphStore
+    from remindrag_integrations.stores import SQLiteGraphStore
 
-    if not InMemoryGraphStore.exists(store):
+    if not SQLiteGraphStore.exists(store):
         return 0
-    return len(InMemoryGraphStore.load(store).document_ids())
+    folder = SQLiteGraphStore.load(store)
+    try:
+        return len(folder.document_ids())
+    finally:
+        folder.close()
 
 
 def _name(point: str) -> str:

@@ -248,16 +248,19 @@ def test_simple_directory_reader_relative_or_absolute_is_one_document(corpus: Pa
 def test_cli_index_of_a_folder_then_of_its_file_is_one_document(corpus: Path) -> None:
     from test_cli import run
 
-    from remindrag_integrations.stores import InMemoryGraphStore
+    from remindrag_integrations.stores import SQLiteGraphStore
 
     store = corpus.parent / "store"
     run("index", "corpus", "--store", str(store), cwd=corpus.parent)
     (corpus / "policy.txt").write_text(REFUNDS_30, encoding="utf-8")
     run("index", "corpus/policy.txt", "--store", str(store), cwd=corpus.parent)
-    loaded = InMemoryGraphStore.load(store)
-    assert loaded.document_ids() == [str((corpus / "policy.txt").resolve())]
-    (chunk,) = loaded.document_chunks(loaded.document_ids()[0])
-    assert chunk.text == REFUNDS_30
+    loaded = SQLiteGraphStore.load(store)
+    try:
+        assert loaded.document_ids() == [str((corpus / "policy.txt").resolve())]
+        (chunk,) = loaded.document_chunks(loaded.document_ids()[0])
+        assert chunk.text == REFUNDS_30
+    finally:
+        loaded.close()
 
 
 def test_mcp_add_documents_paths_name_one_file_once(

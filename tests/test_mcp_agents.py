@@ -19,7 +19,7 @@ import mcp_fixture
 import pytest
 from mcp_fixture import QUESTION, server_args, server_env
 
-from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores import SQLiteGraphStore
 
 pytestmark = pytest.mark.packaged_embedder  # run again under drift by make test
 
@@ -105,8 +105,11 @@ def test_a_langchain_agent_gets_cheaper_in_its_second_session(fresh_store: Path)
     again = json.loads(_text(next(m for m in second if isinstance(m, ToolMessage)).content))
     assert again["stop_reason"] == "replay" or again["replayed_edges"] > 0
     assert again["walk_steps"] < found["walk_steps"]
-    store = InMemoryGraphStore.load(fresh_store)
-    assert store.load_trace(found["trace_id"])["memorized"]
+    store = SQLiteGraphStore.load(fresh_store)
+    try:
+        assert store.load_trace(found["trace_id"])["memorized"]
+    finally:
+        store.close()
 
 
 # --- LlamaIndex -----------------------------------------------------------------------------

@@ -1,34 +1,54 @@
 """``remindrag mcp`` for real: the SDK's client against server subprocesses over stdio and
-streamable HTTP, memory across server processes, two servers on one store, ``kill -9``
-during a write."""
+streamable HTTP, memory across server processes, two servers on one store, a write waiting
+for another process's, ``kill -9`` during a write."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import mcp_fixture
 import pg_fixture
 import pytest
-from filelock import FileLock, Timeout
 from mcp.shared.exceptions import McpError
 from mcp_fixture import QUESTION, TOOLS, call, client, error, server_args, server_env
 
-from remindrag_integrations.stores import InMemoryGraphStore
-from remindrag_integrations.stores.generations import current
+from remindrag_integrations.stores import SQLiteGraphStore
+from remindrag_integrations.stores.sqlite_store import db_path
 
 fresh_store = mcp_fixture.fresh_store
 indexed_store = mcp_fixture.indexed_store
 pg_dsn = pg_fixture.pg_dsn
 own_pg_database = pg_fixture.own_pg_database
+
+
+@contextlib.contextmanager
+def opened(store: Path) -> Iterator[SQLiteGraphStore]:
+    """The store as a new process opens it (closed after)."""
+    found = SQLiteGraphStore.load(store)
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+def dump(store: Path) -> list[str]:
+    """Every row of the store's database, as SQL (what a write would change)."""
+    con = sqlite3.connect(db_path(store))
+    try:
+        return list(con.iterdump())
+    finally:
+        con.close()
 
 
 def test_search_remember_then_a_new_server_answers_from_memory(fresh_store: Path) -> None:
@@ -87,22 +107,43 @@ def test_search_remember_then_a_new_server_answers_from_memory(fresh_store: Path
     replayed = asyncio.run(second_session())
     assert replayed["stop_reason"] == "replay" or replayed["replayed_edges"] > 0
     assert replayed["walk_steps"] < found["walk_steps"]
-    saved = InMemoryGraphStore.load(fresh_store).load_trace(found["trace_id"])
+    with opened(fresh_store) as store:
+        saved = store.load_trace(found["trace_id"])
     assert saved is not None and saved["memorized"]
 
 
 def test_read_only_offers_and_does_no_writes(fresh_store: Path) -> None:
-    before = current(fresh_store)
+    """A read-only server writes nothing to the store (not its searches' traces, which it
+    keeps in memory) and sees what a writing server adds meanwhile."""
+    before = dump(fresh_store)
+    assert any('INSERT INTO "settings"' in row for row in before)  # a dump shows writes
 
-    async def session() -> None:
+    async def session() -> str:
         async with client(fresh_store, "--read-only") as s:
             assert {t.name for t in (await s.list_tools()).tools} == {"search", "stats"}
             found = await call(s, "search", query=QUESTION)
             assert "remember" in await error(s, "remember", trace_id=found["trace_id"])
-            assert (await call(s, "stats"))["read_only"] is True
+            stats = await call(s, "stats")
+            assert stats["read_only"] is True and stats["documents"] == 10
+            text = (await s.read_resource(f"trace://{found['trace_id']}")).contents[0].text
+            assert f"query: {QUESTION}" in text and "not memorized" in text
+            page = (await s.read_resource("memory://view")).contents[0].text
+            assert page.startswith("<!DOCTYPE html>")
+            return str(found["trace_id"])
 
-    asyncio.run(session())
-    assert current(fresh_store) == before and not (fresh_store / "mcp-traces").exists()
+    trace_id = asyncio.run(session())
+    assert dump(fresh_store) == before
+    with opened(fresh_store) as store:
+        assert store.load_trace(trace_id) is None
+
+    async def beside_a_writer() -> tuple[dict, dict]:
+        async with client(fresh_store, "--read-only") as ro, client(fresh_store) as rw:
+            await call(ro, "search", query=QUESTION)
+            added = await call(rw, "add_documents", texts=["Ninurta is a god."], ids=["ninurta"])
+            return added, await call(ro, "stats")  # the other process's write, seen
+
+    added, stats = asyncio.run(beside_a_writer())
+    assert added["documents"] == 1 and stats["documents"] == 11
 
 
 def test_remember_in_another_server_process_and_documents_round_trip(fresh_store: Path) -> None:
@@ -111,8 +152,9 @@ def test_remember_in_another_server_process_and_documents_round_trip(fresh_store
     async def run() -> str:
         async with client(fresh_store) as s:
             found = await call(s, "search", query=QUESTION)
-        shelved = fresh_store / "mcp-traces" / f"{found['trace_id']}.json"
-        assert shelved.exists()  # kept for a remember from another process
+        with opened(fresh_store) as store:  # the trace is in the store for another process
+            kept = store.load_trace(found["trace_id"])
+        assert kept is not None and not kept["memorized"]
         async with client(fresh_store) as s:
             wrote = await call(
                 s, "remember", trace_id=found["trace_id"], answer="An Akkadian spirit.", cited=[]
@@ -131,6 +173,10 @@ def test_remember_in_another_server_process_and_documents_round_trip(fresh_store
             assert hit["passages"][0]["metadata"] == {"kind": "god"}
         async with client(fresh_store) as s:
             assert (await call(s, "stats"))["documents"] == 11
+            again = await call(
+                s, "remember", trace_id=found["trace_id"], answer="An Akkadian spirit."
+            )
+            assert again["skipped_reason"] == "already memorized"  # once, across processes
             assert (await call(s, "delete_documents", ids=["ninurta"]))["documents"] == 1
             taught = await call(
                 s, "teach", pairs=[{"question": "Who is Gallu?", "texts": ["Gallu"]}]
@@ -139,9 +185,9 @@ def test_remember_in_another_server_process_and_documents_round_trip(fresh_store
         return str(found["trace_id"])
 
     trace_id = asyncio.run(run())
-    store = InMemoryGraphStore.load(fresh_store)
-    assert store.counts()["documents"] == 10 and store.load_trace(trace_id)["memorized"]
-    assert not (fresh_store / "mcp-traces" / f"{trace_id}.json").exists()  # saved with the store
+    with opened(fresh_store) as store:
+        assert store.counts()["documents"] == 10 and store.load_trace(trace_id)["memorized"]
+    assert not (fresh_store / "mcp-traces").exists()  # traces are rows of the store
 
 
 def test_two_servers_on_one_store_lose_no_write(fresh_store: Path) -> None:
@@ -159,12 +205,12 @@ def test_two_servers_on_one_store_lose_no_write(fresh_store: Path) -> None:
                 call(b, "remember", trace_id=ids[1], answer=answers[1]),
             )
             assert all(w["applied"] for w in wrote)
-            # each server reloads the other's save before it reads
+            # each server sees the other's committed writes at its next call
             assert (await call(a, "stats"))["touched_edges"] == (await call(b, "stats"))[
                 "touched_edges"
             ]
 
-            async def reads() -> list[int]:  # while the other server writes and saves
+            async def reads() -> list[int]:  # while the other server writes
                 return [len((await call(a, "search", query=q))["passages"]) for q in questions * 4]
 
             texts = [f"Ninurta fought the demon number {i}." for i in range(20)]
@@ -178,8 +224,9 @@ def test_two_servers_on_one_store_lose_no_write(fresh_store: Path) -> None:
             return ids
 
     ids = asyncio.run(run())
-    store = InMemoryGraphStore.load(fresh_store)
-    assert all(store.load_trace(t)["memorized"] for t in ids)
+    with opened(fresh_store) as store:
+        assert all(store.load_trace(t)["memorized"] for t in ids)
+        assert store.counts()["documents"] == 30 and store.touched_edges() > 0
 
 
 def test_without_the_mcp_extra_the_command_says_what_to_install(indexed_store: Path) -> None:
@@ -199,24 +246,65 @@ def test_without_the_mcp_extra_the_command_says_what_to_install(indexed_store: P
     assert proc.returncode == 2 and "needs the 'mcp' extra" in proc.stderr
 
 
-def test_a_write_waits_for_another_writer_then_says_so(
+@contextlib.contextmanager
+def another_writer(store: Path) -> Iterator[None]:
+    """Another process's long write transaction (say a ``remindrag index`` batch): the
+    store's write lock held until the block ends, nothing written."""
+    con = sqlite3.connect(db_path(store), isolation_level=None)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        yield
+        con.execute("ROLLBACK")
+    finally:
+        con.close()
+
+
+def test_a_write_waits_for_another_writer_then_goes_on(fresh_store: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    service = _service(fresh_store)
+    found = service.search(QUESTION)
+    with ThreadPoolExecutor(1) as pool, another_writer(fresh_store):
+        wrote = pool.submit(service.remember, found["trace_id"], "An Akkadian spirit.")
+        # the write is at the store's write lock (its writer connection taken), which the
+        # other writer holds: it can only be waiting there
+        while not service.engine.store._db_lock.locked():
+            assert not wrote.done(), wrote.result()
+            time.sleep(0.001)
+        assert not wrote.done()
+    assert wrote.result(timeout=60)["applied"]  # it waited, then wrote
+    assert service.stats()["touched_edges"] > 0
+
+
+def test_a_write_held_up_too_long_says_so_and_writes_nothing(
     fresh_store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from argparse import Namespace
-
     from remindrag_integrations.app import mcp_service
+    from remindrag_integrations.app.mcp_server import build_server, sdk
     from remindrag_integrations.errors import StoreLockedError
 
     monkeypatch.setattr(mcp_service, "LOCK_WAIT", 0.2)
-    args = Namespace(store=str(fresh_store), namespace="default", llm="none", cache=None)
-    service = mcp_service.StoreService(Namespace(**vars(args), no_cache=True))
+    service = _service(fresh_store)
     found = service.search(QUESTION)
-    with FileLock(fresh_store / ".lock"):  # e.g. a `remindrag index` run
-        with pytest.raises(StoreLockedError, match="locked by another writer"):
+    before = service.stats()
+    _, tool_error, _, _ = sdk()
+    locked = "held by another writer longer than lock_wait"
+    with another_writer(fresh_store):
+        with pytest.raises(StoreLockedError, match=locked):
             service.remember(found["trace_id"], "An Akkadian spirit.")
-    assert service.remember(found["trace_id"], "An Akkadian spirit.")[
-        "applied"
-    ]  # nothing was half done
+        with pytest.raises(StoreLockedError, match=locked):
+            service.add_documents(texts=["Ninurta is a god."], ids=["ninurta"])
+        call = build_server(service, stdio=False).call_tool(
+            "delete_documents", {"ids": [found["passages"][0]["doc_id"]]}
+        )
+        with pytest.raises(tool_error, match=locked):  # the agent reads why
+            asyncio.run(call)
+    assert service.stats() == before  # nothing of the three was written
+    # the same calls go through once the other writer is done
+    assert service.add_documents(texts=["Ninurta is a god."], ids=["ninurta"])["documents"] == 1
+    assert service.stats()["documents"] == 11
+    again = service.remember(found["trace_id"], "An Akkadian spirit.")
+    assert again["applied"], again  # not taken for memorized by the claim that failed
 
 
 def _children(name: str) -> list[int]:
@@ -235,54 +323,75 @@ def _children(name: str) -> list[int]:
     return found
 
 
-async def _kill_when(fresh_store: Path, ready: Callable[[], bool], texts: list[str]) -> None:
-    """Start an add_documents call, ``kill -9`` the server once ``ready()``."""
-    async with client(fresh_store) as s:
-        (pid,) = _children("remindrag_integrations.app.cli mcp")
-        task = asyncio.ensure_future(call(s, "add_documents", texts=texts))
-        deadline = time.monotonic() + 60
-        while not ready() and time.monotonic() < deadline:
-            await asyncio.sleep(0.001)
-        assert not task.done() and ready()  # the write is under way
-        os.kill(pid, signal.SIGKILL)
-        with pytest.raises(BaseException):  # noqa: B017 - whatever the transport raises
-            await asyncio.wait_for(task, 30)
+class _Probe:
+    """Whether another process is inside a write transaction on the store (holds its write
+    lock): a write transaction tried without waiting, rolled back at once."""
+
+    def __init__(self, store: Path) -> None:
+        self.con = sqlite3.connect(db_path(store), timeout=0, isolation_level=None)
+
+    def writing(self) -> bool:
+        try:
+            self.con.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return True
+        self.con.execute("ROLLBACK")
+        return False
 
 
-def _locked(store: Path) -> bool:
-    """Whether another process holds the store's writer lock."""
-    lock = FileLock(store / ".lock")
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return True
-    lock.release()
-    return False
-
-
-@pytest.mark.parametrize("moment", ["indexing", "saving"])
-def test_kill_9_during_a_write_leaves_a_loadable_store(fresh_store: Path, moment: str) -> None:
+def test_kill_9_during_a_write_keeps_every_acknowledged_write(fresh_store: Path) -> None:
     texts = [f"Document {i} about the demon Gallu and the spirit number {i}." for i in range(300)]
+    probe = _Probe(fresh_store)
 
-    def ready() -> bool:
-        if moment == "saving":  # a new generation is being written
-            return any(fresh_store.glob(".gen-*.tmp"))
-        return _locked(fresh_store)  # the server holds the lock: loading or indexing
+    async def session() -> tuple[str, int]:
+        async with client(fresh_store) as s:
+            (pid,) = _children("remindrag_integrations.app.cli mcp")
+            found = await call(s, "search", query=QUESTION)  # acknowledged writes first
+            answer = "An Akkadian spirit."
+            assert (await call(s, "remember", trace_id=found["trace_id"], answer=answer))["applied"]
+            added = await call(s, "add_documents", texts=["Ninurta is a god."], ids=["ninurta"])
+            assert added["documents"] == 1
+            touched = (await call(s, "stats"))["touched_edges"]
+            task = asyncio.ensure_future(call(s, "add_documents", texts=texts))
+            deadline = time.monotonic() + 120
+            while not probe.writing() and time.monotonic() < deadline:
+                await asyncio.sleep(0.001)
+            assert not task.done() and probe.writing()  # inside its write transaction
+            os.kill(pid, signal.SIGKILL)
+            with pytest.raises(BaseException):  # noqa: B017 - whatever the transport raises
+                await asyncio.wait_for(task, 30)
+            return str(found["trace_id"]), int(touched)
+
+    acknowledged: list[tuple[str, int]] = []
+
+    async def run() -> None:
+        acknowledged.append(await session())
 
     try:
-        asyncio.run(_kill_when(fresh_store, ready, texts))
+        asyncio.run(run())
     except BaseException as exc:  # the client's context may also report the dead server
         if not isinstance(exc, (Exception, BaseExceptionGroup)):
             raise
-    store = InMemoryGraphStore.load(fresh_store)  # loads: no half-written generation
-    assert store.counts()["documents"] in (10, 310)  # all of the write or none of it
+    assert acknowledged, "the session did not reach the kill"
+    ((trace_id, touched),) = acknowledged
+    assert not probe.writing()  # the dead server's lock went with it
+    probe.con.close()
+    con = sqlite3.connect(db_path(fresh_store))
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    con.close()
+    with opened(fresh_store) as store:  # opens, with every write the server acknowledged
+        assert store.counts()["documents"] in (11, 311)  # the killed write: all of it or none
+        assert "ninurta" in store.document_ids()
+        assert store.load_trace(trace_id)["memorized"]
+        assert store.touched_edges() == touched
 
-    async def next_write() -> dict:  # the dead server's lock went with it
+    async def next_write() -> dict:
         async with client(fresh_store) as s:
-            return await call(s, "add_documents", texts=["Ninurta is a god."], ids=["ninurta"])
+            await call(s, "add_documents", texts=["Enlil is a god."], ids=["enlil"])
+            return await call(s, "stats")
 
-    assert asyncio.run(next_write())["documents"] == 1
-    assert not any(fresh_store.glob(".gen-*.tmp"))  # the next writer swept the dead one's
+    after = asyncio.run(next_write())
+    assert after["documents"] in (12, 312) and after["touched_edges"] == touched
 
 
 # --- streamable HTTP ------------------------------------------------------------------------
@@ -475,8 +584,8 @@ def test_http_searches_run_side_by_side(fresh_store: Path) -> None:
 
 
 def test_a_write_during_a_search_keeps_the_search_rememberable(fresh_store: Path) -> None:
-    """A write swaps in a new engine while a search is still on the old one: the search's
-    trace is adopted by the new engine (its text can be read) and remembered once."""
+    """A write lands while a search is still under way: the search finishes, its trace can be
+    read and is remembered once."""
     import threading
 
     service = _service(fresh_store)
@@ -507,34 +616,27 @@ def test_a_write_during_a_search_keeps_the_search_rememberable(fresh_store: Path
     assert not again["applied"]  # once per trace
 
 
-def test_the_trace_shelf_keeps_the_newest(
-    tmp_path: Path, fresh_store: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Pruned every ``keep // 10`` puts (not a listing of the folder per search): never more
-    than ``1.1 × keep`` files, the newest kept."""
+def test_a_servers_traces_are_rows_of_the_store_the_newest_kept(fresh_store: Path) -> None:
+    """Each search's trace is a row of the store (a ``remember`` from another process finds
+    it); the store keeps the newest ``max_traces`` of them, pruned now and then (every 100
+    traces), so an agent searching all day does not grow it without bound."""
     import dataclasses
-    import pathlib
 
-    from remindrag_integrations.app.mcp_service import TraceShelf
-
-    listings = []
-    real_glob = pathlib.Path.glob
-    monkeypatch.setattr(
-        pathlib.Path, "glob", lambda self, p: listings.append(self) or real_glob(self, p)
-    )
-
-    trace = _service(fresh_store).engine.retrieve(QUESTION).trace
-    shelf = TraceShelf(tmp_path / "shelf", keep=20)
-    ids = [f"t{n:03d}" for n in range(75)]
+    service = _service(fresh_store)
+    store = service.engine.store
+    store.max_traces = 20
+    trace = service.engine.retrieve(QUESTION).trace
+    ids = [f"t{n:03d}" for n in range(250)]
+    con = sqlite3.connect(db_path(fresh_store))
     most = 0
-    for n, tid in enumerate(ids):
-        shelf.put(dataclasses.replace(trace, trace_id=tid))
-        os.utime(tmp_path / "shelf" / f"{tid}.json", (n, n))  # distinct ages on any clock
-        most = max(most, len(os.listdir(tmp_path / "shelf")))
-    assert most <= 22
-    assert len(listings) == 75 // 2  # one listing every keep // 10 = 2 puts
-    assert all(shelf.get(tid) is not None for tid in ids[-20:])
-    assert shelf.get(ids[0]) is None
+    for tid in ids:
+        store.save_trace(dataclasses.replace(trace, trace_id=tid).to_dict())
+        most = max(most, con.execute("SELECT count(*) FROM traces").fetchone()[0])
+    con.close()
+    assert 20 < most <= 20 + 100
+    with opened(fresh_store) as other:  # as another server process reads them
+        assert all(other.load_trace(tid) is not None for tid in ids[-20:])
+        assert other.load_trace(ids[0]) is None and other.load_trace(trace.trace_id) is None
 
 
 @pytest.mark.parametrize("stdio", [False, True])

@@ -7,9 +7,11 @@ tests/test_stream_kills.py."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import run_cli
@@ -26,7 +28,8 @@ from remindrag_integrations.errors import (
     JsonlLineError,
     SourceNotFoundError,
 )
-from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores import SQLiteGraphStore
+from remindrag_integrations.stores.sqlite_store import db_path
 from remindrag_integrations.testing import HashEmbedder
 
 CITIES = ["Leeds", "York", "Bath", "Derby", "Ely", "Wells", "Ripon", "Truro", "Exeter", "Hull"]
@@ -42,6 +45,16 @@ def rows(n: int) -> list[dict]:
         }
         for i in range(n)
     ]
+
+
+def stored(where: Path) -> dict[str, Any]:
+    """What a new process opening the store finds: its documents (id: hash) and counts."""
+    store = SQLiteGraphStore.load(where)
+    try:
+        ids = store.document_ids()
+        return {"ids": {d: store.document_hash(d) for d in ids}, "counts": store.counts()}
+    finally:
+        store.close()
 
 
 def write_jsonl(path: Path, items: list, bad: dict[int, str] | None = None) -> Path:
@@ -122,12 +135,12 @@ def test_each_batch_is_committed_before_the_next_is_read(tmp_path: Path) -> None
             pulled.append(i)
             yield Document(r["id"], r["text"])
 
-    def committed(report: object) -> None:  # what a fresh process would load now
-        seen.append((len(pulled), InMemoryGraphStore.load(where).document_ids()))
+    def committed(report: object) -> None:  # what a new process would find now
+        seen.append((len(pulled), list(stored(where)["ids"])))
 
     report = eng.insert_stream(documents(), batch_documents=10, on_batch=committed)
     assert report.documents == 25 and report.chunks == 25
-    # memory holds one batch: the 11th document is read only after the first ten are saved
+    # memory holds one batch: the 11th document is read only after the first ten are committed
     assert [n for n, _ in seen] == [10, 20, 25]
     assert [len(ids) for _, ids in seen] == [10, 20, 25]
 
@@ -177,9 +190,7 @@ def test_run_again_it_skips_what_is_committed_and_goes_on(tmp_path: Path) -> Non
             JsonlDocuments(path), batch_documents=10
         )
     # the batch of the bad line is committed up to it: nothing read is lost
-    assert sorted(InMemoryGraphStore.load(where).document_ids()) == sorted(
-        r["id"] for r in items[:17]
-    )
+    assert sorted(stored(where)["ids"]) == sorted(r["id"] for r in items[:17])
     write_jsonl(path, items)  # fixed
     got: list[StreamProgress] = []
     again = ReMindRAG(embeddings=HashEmbedder(), store=where)
@@ -188,11 +199,7 @@ def test_run_again_it_skips_what_is_committed_and_goes_on(tmp_path: Path) -> Non
     assert [(p.written, p.unchanged) for p in got] == [(0, 10), (3, 17), (8, 17)]
     whole = ReMindRAG(embeddings=HashEmbedder(), store=tmp_path / "whole")
     whole.insert_stream(JsonlDocuments(path), batch_documents=10)
-    a, b = InMemoryGraphStore.load(where), InMemoryGraphStore.load(tmp_path / "whole")
-    assert a.counts() == b.counts()
-    assert {d: a.document_hash(d) for d in a.document_ids()} == {
-        d: b.document_hash(d) for d in b.document_ids()
-    }
+    assert stored(where) == stored(tmp_path / "whole")
 
 
 def test_wrong_arguments_are_refused_before_anything_is_read() -> None:
@@ -217,6 +224,15 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return run_cli(*args, cwd=cwd, check=False)
 
 
+def dump(store: Path) -> list[str]:
+    """Every row of the store's database, as SQL."""
+    con = sqlite3.connect(db_path(store))
+    try:
+        return list(con.iterdump())
+    finally:
+        con.close()
+
+
 def test_the_command_line_streams_a_jsonl_file_and_says_where_it_stands(tmp_path: Path) -> None:
     items = rows(12)
     path = write_jsonl(tmp_path / "c.jsonl", items, bad={9: '{"id": "p8", "text": 8}'})
@@ -225,7 +241,7 @@ def test_the_command_line_streams_a_jsonl_file_and_says_where_it_stands(tmp_path
     # every line is checked before anything is written: nothing was indexed, nothing lost
     assert first.returncode == 2 and "Traceback" not in first.stderr
     assert "c.jsonl:9: 'text' is a int" in first.stderr and "fix or remove" in first.stderr
-    assert not InMemoryGraphStore.exists(store)
+    assert not SQLiteGraphStore.exists(store)
     write_jsonl(path, items[:7])  # the first seven, then all twelve: the second run goes on
     cli("index", str(path), "--store", str(store), "--batch-size", "5", cwd=tmp_path)
     write_jsonl(path, items)
@@ -242,11 +258,11 @@ def test_the_command_line_streams_a_jsonl_file_and_says_where_it_stands(tmp_path
     assert progress[0].split(": ")[1].startswith("0 written, 5 unchanged")
     assert "chunks/s; ETA " in progress[1]
     assert "indexed 5 documents, 5 chunks" in out.stdout
-    assert sorted(InMemoryGraphStore.load(store).document_ids()) == sorted(r["id"] for r in items)
-    current = (store / "CURRENT").read_text()
+    assert sorted(stored(store)["ids"]) == sorted(r["id"] for r in items)
+    rows_before = dump(store)
     same = cli("index", str(path), "--store", str(store), cwd=tmp_path)
     assert "to index: 0 documents (12 unchanged)" in same.stdout
-    assert (store / "CURRENT").read_text() == current  # nothing new: the store not rewritten
+    assert dump(store) == rows_before  # nothing new: not a row of the store written
     missing = cli("index", str(tmp_path / "nope.jsonl"), "--store", str(store), cwd=tmp_path)
     assert missing.returncode == 2 and "no such file or folder: " in missing.stderr
     assert "Traceback" not in missing.stderr

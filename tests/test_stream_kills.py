@@ -26,11 +26,10 @@ pg_dsn = pg_fixture.pg_dsn
 
 # point -> the documents the killed run had committed (batches of 10; 50 documents)
 FOLDER_CLI = {
-    "between:2": 20,  # after the 2nd batch's save, before the 3rd is read
+    "between:2": 20,  # after the 2nd batch's commit, before the 3rd is read
     "mid-batch:3": 20,  # the 3rd batch extracted, not written
-    "save:1:gen": 0,  # the first save, its generation not yet in place: no store yet
-    "save:3:current": 20,  # the 3rd save, its generation written, CURRENT not switched
-    "save:3:beside": 30,  # the 3rd save switched CURRENT, engine.json not rewritten
+    "commit:1": 0,  # the first batch's rows all written in its transaction, not committed
+    "commit:3": 20,  # the 3rd batch's rows all written in its transaction, not committed
     "external:2": None,  # kill -9 from outside after two progress lines (20 or 30)
 }
 PG_CLI = {
@@ -39,11 +38,11 @@ PG_CLI = {
     "commit:3": 20,  # the 3rd batch's rows all written in its transaction, not committed
     "external:2": None,
 }
-FOLDER_API = {"mid-batch:3": 20, "save:2:current": 10}
+FOLDER_API = {"mid-batch:3": 20, "commit:2": 10}
 PG_API = {"mid-batch:3": 20, "commit:2": 10}
-# embedding ahead (api-ahead): insert batches of 5, a transaction each on PostgreSQL; the
-# folder is saved per batch of the stream; a kill lands while the next insert batch embeds
-FOLDER_AHEAD = {"mid-batch:3": 10, "save:2:current": 10}
+# embedding ahead (api-ahead): insert batches of 5, a transaction each (on both stores); a
+# kill lands while the next insert batch embeds
+FOLDER_AHEAD = {"mid-batch:3": 10, "commit:2": 5}
 PG_AHEAD = {"mid-batch:3": 10, "commit:2": 5}
 
 
@@ -93,17 +92,31 @@ def _check(
 
 
 def _folder_content(store: str, namespace: str) -> dict:
-    from remindrag_integrations.stores import InMemoryGraphStore
+    import sqlite3
 
-    s = InMemoryGraphStore.load(store)
-    docs = s.document_ids()
-    return {
-        "documents": {d: s.document_hash(d) for d in docs},
-        "chunks": sorted((c.doc_id, c.text) for d in docs for c in s.document_chunks(d)),
-        "counts": s.counts(),
-        "tmp": sorted(p.name for p in Path(store).iterdir() if p.name.endswith(".tmp")),
-        "first-save mark": (Path(store) / ".first-save").exists(),
-    }
+    from remindrag_integrations.stores import SQLiteGraphStore
+    from remindrag_integrations.stores.sqlite_store import db_path
+
+    s = SQLiteGraphStore.load(store)
+    try:
+        docs = s.document_ids()
+        content = {
+            "documents": {d: s.document_hash(d) for d in docs},
+            "chunks": sorted((c.doc_id, c.text) for d in docs for c in s.document_chunks(d)),
+            "counts": s.counts(),
+        }
+    finally:
+        s.close()
+    con = sqlite3.connect(db_path(store))
+    try:
+        content["integrity"] = con.execute("PRAGMA integrity_check").fetchall()
+    finally:
+        con.close()
+    # the database only (its -wal and -shm beside it come and go): no file left half made
+    content["files"] = sorted(
+        p.name for p in Path(store).iterdir() if not p.name.endswith(("-wal", "-shm"))
+    )
+    return content
 
 
 def _pg_content(dsn: str) -> Callable[[str, str], dict]:

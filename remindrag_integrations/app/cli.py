@@ -1,8 +1,9 @@
 """The ``remindrag`` command line: index, ask, inspect, trace, demo, bench.
 
-A store is a directory written by :meth:`ReMindRAG.save`; the CLI adds ``cli.json`` to it
-(the embedding model the store was built with). LLM replies are cached on disk under
-``--cache`` (default ``.remindrag-cache`` next to the store).
+A store is a directory holding an SQLite database (``ReMindRAG(store=DIR)``: every write is
+committed as it is made, and commands on one store may run at once) or a PostgreSQL DSN; the
+CLI keeps the embedding model the store was built with in its settings. LLM replies are cached
+on disk under ``--cache`` (default ``.remindrag-cache`` next to the store).
 """
 
 from __future__ import annotations
@@ -29,15 +30,21 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not found.files:
         _print_skipped(found.skipped)
         raise CLIError("no readable documents found (.txt, .md, .jsonl; .pdf, .docx, .csv, .html)")
+    made = _new_folder_store(args)
     engine = open_engine(args, create=True)
     size = args.batch_size
     # every document read and checked once before anything is written (a bad .jsonl line
     # stops here, not after hours of indexing), one batch at a time: the cost, and the total
-    est, total = _estimate(engine, found, size)
-    _print_skipped(found.skipped)
-    if not total:
-        engine.store.close()
-        raise CLIError("no readable documents found (.txt, .md, .jsonl; .pdf, .docx, .csv, .html)")
+    try:
+        est, total = _estimate(engine, found, size)
+        _print_skipped(found.skipped)
+        if not total:
+            raise CLIError(
+                "no readable documents found (.txt, .md, .jsonl; .pdf, .docx, .csv, .html)"
+            )
+    except BaseException:
+        _close_unwritten(engine, args, made)
+        raise
     print(
         f"to index: {est['documents']} documents ({total - est['documents']} unchanged), "
         f"{est['chunks']} chunks, in batches of {size:,} documents"
@@ -49,9 +56,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         flush=True,
     )
 
-    def commit(batch: Any) -> None:  # each batch that wrote something, before the next
-        if batch.documents:
-            save_engine(engine, args, close=False)
+    def commit(batch: Any) -> None:  # each batch is one transaction, committed already
+        del batch
 
     report = engine.insert_stream(
         found.documents(),
@@ -60,9 +66,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         progress=lambda p: print(f"committed {p}", flush=True),
         on_batch=commit,
     )
-    # saved with each batch that wrote something; a new store that got nothing is saved now,
-    # a store whose documents were all unchanged is not rewritten
-    save_engine(engine, args, save=not report.documents and not _saved(args))
+    save_engine(engine, args)  # the embedding model in the store's settings; closed
     c = report.costs
     print(
         f"indexed {report.documents} documents, {report.chunks} chunks: "
@@ -78,11 +82,29 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _saved(args: argparse.Namespace) -> bool:
-    """True when ``--store`` is a DSN or a folder that holds a saved store."""
-    from ..stores import InMemoryGraphStore, is_postgres_dsn
+def _new_folder_store(args: argparse.Namespace) -> bool | None:
+    """For a folder store not made yet, whether its folder is missing too; else None."""
+    from ..stores import SQLiteGraphStore, is_postgres_dsn
 
-    return is_postgres_dsn(args.store) or InMemoryGraphStore.exists(args.store)
+    if is_postgres_dsn(args.store) or SQLiteGraphStore.exists(args.store):
+        return None
+    return not Path(args.store).exists()
+
+
+def _close_unwritten(engine: Any, args: argparse.Namespace, made: bool | None) -> None:
+    """Close the store of an index that stopped before writing; one this command made
+    (``made``: see :func:`_new_folder_store`) is removed again while no write reached it, so a
+    first index stopped by a bad line leaves no empty store that the next command would open."""
+    from ..stores import sqlite_store
+
+    engine.close()
+    root = Path(args.store)
+    if made is None or sqlite_store.change_seq(root) != 0:
+        return
+    for suffix in ("", "-wal", "-shm"):
+        (root / f"{sqlite_store.DB_FILE}{suffix}").unlink(missing_ok=True)
+    if made and not any(root.iterdir()):
+        root.rmdir()
 
 
 def _estimate(engine: Any, found: Sources, size: int) -> tuple[dict[str, int], int]:
@@ -195,9 +217,25 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def _format_of(args: argparse.Namespace) -> str:
+    """Which format the store is kept in (the older one was converted when it was opened)."""
+    from ..stores import is_postgres_dsn, sqlite_store
+
+    if is_postgres_dsn(args.store):
+        return "PostgreSQL"
+    root = Path(args.store)
+    backup = (root / sqlite_store.BACKUP).is_dir()
+    return f"SQLite database, WAL ({sqlite_store.DB_FILE}, format {sqlite_store.FORMAT})" + (
+        f"; converted from the generations format (kept in {sqlite_store.BACKUP}/)"
+        if backup
+        else ""
+    )
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     counts = engine.store.counts()
+    print(f"format: {_format_of(args)}")
     print("graph: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
     print(f"memory: {engine.store.touched_edges():,} touched edges")
     rows = engine.inspect_memory(args.top, args.query)

@@ -377,12 +377,15 @@ def serve(args: argparse.Namespace) -> int:
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the stdio transport's
         service = StoreService(args, read_only=args.read_only, local_files=bind is None)
-    if bind is None:
-        with guarded_stdio():  # a request nested too deep is answered, not dropped
-            build_server(service).run("stdio")
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the transport closed the real one
-        return 0
-    _serve_http(service, *bind, token)
+    try:
+        if bind is None:
+            with guarded_stdio():  # a request nested too deep is answered, not dropped
+                build_server(service).run("stdio")
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the transport closed the real one
+        else:
+            _serve_http(service, *bind, token)
+    finally:
+        service.close()  # the traces it still holds (another writer held the store) written
     return 0
 
 

@@ -1,33 +1,24 @@
 """What the MCP tools do, without the protocol: one store served to many agent sessions, kept
 in step with the other processes that use the same store (:mod:`.mcp_server` wires it to MCP).
 
-A store directory (the embedded store) is shared between processes through its generations:
-- a read uses the generation this server loaded last, and loads again first when another
-  process has switched ``CURRENT`` to a newer one; the switch is atomic, so a read never sees
-  a half-written store;
-- a write takes the directory's lock, loads the newest generation under it, applies the
-  change and saves before it lets go: two servers on one directory take turns and neither
-  loses the other's writes, and a server killed mid-write leaves the last generation current.
-A PostgreSQL store is shared as it is (writes go through; the store serialises them, and a
-trace is memorized once whichever server asks).
-
-A search's trace is kept until a write saves it with the store (``remember`` saves it marked
-as memorized): in this server's memory, and, for a store directory, as a file under
-``DIR/mcp-traces/``, so that ``remember`` works from another server process too. Clients such
-as ``langchain-mcp-adapters`` and ``llama-index-tools-mcp`` start a new server for every tool
-call by default.
+Both stores are shared as they are, by any number of servers and commands at once: a store
+directory is an SQLite database (:mod:`..stores.sqlite_store`) and PostgreSQL a server. Every
+write is one transaction, committed before the tool answers; the store serialises writers (one
+waits up to :data:`LOCK_WAIT` seconds for another, then the tool error says the store is held
+by another writer), and each server sees the others' writes at its next call. A search's trace
+is a row of the store (written without waiting for another writer; kept and written by the next
+write when one holds the store), so ``remember`` works from another server process: clients
+such as ``langchain-mcp-adapters`` and ``llama-index-tools-mcp`` start a new server for every
+tool call by default. A trace is memorized once, whichever server is asked (each claims it in
+its row). A ``--read-only`` server on a store directory writes nothing there: its searches'
+traces stay in its memory.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import threading
-import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ..core.errors import InvalidArgumentError, ReMindError
@@ -35,54 +26,8 @@ from ..core.types import Trace
 from ..core.workers import cpus
 from .specs import CLIError
 
-MAX_PENDING_TRACES = 1000  # traces of searches kept for remember / feedback until saved
 MAX_TEXTS = 1000  # documents one add_documents call may carry
 LOCK_WAIT = 60.0  # seconds a write waits for another writer (then a tool error says so)
-SHELF = "mcp-traces"
-
-
-class TraceShelf:
-    """Searches' traces not yet saved with the store, one JSON file each (written whole with
-    a rename), the newest ``keep`` kept (pruned every ``keep // 10`` puts, so at most
-    ``1.1 × keep`` files wait)."""
-
-    def __init__(self, folder: Path, keep: int = MAX_PENDING_TRACES) -> None:
-        self.folder, self.keep = folder, keep
-        self._puts = 0  # since the last pruning
-
-    def _path(self, trace_id: str) -> Path | None:
-        ok = trace_id.isalnum() and len(trace_id) <= 64  # an id never names another file
-        return self.folder / f"{trace_id}.json" if ok else None
-
-    def put(self, trace: Trace) -> None:
-        path = self._path(trace.trace_id)
-        if path is None:
-            return
-        self.folder.mkdir(exist_ok=True)
-        tmp = self.folder / f".{uuid.uuid4().hex}.tmp"
-        tmp.write_text(json.dumps(trace.to_dict()), encoding="utf-8")
-        os.replace(tmp, path)
-        self._puts += 1
-        if self._puts >= max(self.keep // 10, 1):  # prune now and then (listing is not free)
-            self._puts = 0
-            files = list(self.folder.glob("*.json"))
-            if len(files) > self.keep:  # oldest first
-                files.sort(key=lambda f: f.stat().st_mtime)
-                for old in files[: len(files) - self.keep]:
-                    old.unlink(missing_ok=True)
-
-    def get(self, trace_id: str) -> Trace | None:
-        path = self._path(trace_id)
-        try:
-            return Trace.from_dict(json.loads(path.read_text(encoding="utf-8"))) if path else None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # gone (saved by another server) or unreadable: unknown here
-
-    def drop(self, trace_ids: Sequence[str]) -> None:
-        for tid in trace_ids:
-            path = self._path(tid)
-            if path is not None:
-                path.unlink(missing_ok=True)
 
 
 class ReadOnlyError(ReMindError):
@@ -97,102 +42,31 @@ class StoreService:
     def __init__(
         self, args: argparse.Namespace, *, read_only: bool = False, local_files: bool = True
     ) -> None:
-        from .session import _is_dsn
+        from .session import open_engine
 
         self.args = args
         self.read_only = read_only
         self.local_files = local_files
-        self.shared_db = _is_dsn(args)
-        self._lock = threading.RLock()  # one request at a time swaps or writes the engine
+        # the engine takes concurrent reads: searches run side by side, as many as there are
+        # CPUs (more threads would only contend for them); this server's writes take turns
+        # (the store serialises them with other processes' writes)
+        self._writing = threading.Lock()
         self._searching = threading.BoundedSemaphore(max(2, cpus()))
-        self._pending: OrderedDict[str, Trace] = OrderedDict()  # not yet saved with the store
         self._writes = {"applied": 0, "skipped": 0}
-        self._generation: str | None = None
-        self._shelf = None if self.shared_db else TraceShelf(self.root / SHELF)
-        self.engine = self._open()
+        self.engine = open_engine(args, lock_wait=LOCK_WAIT, read_only=read_only)
 
-    # --- the store across processes ---------------------------------------------------------
-    @property
-    def root(self) -> Path:
-        return Path(self.args.store).resolve()
-
-    def _current(self) -> str | None:
-        from ..stores.generations import current_or_none
-
-        return current_or_none(self.root)
-
-    def _open(self) -> Any:
-        """The engine over the newest saved store (read access: no lock held)."""
-        from .session import open_engine
-
-        if self.shared_db:
-            return open_engine(self.args)
-        self._generation = self._current()  # before the load: a newer one is seen next time
-        engine = open_engine(argparse.Namespace(**{**vars(self.args), "command": "search"}))
-        engine.store.close()
-        return self._adopt(engine)
-
-    def _adopt(self, engine: Any) -> Any:
-        """Hand this server's unsaved traces to a freshly loaded engine."""
-        for trace in self._pending.values():
-            if engine.store.load_trace(trace.trace_id) is None:
-                engine.store.save_trace(trace.to_dict())
-        return engine
-
-    def _fresh(self) -> Any:
-        """The engine, loaded again when another process saved the store since."""
-        now = None if self.shared_db else self._current()
-        if now != self._generation:
-            from ..stores import InMemoryGraphStore
-
-            self._generation = now  # before the load, as in _open
-            self.engine = self._load(InMemoryGraphStore.load(self.root))
-        return self.engine
-
-    def _load(self, store: Any) -> Any:
-        """The engine saved in the directory over ``store``, with this server's LLM and
-        embedder (loaded once, at start)."""
-        from ..engine import ReMindRAG
-
-        engine = ReMindRAG.load(
-            self.root, llm=self.engine.llm, embeddings=self.engine.embedder, store=store
-        )
-        return self._adopt(engine)
+    def close(self) -> None:
+        """Close the store (a folder store writes the traces it still holds); idempotent."""
+        close = getattr(self.engine, "close", None)
+        if callable(close):
+            close()
 
     def _write(self, change: Callable[[Any], Any]) -> Any:
-        """Apply ``change(engine)`` to the newest store and persist it, under the store's lock."""
+        """``change(engine)``: a write, committed when it returns (one at a time here)."""
         if self.read_only:
             raise ReadOnlyError("this server is read-only (started with --read-only)")
-        if self.shared_db:
+        with self._writing:
             return change(self.engine)
-        from ..stores import InMemoryGraphStore
-
-        store = InMemoryGraphStore.open(self.root, self.args.namespace, lock=True, wait=LOCK_WAIT)
-        try:
-            engine = self._load(store)
-            result = change(engine)
-            engine.save(self.root)
-            self._generation = self._current()  # ours: still under the lock
-        finally:
-            store.close()
-        self.engine = engine
-        if self._shelf is not None:  # saved with the store
-            self._shelf.drop(list(self._pending))
-        self._pending.clear()
-        return result
-
-    def _known(self, trace_id: str) -> None:
-        """Raise :class:`UnknownTraceError` unless the trace is a search of this server not
-        saved yet, one another server left on the shelf (then it is this server's too), or
-        saved in the store. Loads the store again only in the last case."""
-        if trace_id in self._pending:
-            return
-        shelved = self._shelf.get(trace_id) if self._shelf is not None else None
-        if shelved is None:
-            self._fresh().trace(trace_id)
-            return
-        self._pending[trace_id] = shelved
-        self._adopt(self.engine)
 
     # --- the tools --------------------------------------------------------------------------
     def search(
@@ -211,23 +85,9 @@ class StoreService:
             overrides["filter"] = dict(filter)
         if min_score is not None:
             overrides["min_score"] = min_score
-        with self._lock:
-            engine = self._fresh()
-        # searches run side by side, as many as there are CPUs (the engine takes concurrent
-        # reads; a write swaps in a new engine and leaves this one to the searches still on
-        # it; more threads than CPUs would only contend for them), the bookkeeping in turn
         with self._searching:
-            retrieval = engine.retrieve(query, **overrides)
+            retrieval = self.engine.retrieve(query, **overrides)
         trace = retrieval.trace
-        if not self.shared_db:
-            with self._lock:
-                if engine is not self.engine:  # a write or reload came meanwhile: adopt it
-                    self.engine.store.save_trace(trace.to_dict())
-                self._pending[trace.trace_id] = trace
-                while len(self._pending) > MAX_PENDING_TRACES:
-                    self._pending.popitem(last=False)
-                if self._shelf is not None and not self.read_only:
-                    self._shelf.put(trace)
         return {
             "trace_id": trace.trace_id,
             "stop_reason": trace.stop_reason,
@@ -253,17 +113,13 @@ class StoreService:
         self, trace_id: str, answer: str | None = None, cited: Sequence[str] | None = None
     ) -> dict[str, Any]:
         named = list(cited) if cited else None  # with the answer's [c-…]: the support
-        with self._lock:
-            self._known(trace_id)  # an unknown trace fails before the store's lock is taken
-            write = self._write(lambda e: e.memorize(trace_id, answer, cited=named))
+        write = self._write(lambda e: e.memorize(trace_id, answer, cited=named))
         return self._written(write)
 
     def feedback(
         self, trace_id: str, helpful: bool, chunk_ids: Sequence[str] | None = None
     ) -> dict[str, Any]:
-        with self._lock:
-            self._known(trace_id)
-            write = self._write(lambda e: e.feedback(trace_id, helpful, chunk_ids))
+        write = self._write(lambda e: e.feedback(trace_id, helpful, chunk_ids))
         return self._written(write)
 
     def _written(self, write: Any) -> dict[str, Any]:
@@ -285,8 +141,7 @@ class StoreService:
         from ..core.memory.teach import TeachPair
 
         checked = [TeachPair.of(p, f"pair {n}: ") for n, p in enumerate(pairs, 1)]
-        with self._lock:
-            report = self._write(lambda e: e.teach(checked))
+        report = self._write(lambda e: e.teach(checked))
         return {"pairs": report.pairs, "taught": report.taught, "summary": report.summary()}
 
     def add_documents(
@@ -297,8 +152,7 @@ class StoreService:
         metadata: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         docs = self._documents(texts, paths, ids, metadata)
-        with self._lock:
-            report = self._write(lambda e: e.insert(docs))
+        report = self._write(lambda e: e.insert(docs))
         return {
             "documents": report.documents,
             "unchanged": report.skipped_documents,
@@ -338,13 +192,10 @@ class StoreService:
         ]
 
     def delete_documents(self, ids: Sequence[str]) -> dict[str, int]:
-        with self._lock:
-            return dict(self._write(lambda e: e.delete(ids)))
+        return dict(self._write(lambda e: e.delete(ids)))
 
     def stats(self) -> dict[str, Any]:
-        with self._lock:
-            engine = self._fresh()
-            counts = dict(engine.store.counts())
+        counts = dict(self.engine.store.counts())
         return {
             **counts,
             "writes_applied_here": self._writes["applied"],
@@ -356,20 +207,18 @@ class StoreService:
     def trace_text(self, trace_id: str) -> str:
         from .display import describe_path
 
-        with self._lock:
-            self._known(trace_id)
-            engine = self._fresh()  # a reload adopts this server's unsaved traces
-            trace = engine.trace(trace_id)
-            lines = [
-                f"query: {trace.query}",
-                f"trace: {trace.trace_id} ({len(trace.parents)} nodes, {len(trace.moves)} "
-                f"moves; stop: {trace.stop_reason})",
-                *(f"  {line}" for line in describe_path(engine, trace)),
-                "chunks:",
-            ]
-            for cid in trace.chunk_ids:
-                chunk = engine.store.get_chunk(cid)
-                lines.append(f"  [{cid}] {chunk.doc_id}: {' '.join(chunk.text.split())[:120]}")
+        engine = self.engine
+        trace = engine.trace(trace_id)
+        lines = [
+            f"query: {trace.query}",
+            f"trace: {trace.trace_id} ({len(trace.parents)} nodes, {len(trace.moves)} "
+            f"moves; stop: {trace.stop_reason})",
+            *(f"  {line}" for line in describe_path(engine, trace)),
+            "chunks:",
+        ]
+        for cid in trace.chunk_ids:
+            chunk = engine.store.get_chunk(cid)
+            lines.append(f"  [{cid}] {chunk.doc_id}: {' '.join(chunk.text.split())[:120]}")
         result = trace.memory_result or {}
         lines.append(
             f"memory: {len(result.get('enhanced', []))} edges enhanced, "
@@ -382,17 +231,16 @@ class StoreService:
     def memory_view(self, traces: int = 1000) -> str:
         from .memory_view import render_memory_view
 
-        with self._lock:
-            engine = self._fresh()
-            saved = [Trace.from_dict(t) for t in engine.store.recent_traces(traces)]
-            return render_memory_view(engine.store, saved)
+        store = self.engine.store
+        saved = [Trace.from_dict(t) for t in store.recent_traces(traces)]
+        return render_memory_view(store, saved)
 
 
 def check_store(args: argparse.Namespace) -> None:
     """Fail before serving when ``--store`` names no saved store (a DSN is checked on open)."""
-    from ..stores import InMemoryGraphStore, is_postgres_dsn
+    from ..stores import SQLiteGraphStore, is_postgres_dsn
 
-    if not is_postgres_dsn(args.store) and not InMemoryGraphStore.exists(args.store):
+    if not is_postgres_dsn(args.store) and not SQLiteGraphStore.exists(args.store):
         raise CLIError(
             f"no store at {args.store}: run 'remindrag index PATH --store {args.store}' first"
         )

@@ -1,21 +1,24 @@
 """Opening and saving the store a command names (a directory or a PostgreSQL DSN), with what
 the CLI remembers about it.
 
-Commands that write (``index``, ``ask``, ``memory``) open a store directory for writing: they
-hold its lock from load to save, so two concurrent runs take turns (the second waits up to
-``LOCK_WAIT`` seconds, then fails with :class:`StoreLockedError`) and neither loses the other's
-memory writes. PostgreSQL needs no lock: it serialises writers itself."""
+A store directory is an SQLite database and PostgreSQL a server: both serialise writers
+themselves (a write waits for another up to the store's ``lock_wait``), so concurrent runs
+never lose each other's writes, and every write is committed when its call returns. What the
+CLI remembers (the embedding model) is kept in the store's settings."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..adapters.llm_specs import load_llm
 from ..core.config import IndexConfig
 from .display import progress_bar
 from .specs import CLIError, cached
+
+if TYPE_CHECKING:
+    from ..stores import SQLiteGraphStore
 
 CLI_FILE = "cli.json"
 LOCK_WAIT = 600.0  # seconds a writing command waits for another one on the same directory
@@ -38,15 +41,18 @@ def _cache_dir(args: argparse.Namespace) -> Path | None:
 
 
 def _settings(args: argparse.Namespace, engine: Any = None) -> dict[str, Any]:
-    """What the CLI remembers about a store (the embedding model it was built with): in
-    ``cli.json`` of a store directory, or in the namespace's settings on PostgreSQL."""
-    from ..core.persist import read_checked_json
+    """What the CLI remembers about a store (the embedding model it was built with): in the
+    store's settings (``cli``), the namespace's on PostgreSQL."""
     from ..core.store import SettingsStore
 
     if engine is not None and _is_dsn(args):
         return dict(engine.store.settings()) if isinstance(engine.store, SettingsStore) else {}
-    path = Path(args.store) / CLI_FILE
-    return read_checked_json(path) if path.exists() else {}
+    if _is_dsn(args):
+        return {}
+    from ..stores.sqlite_store import read_settings
+
+    found = read_settings(args.store).get("cli") if Path(args.store).is_dir() else None
+    return found if isinstance(found, dict) else {}
 
 
 def on_device(args: argparse.Namespace, embeddings: str | None) -> Any:
@@ -64,10 +70,22 @@ def on_device(args: argparse.Namespace, embeddings: str | None) -> Any:
     return embedder
 
 
-def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
+def open_engine(
+    args: argparse.Namespace,
+    create: bool = False,
+    *,
+    lock_wait: float | None = None,
+    read_only: bool = False,
+) -> Any:
+    """The engine over the store ``args.store`` names, with the command's LLM (its responses
+    cached), embedder and namespace. A folder store is opened live (``ReMindRAG(store=DIR)``;
+    ``create``: made when missing); ``lock_wait``: how long its writes wait for another
+    writer (default: the store's); ``read_only`` (``remindrag mcp --read-only``): nothing is
+    written to it, not even the traces of its searches (kept in memory) or the engine's
+    settings, and a folder still in the older format is refused (converting it is a write)."""
     from ..core.store import SettingsStore
     from ..engine import ReMindRAG
-    from ..stores import InMemoryGraphStore, open_store
+    from ..stores import open_store
 
     llm = cached(
         load_llm(getattr(args, "llm", "none")), getattr(args, "llm", "none"), _cache_dir(args)
@@ -85,52 +103,84 @@ def open_engine(args: argparse.Namespace, create: bool = False) -> Any:
                 "run 'remindrag index PATH --store DSN' first"
             )
         return ReMindRAG(llm=llm, embeddings=embeddings, store=store, index_config=index_cfg)
+    from ..stores import SQLiteGraphStore
+
     root = Path(args.store)
+    if not SQLiteGraphStore.exists(root) and not create:
+        raise CLIError(f"no store at {root}: run 'remindrag index PATH --store {root}' first")
     embeddings = on_device(
         args, getattr(args, "embeddings", None) or _settings(args).get("embeddings")
     )
-    writing = getattr(args, "command", None) in WRITING_COMMANDS
-    if not InMemoryGraphStore.exists(root) and not create:
-        raise CLIError(f"no store at {root}: run 'remindrag index PATH --store {root}' first")
-    store = InMemoryGraphStore.open(
-        root,
-        args.namespace,
-        lock=writing,
-        wait=LOCK_WAIT,
-        progress=progress_bar("loading the store", "step"),
+    if not sqlite_store_ready(root):  # the older format: converted once, with a progress bar
+        if read_only:
+            raise CLIError(
+                f"the store at {root} is in the older format (generations), which is converted "
+                "once on its first writable open, and a read-only server writes nothing: run "
+                f"'remindrag inspect --store {root}' once, then serve it"
+            )
+        SQLiteGraphStore.open(
+            root, args.namespace, progress=progress_bar("converting the store", "step")
+        ).close()
+    if lock_wait is None and not read_only:
+        engine = ReMindRAG(llm=llm, embeddings=embeddings, store=root, namespace=args.namespace)
+        engine.change_fields(on_extraction_error=index_cfg.on_extraction_error)
+        return engine
+    # the store opened here: its lock_wait, or read only; the engine's configuration is read
+    # from the folder's settings, and never written back (this engine changes none of it)
+    kind = _read_only_store() if read_only else SQLiteGraphStore
+    opened = (
+        kind.open(root, args.namespace, create=False)
+        if lock_wait is None
+        else kind.open(root, args.namespace, create=False, lock_wait=lock_wait)
     )
-    saved = InMemoryGraphStore.exists(root)  # under the lock: what was loaded
-    if store.namespace != args.namespace:
-        store.close()
-        raise CLIError(
-            f"the store at {root} holds namespace {store.namespace!r}, "
-            f"not {args.namespace!r}: use one directory per namespace"
-        )
-    if not saved:
-        return ReMindRAG(llm=llm, embeddings=embeddings, index_config=index_cfg, store=store)
-    engine = ReMindRAG.load(root, llm=llm, embeddings=embeddings, store=store)
-    engine.change_fields(on_extraction_error=index_cfg.on_extraction_error)
+    try:
+        engine = ReMindRAG.load(root, llm=llm, embeddings=embeddings, store=opened)
+        if engine.index_config.on_extraction_error != index_cfg.on_extraction_error:
+            engine.change_fields(on_extraction_error=index_cfg.on_extraction_error)
+    except BaseException:
+        opened.close()
+        raise
     return engine
+
+
+def _read_only_store() -> type[SQLiteGraphStore]:
+    """A folder store that writes nothing: a retrieval's trace is kept in memory (readable
+    by this process: ``trace://``), a settings change refused; other processes' writes are
+    seen as by any reader."""
+    from ..core.errors import StoreError
+    from ..stores import InMemoryGraphStore, SQLiteGraphStore
+
+    class ReadOnlyFolderStore(SQLiteGraphStore):
+        def save_trace(self, trace: dict) -> None:
+            InMemoryGraphStore.save_trace(self, trace)
+
+        def update_settings(self, values: dict[str, Any]) -> None:
+            if values:
+                raise StoreError(f"the store at {self.root} is open read-only")
+
+    return ReadOnlyFolderStore
+
+
+def sqlite_store_ready(root: Path) -> bool:
+    """True when ``root`` holds no store of the older format left to convert."""
+    from ..stores import generations, sqlite_store
+
+    return sqlite_store.holds_database(root) or not generations.holds_data(root)
 
 
 def save_engine(
     engine: Any, args: argparse.Namespace, *, close: bool = True, save: bool = True
 ) -> None:
-    """Persist what a command changed (PostgreSQL writes through; a directory is saved, then
-    its lock released unless ``close=False``: ``remindrag index`` saves after each batch);
-    ``save=False``: only what the CLI remembers is written (the store was saved already)."""
+    """Keep what the CLI remembers (the embedding model) in the store's settings, and close
+    the store unless ``close=False`` (every write is committed already: ``save`` is kept for
+    the callers and changes nothing)."""
     from ..core.store import SettingsStore
 
+    del save
     embeddings = getattr(args, "embeddings", None) or _settings(args, engine).get("embeddings")
-    if _is_dsn(args):
-        if embeddings and isinstance(engine.store, SettingsStore):
-            engine.store.update_settings({"embeddings": embeddings})
-        return
-    from ..core.persist import write_checked_json
-
-    if save:
-        engine.save(args.store)
-    if embeddings:
-        write_checked_json(Path(args.store) / CLI_FILE, {"embeddings": embeddings})
-    if close:
-        engine.store.close()  # the directory lock: the next command may go
+    if embeddings and isinstance(engine.store, SettingsStore):
+        key = "embeddings" if _is_dsn(args) else "cli"
+        value: Any = embeddings if _is_dsn(args) else {"embeddings": embeddings}
+        engine.store.update_settings({key: value})
+    if close and not _is_dsn(args):
+        engine.close()

@@ -197,11 +197,14 @@ class Once:
             if trace.memorized or trace.trace_id in self._writing:
                 return False
             self._writing.add(trace.trace_id)
-        if isinstance(store, TraceClaims) and not store.claim_trace(trace.trace_id):
-            with self._lock:  # another process holds or finished it
-                self._writing.discard(trace.trace_id)
-            return False
-        return True
+        won = False
+        try:  # a claim that raises (a store held too long) leaves the trace unclaimed
+            won = not isinstance(store, TraceClaims) or store.claim_trace(trace.trace_id)
+        finally:
+            if not won:  # another process holds or finished it, or the claim failed
+                with self._lock:
+                    self._writing.discard(trace.trace_id)
+        return won
 
     def write(self, trace: Trace, store: GraphStore, step: Step) -> Step:
         """``step``'s write, marked (:func:`mark`) before the claim ends, when this call wins
