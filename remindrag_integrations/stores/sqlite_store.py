@@ -28,7 +28,9 @@ reader further behind reloads the whole cache.
 
 Traces are rows too. A retrieval's trace is written without waiting: when another writer
 holds the database it is kept and written by the next write (a memorized trace is written at
-once, waiting like any write).
+once, waiting like any write). Every write call's commit waits for the disk
+(``synchronous=FULL``); a retrieval's trace and a memory write's claim on its trace do not
+(``NORMAL``: a kill loses neither, a power cut may, and neither was acted on yet).
 """
 
 from __future__ import annotations
@@ -234,16 +236,23 @@ class SQLiteGraphStore(InMemoryGraphStore):
             return int(self._reader.execute("PRAGMA data_version").fetchone()[0])
 
     @contextlib.contextmanager
-    def _transaction(self, what: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction of this process's writer connection (see the module)."""
+    def _transaction(self, what: str, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction of this process's writer connection (see the module).
+        ``durable=False``: committed without waiting for the disk (a claim: one a power cut
+        loses was never acted on; a kill loses nothing either way, the log is in the OS)."""
         if self._read_only:
             raise StoreError("a snapshot of a store is read only: write to the store itself")
         self._check_open()
         with self._db_lock:
             con = self._db
             try:
+                if not durable:
+                    con.execute("PRAGMA synchronous=NORMAL")
                 con.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
+                if not durable:
+                    with contextlib.suppress(sqlite3.Error):
+                        con.execute("PRAGMA synchronous=FULL")
                 raise _sqlite_error(exc, self.root, what) from exc
             self._writing_thread = threading.get_ident()
             try:
@@ -258,6 +267,9 @@ class SQLiteGraphStore(InMemoryGraphStore):
                 raise
             finally:
                 self._writing_thread = None
+                if not durable:
+                    with contextlib.suppress(sqlite3.Error):
+                        con.execute("PRAGMA synchronous=FULL")
 
     @contextlib.contextmanager
     def _write(self, what: str) -> Iterator[sqlite3.Connection]:
@@ -764,6 +776,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
         if self._db_lock.acquire(blocking=False):  # a retrieval never waits for a writer
             try:
                 self._db.execute("PRAGMA busy_timeout = 0")
+                self._db.execute("PRAGMA synchronous = NORMAL")  # a retrieval's trace: no fsync
                 try:
                     self._db.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error:
@@ -777,6 +790,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
             finally:
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute(f"PRAGMA busy_timeout = {int(self.lock_wait * 1000)}")
+                    self._db.execute("PRAGMA synchronous = FULL")
                 self._db_lock.release()
 
     def _flush_traces(self, con: sqlite3.Connection) -> None:
@@ -828,7 +842,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
         (within :attr:`claim_timeout`): one UPDATE in a transaction, so one process wins. A
         claim this store holds is its own again (its release failed with the write)."""
         now = time.time()
-        with self._transaction("claim the trace") as con:
+        with self._transaction("claim the trace", durable=False) as con:
             self._flush_traces(con)
             cur = con.execute(
                 "UPDATE traces SET claimed = ?, claimer = ? WHERE id = ? AND "
@@ -839,7 +853,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
             return cur.rowcount == 1
 
     def release_trace(self, trace_id: str) -> None:
-        with self._transaction("release the trace") as con:
+        with self._transaction("release the trace", durable=False) as con:
             con.execute(
                 "UPDATE traces SET claimed = NULL, claimer = NULL WHERE id = ? AND claimer = ?",
                 (trace_id, self._claimer),
