@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -107,12 +108,15 @@ class ReMindRAG(Engine):
     sentence-transformers name or path, a LangChain / LlamaIndex embedding object or an
     :class:`~.core.protocols.Embedder`; ``None`` loads the packaged all-MiniLM-L6-v2.
     ``store`` is a :class:`~.core.protocols.GraphStore`, a ``postgresql://`` DSN, or a
-    folder path: the store kept in that folder, made when missing and saved after every
-    write (see the module; :attr:`directory`); ``None`` makes an embedded store in memory.
+    folder path: the store kept in that folder (an SQLite database), made when missing, each
+    write one transaction (see the module; :attr:`directory`); ``None`` makes an embedded
+    store in memory.
     ``namespace`` selects the tenant of a DSN or folder store. ``index_config`` /
     ``retrieval_config`` are config objects or dicts of their fields (``None``: the defaults,
     or a saved engine's). An argument of a wrong type is a :class:`ConfigError` naming what
-    is accepted, raised before a folder is made or a store opened.
+    is accepted, raised before a folder is made or a store opened. ``progress``, with a
+    folder: ``True`` draws a bar of the open's steps (a large store takes seconds), a function
+    ``(done, total)`` is called as each ends.
     """
 
     directory: Path | None
@@ -152,6 +156,7 @@ class ReMindRAG(Engine):
         prompts: Prompts | None = None,
         *,
         namespace: str = "default",
+        progress: Any = None,
     ) -> None:
         # every argument checked before a folder is made or a store opened
         index_config, retrieval_config = checked_options(
@@ -166,7 +171,7 @@ class ReMindRAG(Engine):
         root, probe, created, saved = folder_of(store), None, False, None
         if root is not None:
             created = _make_folder(root)
-            store = SQLiteGraphStore.open(root, namespace)
+            store = SQLiteGraphStore.open(root, namespace, progress=progress)
             saved = store.settings().get("engine")
             try:
                 if saved is not None:  # a saved engine: its embedder and config
@@ -196,6 +201,7 @@ class ReMindRAG(Engine):
             self._probe = (self.embedder, probe)
         self._recorded = saved
         self._saved_to: dict[Path, int] = {}  # folders this engine saved to: their last write
+        self._save_lock = threading.Lock()  # one save of this engine at a time
         self._record_settings()
 
     @classmethod
@@ -320,6 +326,10 @@ class ReMindRAG(Engine):
                 )
             directory = self.directory
         directory = Path(arguments.path(directory, "directory")).expanduser()
+        with self._save_lock:  # its check, write and record as one, among this engine's saves
+            return self._save(directory, overwrite)
+
+    def _save(self, directory: Path, overwrite: bool) -> Path:
         settings = {"engine": self._engine_settings()}
         target = directory.resolve()
         again = target in self._saved_to
@@ -400,9 +410,7 @@ class ReMindRAG(Engine):
                 "saved engine, or save one there first"
             )
         if store is None:
-            if not sqlite_store.holds_database(directory):  # convert, with the progress bar
-                SQLiteGraphStore.open(directory, create=False, progress=progress).close()
-            return cls(llm=llm, embeddings=embeddings, store=directory)
+            return cls(llm=llm, embeddings=embeddings, store=directory, progress=progress)
         saved = sqlite_store.read_settings(directory).get("engine")
         if saved is None:
             raise StoreNotFoundError(f"no saved engine configuration at {directory}")

@@ -206,9 +206,22 @@ def test_llm_titles_is_accepted_and_ignored() -> None:
         assert IndexConfig(llm_titles=False) == IndexConfig()
 
 
+def _old_save(rag: ReMindRAG, root: Path) -> Path:
+    """What the previous release's ``rag.save(root)`` wrote: a generation and engine.json."""
+    from remindrag_integrations.adapters import embedder_record
+
+    used = embedder_record.record(rag.embedder, rag.store.dim, None)
+    return persist.save(rag.store, rag.index_config, rag.retrieval_config, root, used)
+
+
 def test_a_store_saved_by_the_previous_release_loads(tmp_path: Path) -> None:
+    """A folder the previous release saved (generations and an engine.json of the older
+    config shape) opens converted, without a warning, its config read in the new places; the
+    settings the store keeps from then on have the new shape (the old file kept aside)."""
+    from remindrag_integrations.stores import sqlite_store
+
     rag = _engine()
-    rag.save(tmp_path / "s")
+    _old_save(rag, tmp_path / "s")
     saved = persist.read_checked_json(tmp_path / "s" / persist.ENGINE_FILE)
     saved.update(index=OLD_SAVED_INDEX, retrieval=OLD_SAVED_RETRIEVAL)
     persist.write_checked_json(tmp_path / "s" / persist.ENGINE_FILE, saved)
@@ -221,13 +234,33 @@ def test_a_store_saved_by_the_previous_release_loads(tmp_path: Path) -> None:
     assert cfg.prior.enabled is False and cfg.k == 3
     assert loaded.index_config.chunk_tokens == 300
     assert loaded.retrieve(QUESTION, k=1).chunks
+    kept = tmp_path / "s" / sqlite_store.BACKUP / persist.ENGINE_FILE
+    assert persist.read_checked_json(kept)["retrieval"] == OLD_SAVED_RETRIEVAL
     loaded.save(tmp_path / "s")  # saved again: the new shape
-    body = persist.read_checked_json(tmp_path / "s" / persist.ENGINE_FILE)["retrieval"]
+    body = sqlite_store.read_settings(tmp_path / "s")["engine"]["retrieval"]
     assert body["prior"]["damping"] == 0.7 and "prior_damping" not in body
     assert body["memory"] == MemoryConfig(
         alpha=0.2, lam=0.6, max_replay_nodes=32, replay_starts=7, rank_weight=0.5,
         max_bridge_hops=3,
     ).model_dump()  # fmt: skip
+    loaded.close()
+    again = ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder(dim=64))
+    assert again.retrieval_config == cfg and again.index_config == loaded.index_config
+
+
+def test_a_retriever_saved_by_the_previous_release_keeps_its_fields(tmp_path: Path) -> None:
+    """The previous release saved a retriever's k, filter and score_threshold as plain JSON
+    in retriever.json beside engine.json: the folder opens converted, with those fields."""
+    import json
+
+    from remindrag_integrations import ReMindRetriever
+
+    _old_save(_engine(), tmp_path / "s")
+    fields = {"k": 2, "filter": None, "score_threshold": 0.0}
+    (tmp_path / "s" / "retriever.json").write_text(json.dumps(fields), encoding="utf-8")
+    loaded = ReMindRetriever.load(tmp_path / "s", embeddings=HashEmbedder(dim=64))
+    assert (loaded.k, loaded.filter, loaded.score_threshold) == (2, None, 0.0)
+    assert len(loaded.invoke(QUESTION)) <= 2
 
 
 # ---------------------------------------------------------------------------------------------

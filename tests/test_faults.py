@@ -1,10 +1,14 @@
 """The fast part of the fault suite: concurrent savers, two writers on one directory, failed
 updates, damaged files, hostile LLM replies, hung LLM calls, readers during updates. The long part
-is ``benchmarks/faults.py``."""
+is ``benchmarks/faults.py``. An engine's folder is an SQLite database; the generations format
+(``InMemoryGraphStore.save``, the previous release's) is tested at the store level and through
+its one-time conversion."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -12,6 +16,8 @@ import numpy as np
 import pytest
 
 from remindrag_integrations import Document, ReMindError, ReMindRAG
+from remindrag_integrations.adapters import embedder_record
+from remindrag_integrations.core import persist
 from remindrag_integrations.core.config import IndexConfig, RetrievalConfig
 from remindrag_integrations.core.prompts import extract_json, parse_extraction
 from remindrag_integrations.errors import (
@@ -21,7 +27,7 @@ from remindrag_integrations.errors import (
     StoreCorruptError,
     StoreLockedError,
 )
-from remindrag_integrations.stores import InMemoryGraphStore, open_store
+from remindrag_integrations.stores import InMemoryGraphStore, open_store, sqlite_store
 from remindrag_integrations.testing import HashEmbedder, ScriptedLLM
 
 TEXTS = [
@@ -38,6 +44,12 @@ def _engine(store: object = None, **kw: object) -> ReMindRAG:
     return eng
 
 
+def _old_save(eng: ReMindRAG, root: Path) -> Path:
+    """What the previous release's ``eng.save(root)`` wrote: a generation and engine.json."""
+    used = embedder_record.record(eng.embedder, eng.store.dim, None)
+    return persist.save(eng.store, eng.index_config, eng.retrieval_config, root, used)
+
+
 def _memorize_one(eng: ReMindRAG, query: str) -> None:
     r = eng.retrieve(query, navigator={"min_similarity": -1.0})
     assert eng.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks]).applied
@@ -47,6 +59,8 @@ def _memorize_one(eng: ReMindRAG, query: str) -> None:
 
 
 def test_concurrent_saves_of_one_engine_always_leave_a_loadable_store(tmp_path: Path) -> None:
+    """Two threads save one in-memory engine to one folder, again and again: every save
+    succeeds (the engine's own other save is not another writer) and the folder loads."""
     eng, root = _engine(), tmp_path / "s"
     for _ in range(15):
         errors: list[BaseException] = []
@@ -66,43 +80,41 @@ def test_concurrent_saves_of_one_engine_always_leave_a_loadable_store(tmp_path: 
         assert ReMindRAG.load(root, embeddings=HashEmbedder(64)).store.counts() == (
             eng.store.counts()
         )
-    assert len(list(root.glob("gen-*"))) <= 2 and not list(root.glob(".*.tmp"))
+    assert sqlite_store.holds_database(root) and not list(root.glob(".*.tmp"))
 
 
 def test_a_save_over_another_writers_save_is_refused_not_lost(tmp_path: Path) -> None:
-    root = _engine().save(tmp_path / "s")
-    a = ReMindRAG.load(root, embeddings=HashEmbedder(64))  # copies: saved when asked
-    b = ReMindRAG.load(root, embeddings=HashEmbedder(64))
-    _memorize_one(a, "Who directed Sinister?")
-    _memorize_one(b, "Who acted in films by Ed Wood?")
-    a.save(root)
+    """An in-memory engine saved to a folder, then a live engine there memorizes: the first
+    one's next save there is a StoreConflictError (it would replace that write), the folder
+    keeps the live write, and the user who opens it live and writes again keeps both."""
+    copy = _engine()
+    root = copy.save(tmp_path / "s")
+    live = ReMindRAG.load(root, embeddings=HashEmbedder(64))  # live: its writes land there
+    _memorize_one(live, "Who acted in films by Ed Wood?")
+    theirs = live.store.export_memory()
+    _memorize_one(copy, "Who directed Sinister?")
     with pytest.raises(StoreConflictError):
-        b.save(root)
-    assert InMemoryGraphStore.load(root).export_memory() == a.store.export_memory()
-    # b loads again, re-applies its write, saves: both writes are kept
-    b = ReMindRAG.load(root, embeddings=HashEmbedder(64))
-    _memorize_one(b, "Who acted in films by Ed Wood?")
-    b.save(root)
-    both = InMemoryGraphStore.load(root).export_memory()
-    assert set(a.store.export_memory()) < set(both)
+        copy.save(root)
+    assert ReMindRAG.load(root, embeddings=HashEmbedder(64)).store.export_memory() == theirs
+    again = ReMindRAG.load(root, embeddings=HashEmbedder(64))
+    _memorize_one(again, "Who directed Sinister?")
+    both = ReMindRAG.load(root, embeddings=HashEmbedder(64)).store.export_memory()
+    assert set(theirs) < set(both) and set(copy.store.export_memory()) <= set(both)
 
 
-def test_two_engines_on_one_store_folder_refuse_to_lose_a_write(tmp_path: Path) -> None:
-    """store=PATH saves each write: the second engine's write, over the first one's save,
-    is a StoreConflictError (the first one's memory stays on disk), and opening the folder
-    again re-applies it with both kept."""
+def test_two_engines_on_one_store_folder_keep_both_writes(tmp_path: Path) -> None:
+    """store=PATH writes each call in one transaction: two engines on one folder both write,
+    neither write is lost, and each engine sees the other's at its next read."""
     root = _engine().save(tmp_path / "s")
     a = ReMindRAG(embeddings=HashEmbedder(64), store=str(root))
     b = ReMindRAG(embeddings=HashEmbedder(64), store=str(root))
-    _memorize_one(a, "Who directed Sinister?")  # saved by itself
-    saved = InMemoryGraphStore.load(root).export_memory()
-    assert saved == a.store.export_memory() and saved
-    with pytest.raises(StoreConflictError):
-        _memorize_one(b, "Who acted in films by Ed Wood?")
-    assert InMemoryGraphStore.load(root).export_memory() == saved
-    b = ReMindRAG(embeddings=HashEmbedder(64), store=str(root))
-    _memorize_one(b, "Who acted in films by Ed Wood?")
-    assert set(saved) < set(InMemoryGraphStore.load(root).export_memory())
+    _memorize_one(a, "Who directed Sinister?")
+    mine = a.store.export_memory()
+    assert mine and b.store.export_memory() == mine  # b sees a's write
+    _memorize_one(b, "Who acted in films by Ed Wood?")  # over a's write: no error
+    both = ReMindRAG.load(root, embeddings=HashEmbedder(64)).store.export_memory()
+    assert set(mine) < set(both)
+    assert a.store.export_memory() == b.store.export_memory() == both
 
 
 def test_a_second_writer_gets_a_typed_error_or_waits(tmp_path: Path) -> None:
@@ -110,31 +122,31 @@ def test_a_second_writer_gets_a_typed_error_or_waits(tmp_path: Path) -> None:
     first = InMemoryGraphStore.open(root)
     with pytest.raises(StoreLockedError):
         InMemoryGraphStore.open(root)
-    with pytest.raises(StoreLockedError):
-        open_store(str(root), lock=True, wait=0.05)
+    with pytest.raises(StoreLockedError):  # its conversion takes the folder's lock too
+        open_store(str(root), lock_wait=0.05)
     threading.Timer(0.2, first.close).start()
     second = InMemoryGraphStore.open(root, wait=10)  # waits until the first one closes
     second.close()
 
 
 def test_stale_temp_folders_are_cleaned_and_the_current_generation_kept(tmp_path: Path) -> None:
-    eng = _engine()
-    root = eng.save(tmp_path / "s")
+    store = _engine().store
+    root = store.save(tmp_path / "s")  # type: ignore[attr-defined]
     (root / ".gen-deadbeef.tmp").mkdir()  # left by a writer killed mid-save
     before = (root / "CURRENT").read_text().split()[0]
-    eng.save(root)
+    store.save(root)  # type: ignore[attr-defined]
     assert not (root / ".gen-deadbeef.tmp").exists()
     assert (root / before).exists()  # the previous generation stays for its readers
 
 
 def test_loads_during_saves_always_see_a_complete_generation(tmp_path: Path) -> None:
-    eng = _engine()
-    root = eng.save(tmp_path / "s")
-    want, stop = eng.store.counts(), threading.Event()
+    store = _engine().store
+    root = store.save(tmp_path / "s")  # type: ignore[attr-defined]
+    want, stop = store.counts(), threading.Event()
 
     def save() -> None:
         while not stop.is_set():
-            eng.save(root)
+            store.save(root)  # type: ignore[attr-defined]
 
     saver = threading.Thread(target=save)
     saver.start()
@@ -149,27 +161,60 @@ def test_loads_during_saves_always_see_a_complete_generation(tmp_path: Path) -> 
 def test_the_cli_takes_turns_on_a_locked_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from remindrag_integrations.app import session
+    """Another process holds the store's database for writing: a CLI write waits for it, and
+    one that would wait longer than its lock_wait exits 2 saying so, having written nothing."""
     from remindrag_integrations.app.cli import main
+    from remindrag_integrations.stores import SQLiteGraphStore
 
-    (tmp_path / "a.txt").write_text(TEXTS[0][1])
+    for name, (_, text) in zip(("a", "b", "c"), TEXTS, strict=True):
+        (tmp_path / f"{name}.txt").write_text(text)
     store = tmp_path / "store"
     assert main(["index", str(tmp_path / "a.txt"), "--store", str(store)]) == 0
-    monkeypatch.setattr(session, "LOCK_WAIT", 0.1)
-    with InMemoryGraphStore.open(store):  # another writer holds the directory
-        assert main(["ask", "Who directed Sinister?", "--store", str(store)]) == 2
-        assert "locked by another writer" in capsys.readouterr().err
-    assert main(["ask", "Who directed Sinister?", "--store", str(store)]) == 0
+    other = sqlite3.connect(
+        store / sqlite_store.DB_FILE, isolation_level=None, check_same_thread=False
+    )
+    other.execute("BEGIN IMMEDIATE")  # another writer, in the middle of its write
+    real = SQLiteGraphStore.open.__func__  # type: ignore[attr-defined]
+
+    def impatient(cls: type, directory: object, *args: object, **kw: object) -> object:
+        return real(cls, directory, *args, **{**kw, "lock_wait": 0.2})
+
+    with monkeypatch.context() as m:
+        m.setattr(SQLiteGraphStore, "open", classmethod(impatient))
+        assert main(["index", str(tmp_path / "b.txt"), "--store", str(store)]) == 2
+    assert "another writer" in capsys.readouterr().err
+    threading.Timer(0.5, other.execute, ("COMMIT",)).start()  # the other writer finishes
+    assert main(["index", str(tmp_path / "c.txt"), "--store", str(store)]) == 0  # waits
+    other.close()
+    written = open_store(str(store))
+    assert sorted(Path(d).name for d in written.document_ids()) == ["a.txt", "c.txt"]
+    written.close()  # type: ignore[attr-defined]
 
 
 def test_a_directory_with_damaged_data_is_never_taken_for_empty(tmp_path: Path) -> None:
-    root = _engine().save(tmp_path / "s")
-    (root / "CURRENT").unlink()
+    """A folder of the older format without its CURRENT, a store.db damaged: opening either
+    is a StoreCorruptError, never an empty store, and nothing there is overwritten."""
+    old = _old_save(_engine(), tmp_path / "old")
+    (old / "CURRENT").unlink()
     with pytest.raises(StoreCorruptError):
-        ReMindRAG(embeddings=HashEmbedder(64), store=str(root))
+        ReMindRAG(embeddings=HashEmbedder(64), store=str(old))
     with pytest.raises(StoreCorruptError):
-        open_store(str(root))
-    assert list(root.glob("gen-*"))  # and nothing was overwritten
+        open_store(str(old))
+    assert list(old.glob("gen-*")) and not sqlite_store.holds_database(old)
+    eng = _engine(str(tmp_path / "s"))
+    eng.close()
+    db = tmp_path / "s" / sqlite_store.DB_FILE
+    data = db.read_bytes()
+    cut = data[:4096] + bytes(len(data) - 4096)  # every page after the first zeroed
+    for damaged in (b"\x00" * 100 + data[100:], cut, data[: len(data) // 2]):
+        db.write_bytes(damaged)
+        with pytest.raises(StoreCorruptError):
+            ReMindRAG(embeddings=HashEmbedder(64), store=str(tmp_path / "s"))
+        with pytest.raises(StoreCorruptError):
+            ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder(64))
+        with pytest.raises(StoreCorruptError):
+            open_store(str(tmp_path / "s"))
+        assert db.read_bytes() == damaged  # nothing was overwritten
 
 
 def _flip(path: Path, i: int) -> bytes:
@@ -178,31 +223,58 @@ def _flip(path: Path, i: int) -> bytes:
     return data
 
 
+def _read_old(root: Path, name: str) -> object:
+    """What the conversion of a folder of the older format reads of ``name``: the store
+    (CURRENT, manifest.json) or the engine's configuration (engine.json)."""
+    if name == "engine.json":
+        cfg = persist.read_checked_json(root / name)
+        return persist.config_of(cfg, root), persist.embedder_of(cfg)
+    return InMemoryGraphStore.load(root)
+
+
 @pytest.mark.parametrize("name", ["CURRENT", "manifest.json", "engine.json"])
 def test_every_byte_of_the_small_files_is_covered(tmp_path: Path, name: str) -> None:
+    """A folder of the older format with any one bit of its small files flipped is refused
+    with StoreCorruptError by the reader its conversion uses, and by the conversion
+    (``ReMindRAG.load``), which converts nothing; or it opens the very same store and
+    configuration."""
     eng = _engine()
-    root = eng.save(tmp_path / "s")
+    root = _old_save(eng, tmp_path / "s")
     gen = root / (root / "CURRENT").read_text().split()[0]
     path = root / name if name != "manifest.json" else gen / name
     want = (eng.store.counts(), eng.store.namespace, eng.index_config, eng.retrieval_config)
+    refused = 0
     for i in range(path.stat().st_size):
         data = _flip(path, i)
         try:
-            got = ReMindRAG.load(root, embeddings=HashEmbedder(64))
+            _read_old(root, name)
+        except StoreCorruptError:
+            refused += 1
+            if refused == 1:  # the conversion reads it the same way
+                with pytest.raises(StoreCorruptError):
+                    ReMindRAG.load(root, embeddings=HashEmbedder(64))
+                assert not sqlite_store.holds_database(root), f"byte {i} of {name}: converted"
+        else:  # taken: the conversion of this folder opens the same store and config
+            work = tmp_path / "work"
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.copytree(root, work)
+            got = ReMindRAG.load(work, embeddings=HashEmbedder(64))
             loaded = (got.store.counts(), got.store.namespace, got.index_config)
             assert (*loaded, got.retrieval_config) == want, f"byte {i} of {name}: wrong data"
-        except StoreCorruptError:
-            pass
+            got.close()
         path.write_bytes(data)
+    assert refused > path.stat().st_size // 2  # the checks ran: most flips are refused
 
 
 def test_a_damaged_checksum_key_is_a_store_error(tmp_path: Path) -> None:
-    root = _engine().save(tmp_path / "s")
+    root = _engine().store.save(tmp_path / "s")  # type: ignore[attr-defined]
     gen = root / (root / "CURRENT").read_text().split()[0]
     manifest = gen / "manifest.json"
     manifest.write_text(manifest.read_text().replace('"sha256"', '"sha257"'))
     with pytest.raises(StoreCorruptError):
         InMemoryGraphStore.load(root)
+    with pytest.raises(StoreCorruptError):
+        ReMindRAG.load(root, embeddings=HashEmbedder(64))
 
 
 # --- updates ------------------------------------------------------------------------------

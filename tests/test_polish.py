@@ -115,27 +115,39 @@ def test_add_documents_shows_progress(capsys: pytest.CaptureFixture[str]) -> Non
     assert seen and seen[-1][0] == seen[-1][1]
 
 
+def _old_save(r: ReMindRetriever, root: Any) -> None:
+    """What the previous release's ``r.save(root)`` wrote: a generation and engine.json."""
+    from remindrag_integrations.adapters import embedder_record
+    from remindrag_integrations.core import persist
+
+    eng = r.engine
+    used = embedder_record.record(eng.embedder, eng.store.dim, None)
+    persist.save(eng.store, eng.index_config, eng.retrieval_config, root, used)
+
+
 def test_load_reports_each_step_and_the_store_answers(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A big store's load takes seconds (reading, the graph, the ANN and BM25 indexes, the
-    graph matrix): ``progress=`` reports each step, and what the first query needs is built
-    by then (the store holds its BM25 index and graph matrix when load returns)."""
+    """A big store of the older format takes seconds to load (reading, the graph, the ANN and
+    BM25 indexes, the graph matrix) when an engine opens it, converting it once:
+    ``progress=`` reports each step, and the converted store answers."""
     from remindrag_integrations import ReMindRAG
     from remindrag_integrations.errors import InvalidArgumentError
-    from remindrag_integrations.stores import InMemoryGraphStore
+    from remindrag_integrations.stores import InMemoryGraphStore, sqlite_store
     from remindrag_integrations.stores.snapshot import LOAD_STEPS
 
-    small().save(tmp_path / "r")
+    _old_save(small(), tmp_path / "r")
+    _old_save(small(), tmp_path / "r2")
     seen: list[tuple[int, int]] = []
     engine = ReMindRAG.load(
         tmp_path / "r", embeddings=HashEmbedder(), progress=lambda d, t: seen.append((d, t))
     )
-    n = len(LOAD_STEPS)
-    assert seen == [(i, n) for i in range(1, n + 1)]
-    assert {"lexical", "matrix"} <= set(engine.store._first_pass)  # type: ignore[attr-defined]
+    n, m = len(LOAD_STEPS), len(sqlite_store.SQLiteGraphStore.OPEN_STEPS)
+    # the conversion's load of the old files, then the open of the database it made
+    assert seen == [(i, n) for i in range(1, n + 1)] + [(i, m) for i in range(1, m + 1)]
+    assert sqlite_store.holds_database(tmp_path / "r")  # converted
     assert engine.retrieve("When are refunds paid?").chunks
-    loaded = ReMindRetriever.load(tmp_path / "r", embeddings=HashEmbedder(), progress=True)
+    loaded = ReMindRetriever.load(tmp_path / "r2", embeddings=HashEmbedder(), progress=True)
     err = capsys.readouterr().err
     assert "loading the store: 100%" in err and f"| {n}/{n} [" in err
     assert loaded.invoke("When are refunds paid?")
@@ -148,6 +160,22 @@ def test_load_reports_each_step_and_the_store_answers(
     with InMemoryGraphStore.open(tmp_path / "empty", progress=True) as empty:
         assert empty.counts()["documents"] == 0
     assert "loading the store" not in capsys.readouterr().err
+
+
+def test_a_store_kept_in_a_folder_opens_ready_for_the_first_query(tmp_path: Any) -> None:
+    """Opening a big store kept in a folder (its database) takes seconds too: ``progress=``
+    reports its steps, and what the first query needs (the BM25 index, the graph matrix) is
+    built by the time ``load`` returns, as the older format's load did."""
+    from remindrag_integrations import ReMindRAG
+
+    small().save(tmp_path / "r")
+    seen: list[tuple[int, int]] = []
+    engine = ReMindRAG.load(
+        tmp_path / "r", embeddings=HashEmbedder(), progress=lambda d, t: seen.append((d, t))
+    )
+    assert seen and seen[-1][0] == seen[-1][1]
+    assert {"lexical", "matrix"} <= set(engine.store._first_pass)  # type: ignore[attr-defined]
+    assert engine.retrieve("When are refunds paid?").chunks
 
 
 def test_the_library_logs_through_logging(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,8 +1,12 @@
-"""The embedded store: round trips, atomic saves, corruption, sparse memory."""
+"""The embedded store: round trips, atomic saves, corruption, sparse memory. An engine's folder
+is an SQLite database (``stores/sqlite_store.py``); ``InMemoryGraphStore.save`` still writes the
+generations format (the previous release's, converted once when an engine opens it), whose
+atomic saves and checks are tested here at the store level."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +15,7 @@ import pytest
 from remindrag_integrations import Document, ReMindRAG
 from remindrag_integrations.core.types import Edge
 from remindrag_integrations.errors import StoreCorruptError
-from remindrag_integrations.stores import InMemoryGraphStore
+from remindrag_integrations.stores import InMemoryGraphStore, sqlite_store
 from remindrag_integrations.testing import HashEmbedder
 
 TEXTS = [
@@ -75,18 +79,33 @@ def test_round_trip_keeps_everything_including_memory(engine: ReMindRAG, tmp_pat
     )
 
 
-def test_a_loaded_store_shares_strings_like_a_built_one(engine: ReMindRAG, tmp_path: Path) -> None:
-    """JSON gives every value its own string; the load makes an edge's ends its nodes' id
-    strings and one string per kind and per mention / context text (RESULTS §6: memory of a
-    served 1 M-edge store)."""
-    engine.save(tmp_path / "s")
-    store = ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder()).store
+def _shares_strings(store: InMemoryGraphStore) -> None:
     nodes = {n.id: n for n in store.whole_graph()[0]}
     edges = list(_edges(store).values())
     assert all(e.u is nodes[e.u].id and e.v is nodes[e.v].id for e in edges)
     mentions = [e for e in edges if e.kind == "mention"]
     assert len(mentions) > 2
     assert all(e.kind is mentions[0].kind and e.text is mentions[0].text for e in mentions)
+
+
+def test_a_loaded_store_shares_strings_like_a_built_one(engine: ReMindRAG, tmp_path: Path) -> None:
+    """JSON gives every value its own string; the load of a generation makes an edge's ends
+    its nodes' id strings and one string per kind and per mention / context text (RESULTS §6:
+    memory of a served 1 M-edge store)."""
+    root = engine.store.save(tmp_path / "s")  # type: ignore[attr-defined]
+    store = InMemoryGraphStore.load(root)
+    _shares_strings(store)
+    assert _snapshot(store) == _snapshot(engine.store)
+
+
+def test_a_store_opened_from_its_folder_shares_strings_like_a_built_one(
+    engine: ReMindRAG, tmp_path: Path
+) -> None:
+    """An engine's folder is a database: each row read gives every value its own string too;
+    the store an engine opens there shares them as a built one does (RESULTS §6)."""
+    engine.save(tmp_path / "s")
+    store = ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder()).store
+    _shares_strings(store)
     assert _snapshot(store) == _snapshot(engine.store)
 
 
@@ -109,7 +128,7 @@ def test_memory_is_sparse(engine: ReMindRAG) -> None:
 
 
 def test_no_pickle_files(engine: ReMindRAG, tmp_path: Path) -> None:
-    root = engine.save(tmp_path / "s")
+    root = engine.store.save(tmp_path / "s")  # type: ignore[attr-defined]
     gen = root / (root / "CURRENT").read_text().split()[0]
     for f in gen.iterdir():
         if f.suffix == ".npy":
@@ -118,14 +137,40 @@ def test_no_pickle_files(engine: ReMindRAG, tmp_path: Path) -> None:
             json.loads(f.read_text())
 
 
+def test_no_pickles_in_the_database(engine: ReMindRAG, tmp_path: Path) -> None:
+    """An engine's database holds vectors as raw float arrays and its other values as JSON:
+    nothing a load would have to unpickle."""
+    engine.retrieve("Who directed Sinister?")
+    engine.save(tmp_path / "s")
+    dim = engine.store.dim
+    con = sqlite3.connect(tmp_path / "s" / sqlite_store.DB_FILE)
+    try:
+        vectors = [b for (b,) in con.execute("SELECT vector FROM nodes")]
+        vectors += [b for (b,) in con.execute("SELECT vector FROM memory")]
+        texts = [v for (v,) in con.execute("SELECT value FROM settings")]
+        texts += [v for (v,) in con.execute("SELECT meta FROM documents")]
+        texts += [v for (v,) in con.execute("SELECT metadata FROM chunks")]
+        texts += [v for (v,) in con.execute("SELECT body FROM traces")]
+    finally:
+        con.close()
+    assert vectors and all(len(b) in (2 * dim, 4 * dim) for b in vectors)  # type: ignore[operator]
+    assert texts and all(isinstance(json.loads(t), (dict, list)) for t in texts)
+
+
 def test_corrupt_file_is_a_typed_error(engine: ReMindRAG, tmp_path: Path) -> None:
-    root = engine.save(tmp_path / "s")
+    """A damaged file of a generations folder is a typed error, to the store's load and to an
+    engine's, whose conversion of the folder refuses it and leaves it as it was."""
+    root = engine.store.save(tmp_path / "s")  # type: ignore[attr-defined]
     gen = root / (root / "CURRENT").read_text().split()[0]
     (gen / "edges.json").write_text("[{]")
     with pytest.raises(StoreCorruptError):
         InMemoryGraphStore.load(root)
-    with pytest.raises(StoreCorruptError):
-        ReMindRAG.load(root, embeddings=HashEmbedder())
+    before = sorted(p.name for p in root.iterdir())
+    for _ in range(2):
+        with pytest.raises(StoreCorruptError):
+            ReMindRAG.load(root, embeddings=HashEmbedder())
+    assert not sqlite_store.holds_database(root)
+    assert sorted(p.name for p in root.iterdir()) == before  # no half-made database left
 
 
 def test_missing_store_is_a_typed_error(tmp_path: Path) -> None:
@@ -136,7 +181,7 @@ def test_missing_store_is_a_typed_error(tmp_path: Path) -> None:
 def test_crash_mid_save_leaves_previous_generation(
     engine: ReMindRAG, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = engine.save(tmp_path / "s")
+    root = engine.store.save(tmp_path / "s")  # type: ignore[attr-defined]
     before = _snapshot(InMemoryGraphStore.load(root))
     engine.insert([Document("d4", "Ethan Hawke is an American actor.")])
 
@@ -153,10 +198,10 @@ def test_crash_mid_save_leaves_previous_generation(
 def test_saves_keep_the_current_and_the_previous_generation(
     engine: ReMindRAG, tmp_path: Path
 ) -> None:
-    root = engine.save(tmp_path / "s")
+    root = engine.store.save(tmp_path / "s")  # type: ignore[attr-defined]
     names = []
     for _ in range(3):
-        engine.save(root)
+        engine.store.save(root)  # type: ignore[attr-defined]
         names.append((root / "CURRENT").read_text().split()[0])
     # the previous one stays for readers still reading it; older ones go
     assert sorted(p.name for p in root.glob("gen-*")) == sorted(names[-2:])

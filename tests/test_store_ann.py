@@ -15,7 +15,7 @@ from remindrag_integrations.errors import (
     InvalidArgumentError,
     UnknownNodeError,
 )
-from remindrag_integrations.stores import InMemoryGraphStore, ann, open_store
+from remindrag_integrations.stores import InMemoryGraphStore, ann, open_store, sqlite_store
 from remindrag_integrations.stores.vectors import EmbeddingTable
 from remindrag_integrations.testing import contract_graph
 
@@ -111,17 +111,30 @@ def test_filtered_search_matches_the_exact_scan() -> None:
 
 
 def test_save_and_load_keep_vectors_and_take_options(tmp_path: Path) -> None:
+    """The generations format (``store.save``) loads with the store options given, and so
+    does the folder's database once ``open_store`` has converted it, vectors equal."""
     store = synthetic_graph(1000, DIM)
     store.save(tmp_path / "s")
     ids = [n.id for n in store.whole_graph()[0]]
+    q = _queries(store, 1)[0]
     for opts in ({}, {"ann": True}, {"vectors": "float32", "ann": False}):
         loaded = InMemoryGraphStore.load(tmp_path / "s", **opts)
         assert np.array_equal(loaded.node_embeddings(ids), store.node_embeddings(ids))
-        q = _queries(store, 1)[0]
         assert _ids(loaded.search(q, 1, KINDS)) == _ids(store.search(q, 1, KINDS))
-    assert open_store(tmp_path / "s", vectors="float32")._vectors.table.dtype == np.float32
     with pytest.raises(ConfigError):
         InMemoryGraphStore.load(tmp_path / "s", no_such_option=1)
+    with pytest.raises(ConfigError):  # refused, the folder not converted
+        open_store(tmp_path / "s", no_such_option=1)
+    assert not sqlite_store.holds_database(tmp_path / "s")
+    for opts in ({"vectors": "float32"}, {"ann": True}, {}):  # converted once, then opened
+        opened = open_store(tmp_path / "s", **opts)
+        assert np.array_equal(opened.node_embeddings(ids), store.node_embeddings(ids))
+        assert _ids(opened.search(q, 1, KINDS)) == _ids(store.search(q, 1, KINDS))
+        want = np.float32 if opts.get("vectors") == "float32" else store._vectors.table.dtype
+        assert opened._vectors.table.dtype == want
+        opened.close()  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError):
+        open_store(tmp_path / "s", no_such_option=1)
 
 
 def test_float16_halves_the_vectors() -> None:

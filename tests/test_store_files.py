@@ -1,6 +1,10 @@
-"""A store directory read as an attacker could have written it: a load reads only regular files
-inside the store's own generation folder; a save that cannot write says so with a typed error and
-keeps the last good generation."""
+"""A store directory of the generations format (what the previous release saved, and what
+``InMemoryGraphStore.save`` still writes) read as an attacker could have written it: a load
+reads only regular files inside the store's own generation folder, and so does the one-time
+conversion that ``ReMindRAG.load`` / ``store=DIR`` make of such a folder (it refuses the same
+input with the same typed error and converts nothing); a save that cannot write says so with a
+typed error and keeps the last good generation, and so does an engine whose settings cannot be
+written."""
 
 from __future__ import annotations
 
@@ -13,15 +17,33 @@ from pathlib import Path
 import pytest
 
 from remindrag_integrations import Document, ReMindRAG, StoreError
+from remindrag_integrations.adapters import embedder_record
+from remindrag_integrations.core import persist
 from remindrag_integrations.errors import StoreCorruptError
-from remindrag_integrations.stores import InMemoryGraphStore, generations
+from remindrag_integrations.stores import (
+    InMemoryGraphStore,
+    SQLiteGraphStore,
+    generations,
+    sqlite_store,
+)
 from remindrag_integrations.testing import HashEmbedder
+
+
+def _old_save(eng: ReMindRAG, root: Path) -> Path:
+    """What the previous release's ``eng.save(root)`` wrote: a generation and engine.json."""
+    used = embedder_record.record(eng.embedder, eng.store.dim, None)
+    return persist.save(eng.store, eng.index_config, eng.retrieval_config, root, used)
 
 
 def _saved(tmp_path: Path) -> tuple[InMemoryGraphStore, Path]:
     eng = ReMindRAG(embeddings=HashEmbedder(16))
     eng.insert([Document("d1", "Alice lives in Paris. Bob visits Alice.")])
-    return eng.store, eng.save(tmp_path / "s")  # type: ignore[return-value]
+    return eng.store, _old_save(eng, tmp_path / "s")  # type: ignore[return-value]
+
+
+def _not_converted(root: Path) -> bool:
+    """True when a refused conversion left the folder as it was: no database, the old files."""
+    return not sqlite_store.holds_database(root) and os.path.lexists(root / "CURRENT")
 
 
 def _gen(root: Path) -> Path:
@@ -122,12 +144,28 @@ def test_a_data_file_linked_elsewhere_is_refused(tmp_path: Path) -> None:
         InMemoryGraphStore.load(root)
 
 
+def test_hostile_generation_files_are_refused_by_the_conversion_too(tmp_path: Path) -> None:
+    """``ReMindRAG.load`` of a folder of the older format converts it through the same reader:
+    a file linked elsewhere is refused with the same typed error, and nothing is converted."""
+    _, root = _saved(tmp_path)
+    data = _gen(root) / "documents.json"
+    (tmp_path / "copy.json").write_bytes(data.read_bytes())
+    data.unlink()
+    data.symlink_to(tmp_path / "copy.json")
+    with pytest.raises(StoreCorruptError, match="symbolic link"):
+        ReMindRAG.load(root, embeddings=HashEmbedder(16))
+    with pytest.raises(StoreCorruptError, match="symbolic link"):
+        ReMindRAG(embeddings=HashEmbedder(16), store=str(root))
+    assert _not_converted(root)
+
+
 def test_an_engine_json_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
     _, root = _saved(tmp_path)
     (root / "engine.json").unlink()
     os.mkfifo(root / "engine.json")
-    with pytest.raises(StoreCorruptError):
+    with pytest.raises(StoreCorruptError, match="FIFO"):  # at once: a read would hang
         ReMindRAG.load(root, embeddings=HashEmbedder(16))
+    assert _not_converted(root)
 
 
 def test_a_lock_file_that_is_a_link_is_a_typed_error(tmp_path: Path) -> None:
@@ -136,7 +174,10 @@ def test_a_lock_file_that_is_a_link_is_a_typed_error(tmp_path: Path) -> None:
     (root / ".lock").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(StoreCorruptError, match="remove it"):
         store.save(root)
+    with pytest.raises(StoreCorruptError, match="remove it"):  # the conversion takes it too
+        ReMindRAG.load(root, embeddings=HashEmbedder(16))
     assert not (tmp_path / "elsewhere").exists()
+    assert _not_converted(root)
 
 
 def test_saving_to_a_regular_file_is_a_typed_error(tmp_path: Path) -> None:
@@ -205,9 +246,11 @@ def test_a_save_that_cannot_switch_current_keeps_the_last_generation(
 def test_engine_json_that_cannot_be_written_is_a_typed_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The generations format writes engine.json beside the store, under its lock, after the
+    switch: a full disk there is a typed error, and the previous engine.json is kept."""
     eng = ReMindRAG(embeddings=HashEmbedder(16))
     eng.insert([Document("d1", "Alice lives in Paris.")])
-    root = eng.save(tmp_path / "s")
+    root = _old_save(eng, tmp_path / "s")
     before = (root / "engine.json").read_bytes()
     real = generations._write_synced
 
@@ -218,8 +261,29 @@ def test_engine_json_that_cannot_be_written_is_a_typed_error(
 
     monkeypatch.setattr(generations, "_write_synced", full)
     with pytest.raises(StoreError, match="the store is saved.*free space"):
-        eng.save(root)
+        _old_save(eng, root)
     monkeypatch.undo()
     assert (root / "engine.json").read_bytes() == before
     assert not list(root.glob(".*.tmp"))
     ReMindRAG.load(root, embeddings=HashEmbedder(16))
+
+
+def test_engine_settings_that_cannot_be_written_are_a_typed_error(tmp_path: Path) -> None:
+    """A folder store keeps the engine's configuration in its database: saving it where the
+    database cannot be written (a read-only store) is a typed error that keeps the previous
+    configuration, and the same call writes it once the store is writable again."""
+    eng = ReMindRAG(embeddings=HashEmbedder(16), store=str(tmp_path / "s"))
+    eng.insert([Document("d1", "Alice lives in Paris.")])
+    store = eng.store
+    assert isinstance(store, SQLiteGraphStore)
+    k = eng.retrieval_config.k
+    store._db.execute("PRAGMA query_only = 1")  # the database refuses every write
+    eng.change_fields(k=k + 4)  # kept in memory; recording it fails (logged)
+    with pytest.raises(StoreError, match="writable"):
+        eng.save()
+    assert sqlite_store.read_settings(tmp_path / "s")["engine"]["retrieval"]["k"] == k
+    store._db.execute("PRAGMA query_only = 0")
+    eng.save()  # the same call again: written
+    assert sqlite_store.read_settings(tmp_path / "s")["engine"]["retrieval"]["k"] == k + 4
+    eng.close()
+    assert ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder(16)).retrieval_config.k == k + 4

@@ -47,6 +47,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from ..core import progress as progress_arg
 from ..core.errors import (
     ConfigError,
     StoreCorruptError,
@@ -561,6 +562,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
         converted once when it holds the older generations format (its files are moved to
         ``format2-backup/``). ``namespace``: a folder holds one; another raises
         :class:`ConfigError`. ``options``: the in-memory cache's (``vectors``, ``ann``...)."""
+        progress_arg.check(progress)
         root = Path(directory).expanduser().resolve()
         if root.exists() and not root.is_dir():
             raise StoreError(f"{root} is a file, not a store directory: give a directory path")
@@ -573,10 +575,14 @@ class SQLiteGraphStore(InMemoryGraphStore):
             store = cls(root, namespace, max_traces, lock_wait, **options)
         except TypeError as exc:
             raise ConfigError(f"unknown store option: {exc}") from None
-        store._start(namespace)
+        store._start(namespace, progress)
         return store
 
-    def _start(self, namespace: str) -> None:
+    OPEN_STEPS = ("rows read", "BM25 index", "graph matrix")
+    """What an open does, in order (its ``progress`` steps): the cache built from the
+    database's rows, then what the first query needs, built now rather than then."""
+
+    def _start(self, namespace: str, progress: Any = None) -> None:
         try:
             self._db.executescript(SCHEMA)
             row = self._db.execute("SELECT value FROM meta WHERE key = 'namespace'").fetchone()
@@ -594,7 +600,17 @@ class SQLiteGraphStore(InMemoryGraphStore):
                     f"{namespace!r}: use one folder per namespace"
                 )
             self._seq = -1
+            report = progress_arg.as_progress(progress, "opening the store", "step")
+            total = len(self.OPEN_STEPS)
             self._fresh(force=True)
+            if report is not None:
+                report(1, total)
+            self.lexical_index()
+            if report is not None:
+                report(2, total)
+            self.graph_matrix()
+            if report is not None:
+                report(3, total)
         except sqlite3.Error as exc:
             self.close()
             raise _sqlite_error(exc, self.root, "open the store") from exc
@@ -863,7 +879,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
     def settings(self) -> dict[str, Any]:
         with self._read_lock:
             rows = self._reader.execute("SELECT key, value FROM settings").fetchall()
-        return {k: json.loads(v) for k, v in rows}
+        return _settings_of(rows, self.root)
 
     def update_settings(self, values: dict[str, Any]) -> None:
         if not values:
@@ -902,11 +918,9 @@ class SQLiteGraphStore(InMemoryGraphStore):
             check_folder(root, own_name)
         if holds_database(root):  # replaced in place: whoever has it open reloads
             return write_store(self.copy(), root, settings, overwrite=True)
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f".{DB_FILE}.{os.getpid()}.tmp"
-        tmp.unlink(missing_ok=True)
         self.flush()
-        try:
+
+        def build(tmp: Path) -> None:  # SQLite's online backup of this store, then settings
             target = sqlite3.connect(tmp)
             try:
                 with self._read_lock:
@@ -919,15 +933,8 @@ class SQLiteGraphStore(InMemoryGraphStore):
                     target.commit()
             finally:
                 target.close()
-            for suffix in ("-wal", "-shm"):
-                (root / f"{DB_FILE}{suffix}").unlink(missing_ok=True)
-            os.replace(tmp, root / DB_FILE)
-        except (sqlite3.Error, OSError) as exc:
-            tmp.unlink(missing_ok=True)
-            raise StoreError(
-                f"could not save the store to {root}: {exc}; free space or "
-                "give a writable folder, then save again"
-            ) from exc
+
+        _new_database(root, build, overwrite)
         return root
 
     @classmethod
@@ -1066,7 +1073,7 @@ def _convert_or_make(
     """Make the database in ``root``: empty, or (once, under the folder's lock) holding the
     store of the generations format saved there, with the JSON files beside it as settings.
     Built under a temporary name and renamed into place: a kill leaves no half database."""
-    from ..core.persist import BESIDE, check_folder, read_checked_json
+    from ..core.persist import BESIDE, check_folder
 
     if not generations.holds_data(root):
         check_folder(root, own_name)
@@ -1080,18 +1087,12 @@ def _convert_or_make(
     with generations.dir_lock(root, wait):
         if holds_database(root):
             return  # another process made it meanwhile
+        _clear_temps(root)  # of conversions and saves that did not finish
         tmp = root / f".{DB_FILE}.{os.getpid()}.tmp"
-        for junk in (
-            tmp,
-            root / f"{tmp.name}-wal",
-            root / f"{tmp.name}-shm",
-            root / f"{tmp.name}-journal",
-        ):
-            junk.unlink(missing_ok=True)
         try:
             con = sqlite3.connect(tmp, isolation_level=None)
             try:
-                con.executescript(SCHEMA)
+                con.executescript(f"BEGIN; {SCHEMA} COMMIT;")  # one commit, not one per table
                 con.execute("BEGIN")
                 old = None
                 if generations.holds_data(root):
@@ -1105,7 +1106,7 @@ def _convert_or_make(
                         if (root / name).exists():
                             con.execute(
                                 "INSERT INTO settings VALUES (?, ?)",
-                                (_setting(name), json.dumps(read_checked_json(root / name))),
+                                (_setting(name), json.dumps(_old_beside(root / name))),
                             )
                 con.execute("COMMIT")
                 con.execute("PRAGMA journal_mode=WAL")
@@ -1118,13 +1119,7 @@ def _convert_or_make(
                 os.close(fd)
             os.replace(tmp, db_path(root))
         except BaseException as exc:  # a damaged old store too: no half-made database left
-            for junk in (
-                tmp,
-                root / f"{tmp.name}-wal",
-                root / f"{tmp.name}-shm",
-                root / f"{tmp.name}-journal",
-            ):
-                junk.unlink(missing_ok=True)
+            _clear_temps(root)
             if isinstance(exc, (sqlite3.Error, OSError)):
                 raise StoreError(
                     f"could not make the store database at {root}: {exc}; free "
@@ -1191,15 +1186,11 @@ def _move_backup(root: Path) -> None:
 def read_settings(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """The settings kept in the store database of ``directory`` (read only; ``{}`` when it
     holds none), or, in a folder of the generations format, its JSON files beside."""
-    from ..core.persist import BESIDE, read_checked_json
+    from ..core.persist import BESIDE
 
     root = Path(directory).expanduser()
     if not holds_database(root):
-        return {
-            _setting(n): read_checked_json(root / n)
-            for n in BESIDE
-            if (root / n).exists() and n != "retriever.json"
-        }
+        return {_setting(n): _old_beside(root / n) for n in BESIDE if (root / n).exists()}
     try:
         con = sqlite3.connect(f"{db_path(root.resolve()).as_uri()}?mode=ro", uri=True)
         try:
@@ -1208,7 +1199,38 @@ def read_settings(directory: str | os.PathLike[str]) -> dict[str, Any]:
             con.close()
     except sqlite3.Error as exc:
         raise _sqlite_error(exc, root, "read the settings") from exc
-    return {k: json.loads(v) for k, v in rows}
+    return _settings_of(rows, root)
+
+
+def _old_beside(path: Path) -> Any:
+    """A JSON file the generations format kept beside its store: ``engine.json`` /
+    ``cli.json`` carry their checksum, ``retriever.json`` was plain JSON."""
+    from ..core.files import read_regular
+    from ..core.persist import read_checked_json
+
+    try:
+        doc = json.loads(read_regular(path).decode("utf-8"))
+    except (OSError, ValueError, UnicodeError) as exc:
+        raise StoreCorruptError(f"{path} is missing or damaged: {exc}") from exc
+    if isinstance(doc, dict) and set(doc) == {"sha256", "body"}:
+        return read_checked_json(path)
+    if not isinstance(doc, dict):
+        raise StoreCorruptError(f"{path} is damaged: not a JSON object")
+    return doc
+
+
+def _settings_of(rows: list[tuple[str, str]], root: Path) -> dict[str, Any]:
+    """The settings rows as values; one that is not JSON is damage, said as such."""
+    out = {}
+    for key, value in rows:
+        try:
+            out[key] = json.loads(value)
+        except ValueError as exc:
+            raise StoreCorruptError(
+                f"the {key!r} settings kept in the store at {root} are damaged ({exc}): save "
+                "them again (engine.save(), retriever.save(path)) to replace them"
+            ) from None
+    return out
 
 
 def write_store(
@@ -1263,33 +1285,67 @@ def write_store(
         except sqlite3.Error as exc:
             raise _sqlite_error(exc, root, "save the store") from exc
         return root
-    tmp = root / f".{DB_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp.unlink(missing_ok=True)
+
+    def build(tmp: Path) -> None:
         con = sqlite3.connect(tmp, isolation_level=None)
         try:
-            con.executescript(SCHEMA)
+            con.executescript(f"BEGIN; {SCHEMA} COMMIT;")
             con.execute("BEGIN")
             _fill(con, view, settings)
             con.execute("COMMIT")
             con.execute("PRAGMA journal_mode=WAL")
         finally:
             con.close()
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, db_path(root))
-    except (sqlite3.Error, OSError) as exc:
-        tmp.unlink(missing_ok=True)
-        raise StoreError(
-            f"could not save the store to {root}: {exc}; free space or give a "
-            "writable folder, then save again"
-        ) from exc
-    _move_backup(root)
+
+    _new_database(root, build, overwrite)
     return root
+
+
+def _clear_temps(root: Path) -> None:
+    """Remove the temporary databases of saves and conversions that did not finish (killed,
+    a full disk): the caller holds the folder's lock, so no live writer owns one."""
+    for junk in root.glob(f".{DB_FILE}.*.tmp*"):
+        junk.unlink(missing_ok=True)
+
+
+def _new_database(root: Path, build: Any, overwrite: bool) -> None:
+    """Make ``root``'s database with ``build(path)`` under a temporary name, synced, then
+    renamed into place, holding the folder's lock (a kill leaves no half database, only a
+    temporary file the next save or open removes)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot make the store folder {root}: {exc.strerror or exc}; give "
+            "a folder you can write to"
+        ) from exc
+    with generations.dir_lock(root, 30.0):
+        _clear_temps(root)
+        if holds_database(root) and not overwrite:  # another process made one meanwhile
+            raise StoreExistsError(
+                f"{root} holds another saved store: saving would replace it and its "
+                "learned memory. Open it to add to it, save elsewhere, or pass overwrite=True"
+            )
+        tmp = root / f".{DB_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            build(tmp)
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            for suffix in ("-wal", "-shm"):
+                (root / f"{DB_FILE}{suffix}").unlink(missing_ok=True)
+            os.replace(tmp, db_path(root))
+        except BaseException as exc:
+            _clear_temps(root)
+            if isinstance(exc, (sqlite3.Error, OSError)):
+                raise StoreError(
+                    f"could not save the store to {root}: {exc}; free space or give a "
+                    "writable folder, then save again"
+                ) from exc
+            raise
+    _move_backup(root)
 
 
 def _fill(con: sqlite3.Connection, store: InMemoryGraphStore, settings: Mapping[str, Any]) -> None:
