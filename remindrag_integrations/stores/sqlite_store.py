@@ -103,46 +103,48 @@ _TABLES = {
 
 class _Tracked(dict):  # type: ignore[type-arg]
     """A dict that notes every key set or removed in ``log`` (shared by its copies until the
-    write that uses it collects it): how a write finds the rows it changed."""
+    write that uses it collects it): how a write finds the rows it changed. The log keeps the
+    order keys were first touched in, so new rows reach the database in the order they were
+    added (a reload's dicts are in the writer's order)."""
 
     __slots__ = ("log",)
 
-    def __init__(self, data: Any = (), log: set[Any] | None = None) -> None:
+    def __init__(self, data: Any = (), log: dict[Any, None] | None = None) -> None:
         super().__init__(data)
-        self.log: set[Any] = set() if log is None else log
+        self.log: dict[Any, None] = {} if log is None else log
 
     def copy(self) -> _Tracked:
         return _Tracked(self, self.log)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self.log.add(key)
+        self.log[key] = None
         super().__setitem__(key, value)
 
     def __delitem__(self, key: Any) -> None:
-        self.log.add(key)
+        self.log[key] = None
         super().__delitem__(key)
 
     def pop(self, key: Any, *default: Any) -> Any:
-        self.log.add(key)
+        self.log[key] = None
         return super().pop(key, *default)
 
     def popitem(self) -> tuple[Any, Any]:
         key, value = super().popitem()
-        self.log.add(key)
+        self.log[key] = None
         return key, value
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         if key not in self:
-            self.log.add(key)
+            self.log[key] = None
         return super().setdefault(key, default)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         new = dict(*args, **kwargs)
-        self.log.update(new)
+        self.log.update(dict.fromkeys(new))
         super().update(new)
 
     def clear(self) -> None:
-        self.log.update(self)
+        self.log.update(dict.fromkeys(self))
         super().clear()
 
 
@@ -339,7 +341,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
 
     def _persist(self, con: sqlite3.Connection) -> None:
         """Write the rows the cache's write changed, and its change record."""
-        logs = {name: set(getattr(self, name).log) for name in _PERSISTED}
+        logs = {name: list(getattr(self, name).log) for name in _PERSISTED}
         if not any(logs.values()):
             return
         vec = self._vectors.table
