@@ -20,10 +20,6 @@ from .specs import CLIError, cached
 if TYPE_CHECKING:
     from ..stores import SQLiteGraphStore
 
-CLI_FILE = "cli.json"
-LOCK_WAIT = 600.0  # seconds a writing command waits for another one on the same directory
-WRITING_COMMANDS = ("index", "ask", "memory")
-
 
 def _is_dsn(args: argparse.Namespace) -> bool:
     from ..stores import is_postgres_dsn

@@ -72,7 +72,7 @@ def save(
     overwrite: bool = False,
 ) -> Path:
     """``embedder`` (what :func:`~..adapters.embedder_record.record` says of it) is recorded
-    so that :func:`load_embedder` can tell which embedder the store needs. A directory store
+    so that a later open can tell which embedder the store needs. A directory store
     refuses to replace another store unless ``overwrite`` (see its ``save``) and writes
     ``engine.json`` under its lock, as the last file of its save (a first save killed before
     it holds no store: the next save takes it over); no store writes into a folder that holds
@@ -122,15 +122,6 @@ def embedder_of(cfg: dict[str, Any]) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def load_config(directory: str | os.PathLike[str]) -> tuple[IndexConfig, RetrievalConfig]:
-    root = Path(directory)
-    cfg = read_checked_json(root / ENGINE_FILE)
-    try:
-        return IndexConfig.from_saved(cfg["index"]), RetrievalConfig.from_saved(cfg["retrieval"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise StoreCorruptError(f"no readable engine config at {root}: {exc}") from exc
-
-
 def checked_json(obj: dict[str, Any]) -> bytes:
     """``obj`` as JSON with the sha256 of its body (read back by :func:`read_checked_json`)."""
     body = json.dumps(obj, sort_keys=True, allow_nan=False)
@@ -167,10 +158,3 @@ def read_checked_json(path: Path) -> dict[str, Any]:
         return obj
     except (OSError, ValueError, KeyError, TypeError, UnicodeError, AttributeError) as exc:
         raise StoreCorruptError(f"{path} is missing or damaged: {exc}") from exc
-
-
-def load_embedder(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The embedder recorded by :func:`save` (``name`` and ``dimension``), None when the
-    engine was saved without one."""
-    found = read_checked_json(Path(directory) / ENGINE_FILE).get("embedder")
-    return found if isinstance(found, dict) else None
