@@ -501,3 +501,30 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_write_and_half_applies_n
         assert again.store.counts() == SQLiteGraphStore.open(tmp_path / "s").counts()
         again.close()
     assert len(log.read_text().splitlines()) > 0  # the kills came while it was writing
+
+
+def test_a_store_db_that_is_a_link_empty_or_holds_a_damaged_row_is_a_typed_error(
+    tmp_path: Path,
+) -> None:
+    from remindrag_integrations.errors import StoreCorruptError
+
+    _engine(tmp_path / "other").insert(DOCS)
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / sqlite_store.DB_FILE).symlink_to(tmp_path / "other" / "store.db")
+    (tmp_path / "dangling").mkdir()
+    (tmp_path / "dangling" / sqlite_store.DB_FILE).symlink_to(tmp_path / "nowhere.db")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / sqlite_store.DB_FILE).write_bytes(b"")
+    for name in ("linked", "dangling", "empty"):
+        with pytest.raises(StoreCorruptError, match="not a store database"):
+            ReMindRAG.load(tmp_path / name, embeddings=HashEmbedder())
+    assert not (tmp_path / "nowhere.db").exists()  # nothing made through the link
+    engine = _engine(tmp_path / "other")
+    r = engine.retrieve("Nordwind ferry")
+    engine.store.flush()  # type: ignore[attr-defined]
+    con = sqlite3.connect(tmp_path / "other" / sqlite_store.DB_FILE)
+    con.execute("UPDATE traces SET body = substr(body, 1, 40)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreCorruptError, match="trace"):
+        _engine(tmp_path / "other").trace(r.trace.trace_id)

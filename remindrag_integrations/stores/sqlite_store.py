@@ -148,6 +148,28 @@ class _Tracked(dict):  # type: ignore[type-arg]
         super().clear()
 
 
+def _check_file(path: Path) -> None:
+    """Refuse a ``store.db`` that is not a regular, non-empty file of the folder: a link (to
+    another store, or dangling: SQLite would make a database elsewhere), a FIFO, a device, a
+    folder, an empty file (this library only ever renames a whole database into place)."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        what = (
+            "a link"
+            if stat.S_ISLNK(st.st_mode)
+            else ("an empty file" if stat.S_ISREG(st.st_mode) else "not a regular file")
+        )
+        raise StoreCorruptError(
+            f"{path} is {what}, not a store database: remove it, or give the folder of a "
+            "saved store"
+        )
+
+
 def db_path(directory: str | os.PathLike[str]) -> Path:
     return Path(directory) / DB_FILE
 
@@ -217,6 +239,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
         self._dim_saved: int | None = None  # the dimension the database records
         self._ann_saved = -1  # the write whose ANN indexes were kept
         self._marked: dict[str, str] = {}  # memorized traces written, as written (a few)
+        self._flushing: dict[str, dict] = {}  # traces the open transaction writes
         self._claimer = f"{os.getpid()}-{id(self):x}-{time.time_ns():x}"  # this store's claims
         self._track()
         self._db = self._connect(lock_wait)
@@ -226,6 +249,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
     # --- connections ----------------------------------------------------------------------
     def _connect(self, wait: float) -> sqlite3.Connection:
         path = db_path(self.root)
+        _check_file(path)
         try:
             con = sqlite3.connect(path, timeout=wait, isolation_level=None, check_same_thread=False)
             con.execute("PRAGMA journal_mode=WAL")
@@ -258,6 +282,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
                         con.execute("PRAGMA synchronous=FULL")
                 raise _sqlite_error(exc, self.root, what) from exc
             self._writing_thread = threading.get_ident()
+            self._flushing = {}
             try:
                 yield con
                 self._flush_traces(con)
@@ -265,6 +290,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):
                     con.execute("ROLLBACK")
+                self._keep_traces()
                 if isinstance(exc, sqlite3.Error):
                     raise _sqlite_error(exc, self.root, what) from exc
                 raise
@@ -290,6 +316,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
                 raise _sqlite_error(exc, self.root, what) from exc
             self._writing_thread = threading.get_ident()
             try:
+                self._flushing = {}
                 with self._lock:
                     try:
                         self._catch_up(con)
@@ -301,6 +328,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
                     except BaseException as exc:
                         with contextlib.suppress(sqlite3.Error):
                             con.execute("ROLLBACK")
+                        self._keep_traces()
                         self._rebuild(con)
                         if isinstance(exc, sqlite3.Error):
                             raise _sqlite_error(exc, self.root, what) from exc
@@ -406,7 +434,16 @@ class SQLiteGraphStore(InMemoryGraphStore):
 
     def _catch_up(self, con: sqlite3.Connection) -> None:
         """Make the cache what the database holds (caller: the store's lock, and a read or
-        write transaction on ``con``)."""
+        write transaction on ``con``); a row that cannot be what it says is damage."""
+        try:
+            self._catch_up_rows(con)
+        except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
+            self._seq = -1
+            raise StoreCorruptError(
+                f"the store database at {self.root} holds a damaged row ({exc!r})"
+            ) from exc
+
+    def _catch_up_rows(self, con: sqlite3.Connection) -> None:
         rows = con.execute(
             "SELECT seq, keys FROM changes WHERE seq > ? ORDER BY seq", (max(self._seq, 0),)
         ).fetchall()
@@ -785,8 +822,15 @@ class SQLiteGraphStore(InMemoryGraphStore):
                 with self._trace_lock:
                     self._pending.pop(trace["trace_id"], None)
                 return
-            with self._transaction("write the trace"):
-                pass
+            try:
+                with self._transaction("write the trace"):
+                    pass
+            except StoreError as exc:
+                raise type(exc)(
+                    f"the memory write is on disk, but marking its trace memorized failed: "
+                    f"{exc}. The mark is kept in this process and written by its next write; "
+                    "do not repeat the memorize"
+                ) from exc
             self._marked[trace["trace_id"]] = body
             while len(self._marked) > 1000:
                 self._marked.pop(next(iter(self._marked)))
@@ -814,6 +858,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
     def _flush_traces(self, con: sqlite3.Connection) -> None:
         with self._trace_lock:
             pending, self._pending = self._pending, {}
+        self._flushing = pending  # put back if the transaction does not commit
         if not pending:
             return
         try:
@@ -832,6 +877,13 @@ class SQLiteGraphStore(InMemoryGraphStore):
                 self._pending = {**pending, **self._pending}
             raise
 
+    def _keep_traces(self) -> None:
+        """The traces a transaction that did not commit was writing: pending again."""
+        flushing, self._flushing = getattr(self, "_flushing", {}), {}
+        if flushing:
+            with self._trace_lock:
+                self._pending = {**flushing, **self._pending}
+
     def load_trace(self, trace_id: str) -> dict | None:
         with self._trace_lock:
             if trace_id in self._pending:
@@ -840,7 +892,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
             row = self._reader.execute(
                 "SELECT body FROM traces WHERE id = ?", (trace_id,)
             ).fetchone()
-        return json.loads(row[0]) if row else super().load_trace(trace_id)
+        return _trace_of(row[0], self.root) if row else super().load_trace(trace_id)
 
     def recent_traces(self, limit: int) -> list[dict]:
         with self._read_lock:
@@ -850,7 +902,9 @@ class SQLiteGraphStore(InMemoryGraphStore):
         with self._trace_lock:
             pending = list(reversed(self._pending.values()))
         seen = {t["trace_id"] for t in pending}
-        out = pending + [t for r in rows if (t := json.loads(r[0]))["trace_id"] not in seen]
+        out = pending + [
+            t for r in rows if (t := _trace_of(r[0], self.root))["trace_id"] not in seen
+        ]
         return out[: max(limit, 0)]
 
     claim_timeout = 600.0  # seconds after which a crashed writer's claim may be taken over
@@ -1204,6 +1258,17 @@ def read_settings(directory: str | os.PathLike[str]) -> dict[str, Any]:
     return _settings_of(rows, root)
 
 
+def _trace_of(body: str, root: Path) -> dict:
+    """A trace row's body; one that is not a JSON object is damage, said as such."""
+    try:
+        found = json.loads(body)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise StoreCorruptError(f"a trace kept in the store at {root} is damaged")
+    return found
+
+
 def _old_beside(path: Path) -> Any:
     """A JSON file the generations format kept beside its store: ``engine.json`` /
     ``cli.json`` carry their checksum, ``retriever.json`` was plain JSON."""
@@ -1214,7 +1279,7 @@ def _old_beside(path: Path) -> Any:
         doc = json.loads(read_regular(path).decode("utf-8"))
     except (OSError, ValueError, UnicodeError) as exc:
         raise StoreCorruptError(f"{path} is missing or damaged: {exc}") from exc
-    if isinstance(doc, dict) and set(doc) == {"sha256", "body"}:
+    if path.name != "retriever.json":  # written with their checksum: damage is refused
         return read_checked_json(path)
     if not isinstance(doc, dict):
         raise StoreCorruptError(f"{path} is damaged: not a JSON object")
