@@ -77,13 +77,7 @@ def _make_folder(root: Path) -> bool:
         return False
     check_folder(root, sqlite_store.own_name)
     created = not root.exists()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(
-            f"cannot make the store folder {root}: {exc.strerror or exc}; give a folder you "
-            "can write to"
-        ) from exc
+    sqlite_store.make_folder(root)
     return created
 
 

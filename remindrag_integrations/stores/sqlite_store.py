@@ -148,6 +148,46 @@ class _Tracked(dict):  # type: ignore[type-arg]
         super().clear()
 
 
+def _another_store(root: Path) -> StoreExistsError:
+    return StoreExistsError(
+        f"{root} holds another saved store: saving would replace it and its learned memory. "
+        "Open it to add to it, save elsewhere, or pass overwrite=True"
+    )
+
+
+def _may_save(root: Path, overwrite: bool) -> None:
+    """Refuse a save into ``root`` that would replace another store (unless ``overwrite``)
+    or write among the user's files (a store's folder may hold the user's notes too)."""
+    from ..core.persist import check_folder
+
+    if SQLiteGraphStore.exists(root):
+        if not overwrite:
+            raise _another_store(root)
+    else:
+        check_folder(root, own_name)
+
+
+def _mirror(container: dict, keys: Iterable[str], found: Mapping[str, Any]) -> None:
+    """Make ``container``'s ``keys`` what the database holds: the rows ``found``, the others
+    gone."""
+    for key in keys:
+        if key in found:
+            container[key] = found[key]
+        else:
+            container.pop(key, None)
+
+
+def make_folder(root: Path) -> None:
+    """Make ``root`` (and its parents) for a store, or a typed error saying what to give."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot make the store folder {root}: {exc.strerror or exc}; give a folder you "
+            "can write to"
+        ) from exc
+
+
 def _check_file(path: Path) -> None:
     """Refuse a ``store.db`` that is not a regular, non-empty file of the folder: a link (to
     another store, or dangling: SQLite would make a database elsewhere), a FIFO, a device, a
@@ -497,16 +537,8 @@ class SQLiteGraphStore(InMemoryGraphStore):
                 self._nodes.pop(nid)
                 self._adj.pop(nid, None)
             self._entity_names = {k: v for k, v in self._entity_names.items() if v not in dead}
-        for d in keys.get("documents", ()):
-            if d in found["_docs"]:
-                self._docs[d] = found["_docs"][d]
-            else:
-                self._docs.pop(d, None)
-        for c in keys.get("chunks", ()):
-            if c in found["_chunks"]:
-                self._chunks[c] = found["_chunks"][c]
-            else:
-                self._chunks.pop(c, None)
+        _mirror(self._docs, keys.get("documents", ()), found["_docs"])
+        _mirror(self._chunks, keys.get("chunks", ()), found["_chunks"])
         new_nodes, new_vecs = [], []
         for nid, (node, vector) in found["_nodes"].items():
             if nid in self._nodes:
@@ -524,16 +556,8 @@ class SQLiteGraphStore(InMemoryGraphStore):
                 self._edges[eid] = edge
                 for end in dict.fromkeys((edge.u, edge.v)):
                     self._adj[end] = self._adj.get(end, []) + [eid]
-        for eid in keys.get("memory", ()):
-            if eid in found["_memory"]:
-                self._memory[eid] = found["_memory"][eid]
-            else:
-                self._memory.pop(eid, None)
-        for gone in keys.get("successors", ()):
-            if gone in found["_successor"]:
-                self._successor[gone] = found["_successor"][gone]
-            else:
-                self._successor.pop(gone, None)
+        _mirror(self._memory, keys.get("memory", ()), found["_memory"])
+        _mirror(self._successor, keys.get("successors", ()), found["_successor"])
         self._clear_logs()
 
     def _reload(self, con: sqlite3.Connection) -> None:
@@ -957,7 +981,6 @@ class SQLiteGraphStore(InMemoryGraphStore):
         ``beside`` (``engine.json``'s content...) into its settings; saving elsewhere copies
         the database there (SQLite's online backup), refusing a folder that holds another
         store unless ``overwrite``, or files of the user's."""
-        from ..core.persist import check_folder
 
         settings = {_setting(name): _beside_value(data) for name, data in (beside or {}).items()}
         root = Path(directory).expanduser().resolve()
@@ -965,13 +988,7 @@ class SQLiteGraphStore(InMemoryGraphStore):
             self.flush()
             self.update_settings(settings)
             return root
-        if SQLiteGraphStore.exists(root) and not overwrite:
-            raise StoreExistsError(
-                f"{root} holds another saved store: saving would replace it and its learned "
-                "memory. Open it to add to it, save elsewhere, or pass overwrite=True"
-            )
-        if not SQLiteGraphStore.exists(root):  # a store's folder may hold the user's notes
-            check_folder(root, own_name)
+        _may_save(root, overwrite)
         if holds_database(root):  # replaced in place: whoever has it open reloads
             return write_store(self.copy(), root, settings, overwrite=True)
         self.flush()
@@ -1133,13 +1150,7 @@ def _convert_or_make(
 
     if not generations.holds_data(root):
         check_folder(root, own_name)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(
-            f"cannot make the store folder {root}: {exc.strerror or exc}; give "
-            "a folder you can write to"
-        ) from exc
+    make_folder(root)
     with generations.dir_lock(root, wait):
         if holds_database(root):
             return  # another process made it meanwhile
@@ -1312,16 +1323,9 @@ def write_store(
     with ``overwrite``) is replaced in one transaction, so that processes that have it open
     reload it rather than keep writing to a file that was renamed away. A folder holding
     another store is refused unless ``overwrite``, one of the user's files always."""
-    from ..core.persist import check_folder
 
     root = Path(directory).expanduser().resolve()
-    if SQLiteGraphStore.exists(root) and not overwrite:
-        raise StoreExistsError(
-            f"{root} holds another saved store: saving would replace it and its learned "
-            "memory. Open it to add to it, save elsewhere, or pass overwrite=True"
-        )
-    if not SQLiteGraphStore.exists(root):  # a store's folder may hold the user's notes too
-        check_folder(root, own_name)
+    _may_save(root, overwrite)
     view = store.pin()
     if holds_database(root):
         try:
@@ -1379,20 +1383,11 @@ def _new_database(root: Path, build: Any, overwrite: bool) -> None:
     """Make ``root``'s database with ``build(path)`` under a temporary name, synced, then
     renamed into place, holding the folder's lock (a kill leaves no half database, only a
     temporary file the next save or open removes)."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(
-            f"cannot make the store folder {root}: {exc.strerror or exc}; give "
-            "a folder you can write to"
-        ) from exc
+    make_folder(root)
     with generations.dir_lock(root, 30.0):
         _clear_temps(root)
         if holds_database(root) and not overwrite:  # another process made one meanwhile
-            raise StoreExistsError(
-                f"{root} holds another saved store: saving would replace it and its "
-                "learned memory. Open it to add to it, save elsewhere, or pass overwrite=True"
-            )
+            raise _another_store(root)
         tmp = root / f".{DB_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             build(tmp)
