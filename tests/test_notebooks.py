@@ -16,11 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-def test_the_three_notebooks_exist_with_outputs_stripped() -> None:
+def test_the_notebooks_exist_with_outputs_stripped() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_quickstart.ipynb",
         "02_langchain.ipynb",
         "03_llamaindex.ipynb",
+        "04_keep_in_sync.ipynb",
     ]
     for path in NOTEBOOKS:
         book = nbformat.read(path, as_version=4)

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from . import answer as answering
 from . import arguments, indexing, pipeline, stream, workers
 from . import insert as inserting
@@ -32,10 +34,12 @@ from .errors import (
     UnknownTraceError,
 )
 from .ids import NODE_ID_RE, is_chunk
+from .memory import carry
 from .memory import memorize as memorizing
 from .memory import teach as teaching
 from .memory.admin import MemoryAdmin
 from .memory.filter import Support
+from .memory.math import merge
 from .memory.teach import Pairs, TeachReport
 from .memory.write import skipped
 from .navigate.llm import LLMNavigator
@@ -427,10 +431,13 @@ class Engine(MemoryAdmin):
         found = {d: self._stored_ids(d) for d in ids}
         missing = [d for d in ids if not found[d]]
         self._refuse_chunk_ids(missing)
+        doomed = list(dict.fromkeys(x for d in ids for x in found[d]))
+        moved = self._pass_to_siblings(doomed)
         before = self.store.touched_edges()
-        removed = self.store.delete_documents(list(dict.fromkeys(x for d in ids for x in found[d])))
+        removed = self.store.delete_documents(doomed)
         with self._lock:
-            self._carried["dropped"] += max(0, before - self.store.touched_edges())
+            self._carried["dropped"] += max(0, before - self.store.touched_edges() - moved)
+            self._carried["moved"] += moved
         if missing:
             log.warning("delete: %d unknown document id(s): %s", len(missing), ", ".join(missing))
         log.info("deleted %d documents, %d chunks", removed["documents"], removed["chunks"])
@@ -440,7 +447,53 @@ class Engine(MemoryAdmin):
             nodes=removed["nodes"],
             edges=removed["edges"],
             not_found=missing,
+            succeeded=[d for d in ids if found[d]],
+            num_deleted=len(ids) - len(missing),
+            failed=[],
+            num_failed=0,
         )
+
+    def _pass_to_siblings(self, doomed: Sequence[str]) -> int:
+        """Before ``doomed`` documents are deleted, their memory goes to the similar passages
+        of the documents of the same file that stay (:func:`.memory.carry.to_siblings`: the
+        pieces LangChain's ``index()`` stores one by one); how many edges passed theirs on."""
+        moves = carry.to_siblings(self.store, doomed) if doomed else {}
+        if not moves:
+            return 0
+        rows = self.store.memory(list(moves))
+        incoming: dict[str, Any] = {}
+        passed = 0
+        for (_, new), v in zip(moves.items(), rows):
+            if v.any():
+                incoming[new] = v if new not in incoming else incoming[new] + v
+                passed += 1
+        if not incoming:
+            return 0
+        targets = list(incoming)
+        self.store.update_memory(
+            targets,
+            lambda cur: np.stack([merge(c, incoming[t]) for t, c in zip(targets, cur)]),
+        )
+        return passed
+
+    def get_documents(self, doc_ids: Iterable[str]) -> list[Document]:
+        """The stored documents with these ids (a path spelled any way, as :meth:`delete`
+        finds it), in the order asked, each once; ids the store does not hold are left out
+        (LangChain's ``get_by_ids`` contract). A document's text is put back together from
+        its chunks (the blank line between pieces; the words of a whole document as stored),
+        its metadata what its chunks share."""
+        ids = list(dict.fromkeys(arguments.id_list(doc_ids, "ids") or []))
+        out: list[Document] = []
+        seen: set[str] = set()
+        for d in ids:
+            for x in self._stored_ids(d)[:1]:
+                if x in seen:
+                    continue
+                seen.add(x)
+                chunks = self.store.document_chunks(x)
+                if chunks:
+                    out.append(indexing.stored_document(x, chunks))
+        return out
 
     def _stored_ids(self, doc_id: str) -> list[str]:
         """The stored documents ``doc_id`` names: itself, else the same path spelled

@@ -21,6 +21,17 @@ class InvalidDocumentError(ReMindError, ValueError):
     """A document cannot be indexed (empty text, bad id, wrong type)."""
 
 
+class DocumentIdentityError(InvalidDocumentError):
+    """A document given without an id or a source (named by its content) whose passages
+    overlap those of a stored document also named by its content: an edit of a document
+    without an id cannot be told from a new one, so nothing is written. ``new`` and ``stored``
+    name the documents; give documents ids or sources, or delete the old version first."""
+
+    def __init__(self, message: str, new: str = "", stored: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.new, self.stored = new, stored
+
+
 class JsonlLineError(InvalidDocumentError):
     """A line of a JSONL file of documents that is no document (not JSON, not an object, no
     string ``text``, not UTF-8). ``path`` and ``line`` (1-based) say where; the batches
@@ -174,6 +185,7 @@ def warn_deprecated(old: str, new: str) -> None:
 __all__ = [
     "BulkLoadError",
     "ConfigError",
+    "DocumentIdentityError",
     "EmbedderMismatchError",
     "EmbeddingError",
     "ExtractionError",

@@ -126,6 +126,23 @@ def stored_pieces(chunks: Sequence[Chunk]) -> list[Piece] | None:
     return out
 
 
+def stored_document(doc_id: str, chunks: Sequence[Chunk]) -> Document:
+    """A stored document put back together from its chunks: given in pieces, the pieces
+    joined (:func:`of_pieces`); given whole, its text from the chunks' places in it
+    (characters no chunk holds, such as line breaks between chunks, as spaces) and its
+    metadata."""
+    pieces = stored_pieces(chunks)
+    if pieces:
+        return of_pieces(doc_id, pieces)
+    ordered = sorted(chunks, key=lambda c: c.index)
+    size = max(c.end for c in ordered)
+    buf = [" "] * size
+    for c in ordered:
+        buf[c.start : c.end] = c.text
+    meta = {k: v for k, v in ordered[0].metadata.items() if k != LIBRARY_KEY}
+    return Document(doc_id, "".join(buf).strip(), meta)
+
+
 def source_of(metadata: Any) -> str | None:
     """The file a loader's document came from (``source``, else ``file_path``), if named."""
     for key in SOURCE_KEYS:

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import arguments, indexing, workers
+from . import arguments, identity, indexing, workers
 from .config import IndexConfig
 from .memory import carry
 from .progress import offset_progress
@@ -60,6 +60,7 @@ def plan(
     ]
     chunks = [c for d in fresh for c in indexing.make_chunks(d, cfg)]
     named = tuple(d.id for d in docs)
+    identity.refuse_unnamed_edits(store, fresh, chunks, named)
     return Plan(fresh, chunks, len(docs) - len(fresh), empty, duplicates, replaces, named)
 
 
@@ -67,13 +68,18 @@ def continued(store: GraphStore, doc: Document, started: bool) -> Document:
     """``doc`` with the stored pieces its pieces continue: all of them when this batches
     block already wrote the document (``started``); else, when every piece is a LlamaIndex
     node of a parent version the store holds (same ``ref_doc_id``, same hash), the stored
-    pieces they do not overlap (re-adding them, or the next batch, keeps the rest). Otherwise
-    ``doc`` is the whole new version."""
+    pieces they do not overlap (re-adding them, or the next batch, keeps the rest); when every
+    piece is a child naming its parent (:attr:`Piece.joins`), the stored pieces and the new
+    ones (a child given again is kept once). Otherwise ``doc`` is the whole new version."""
     if not doc.pieces or store.document_hash(doc.id) in (None, indexing.content_hash(doc)):
         return doc  # not stored, or stored as given (unchanged)
     old = indexing.stored_pieces(store.document_chunks(doc.id))
     if not old:
         return doc
+    if all(p.joins for p in doc.pieces):  # children naming their parent: added to it
+        have = {(p.text, p.at) for p in old}
+        pieces = list(old) + [p for p in doc.pieces if (p.text, p.at) not in have]
+        return indexing.of_pieces(doc.id, pieces, doc.aliases)
     if not started:
         versions = {p.parent[0]: p.parent[1] for p in old if p.parent and p.parent[1]}
         if not all(p.parent and versions.get(p.parent[0]) == p.parent[1] for p in doc.pieces):

@@ -90,3 +90,16 @@ def first_sentence(text: str, max_chars: int = 120) -> str:
     s = text[spans[0][0] : spans[0][1]] if spans else text
     s = " ".join(s.split())
     return s if len(s) <= max_chars else s[: max_chars - 1].rsplit(" ", 1)[0] + "…"
+
+
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> frozenset[str]:
+    """The distinct words of ``text``, lower-cased (what passage overlap compares)."""
+    return frozenset(w.lower() for w in _WORD.findall(text))
+
+
+def overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard overlap of two word sets (1.0 for two empty ones)."""
+    return len(a & b) / len(a | b) if a or b else 1.0

@@ -27,12 +27,15 @@ class Piece:
     """One piece of a document given already split (a text splitter's output, a loader's
     page, a LlamaIndex node): its text, its own metadata and, when the splitter or loader
     recorded it, its place in the document ``at = (page, start)`` and its parent's
-    ``(id, hash)`` (a LlamaIndex node's ``SOURCE`` relationship)."""
+    ``(id, hash)`` (a LlamaIndex node's ``SOURCE`` relationship). ``joins``: a child piece
+    that names its parent (LangChain's ``metadata["doc_id"]``, the multi-vector convention):
+    it is added to the stored parent's pieces instead of replacing them."""
 
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
     at: tuple[int, int] | None = None
     parent: tuple[str, str] | None = None
+    joins: bool = False
 
 
 @dataclass(frozen=True)
@@ -439,13 +442,20 @@ def plus_written(t: IndexReport, r: IndexReport) -> IndexReport:
 class DeleteReport(TypedDict):
     """What ``delete(doc_ids)`` removed, and the ids it did not know (``not_found``: no
     error, as LlamaIndex's ``delete_ref_doc`` and LangChain's vector stores skip unknown ids;
-    the library also logs a warning naming them)."""
+    the library also logs a warning naming them). It is also LangChain's ``DeleteResponse``
+    (what ``index()`` reads): ``succeeded`` the ids given that were found and deleted,
+    ``num_deleted`` their number, ``failed`` / ``num_failed`` always empty / 0 (a delete is
+    one transaction: it raises or deletes them all)."""
 
     documents: int
     chunks: int
     nodes: int
     edges: int
     not_found: list[str]
+    succeeded: list[str]
+    num_deleted: int
+    failed: list[str]
+    num_failed: int
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.arguments import json_metadata
-from ..core.ids import hex_id
+from ..core.identity import derived
 from ..core.indexing import canonical_source, describe, of_pieces, source_of
 from ..core.types import Document, Piece
 from .results import NAMESPACE  # an input's own value under it is dropped
@@ -27,7 +27,7 @@ def jsonable(metadata: Any, name: str = "a document") -> dict[str, Any]:
 
 
 def content_id(text: str) -> str:
-    return "doc-" + hex_id(text, n=16)
+    return derived(text)
 
 
 def user_metadata(metadata: Mapping[str, Any], given_id: Any = None) -> dict[str, Any]:
@@ -96,14 +96,20 @@ def make_part(
     at: tuple[int, int] | None = None,
     parent: tuple[str, str] | None = None,
     group: str | None = None,
+    joins: bool = False,
 ) -> Part:
     """A framework input as a :class:`Part` of the document named, in this order, by the id
-    ``given``, the parent document ``group`` (a LlamaIndex node's ``ref_doc_id``), its loader's
-    source (the resolved path of the file: see :func:`path_id`), else a content hash."""
-    piece = Piece(text, metadata, at, parent)
+    ``given``, the parent document ``group`` (a LlamaIndex node's ``ref_doc_id``; one named at
+    random is named by its file, else by its content: the parent's hash), its loader's
+    source (the resolved path of the file: see :func:`path_id`), else a content hash
+    (:func:`.core.identity.derived`). ``joins``: a child naming its parent, added to the
+    parent's stored pieces (:attr:`.core.types.Piece.joins`)."""
+    piece = Piece(text, metadata, at, parent, joins=joins)
     source = source_of(metadata)
     if group and made_up(group) and source:  # a parent LlamaIndex named at random: its file
         group = None
+    elif group and made_up(group) and parent and parent[1]:  # nor a file: its content (hash)
+        group = derived(parent[1])
     name = given or group or source
     if not name:
         return Part(content_id(text), piece)

@@ -7,6 +7,7 @@ It composes the two faces over a :class:`~.engine.ReMindRAG` engine: conversions
 
 from __future__ import annotations
 
+import asyncio
 import os
 import reprlib
 import sys
@@ -22,7 +23,9 @@ from langchain_core.callbacks import (
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document as LCDocument
-from langchain_core.retrievers import BaseRetriever as LCBaseRetriever
+from langchain_core.embeddings import Embeddings
+from langchain_core.indexing import DocumentIndex, UpsertResponse
+from langchain_core.vectorstores import VectorStore
 from llama_index.core.retrievers import BaseRetriever as LIBaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
@@ -50,6 +53,7 @@ from ..stores import SQLiteGraphStore, sqlite_store
 from .inputs import content_id, join_parts, jsonable
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import (
+    PARENT_KEY,
     from_langchain_document,
     to_langchain_document,
     to_langchain_documents,
@@ -130,6 +134,73 @@ def as_engine_documents(items: Iterable[Any], what: str = "add_documents") -> li
     return join_parts(as_engine_document(d) for d in items)
 
 
+def text_documents(
+    texts: Iterable[str], metadatas: Sequence[dict] | None, ids: Sequence[str] | None, what: str
+) -> list[Document]:
+    """Texts (with one metadata dict and one id each, when given) as engine documents; an id
+    not given is a content hash (:func:`.inputs.content_id`)."""
+    if isinstance(texts, (str, bytes)):
+        raise InvalidArgumentError(f"{what} takes a list of texts, not one string: {what}([text])")
+    texts = list(arguments.items(texts, "texts"))
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InvalidArgumentError(
+                f"texts must hold strings, got {type(t).__name__} at {i}; for documents "
+                "with ids and metadata use from_documents / add_documents"
+            )
+    if metadatas is not None:
+        metadatas = list(arguments.items(metadatas, "metadatas (one dict per text)"))
+        if len(metadatas) != len(texts):
+            raise InvalidArgumentError("metadatas must have one entry per text")
+    ids = arguments.id_list(ids, "ids (one id string per text)", optional=True)
+    if ids is not None and len(ids) != len(texts):
+        raise InvalidArgumentError("ids must have one entry per text")
+    return [
+        Document(
+            ids[i] if ids is not None else content_id(t),
+            t,
+            jsonable(metadatas[i] if metadatas is not None else {}, f"text {i}"),
+        )
+        for i, t in enumerate(texts)
+    ]
+
+
+def _named(documents: Any, ids: Sequence[str] | None) -> Any:
+    """``documents`` with ``ids`` (one per LangChain ``Document``) set as their ids."""
+    if ids is None:
+        return documents
+    names = arguments.id_list(ids, "ids (one id string per document)") or []
+    if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Iterable):
+        return documents  # refused by as_engine_documents with the reason
+    docs = list(documents)
+    if len(names) != len(docs):
+        raise InvalidArgumentError(
+            f"ids must have one entry per document ({len(names)} ids, {len(docs)} documents)"
+        )
+    if not all(isinstance(d, LCDocument) for d in docs):
+        raise InvalidArgumentError(
+            "ids= names LangChain Documents; give other documents their ids themselves "
+            "(LlamaIndex Document(id_=...), (id, text) tuples)"
+        )
+    return [d.model_copy(update={"id": n}) for d, n in zip(docs, names)]
+
+
+def _stored_names(items: Sequence[Any]) -> list[str]:
+    """The document id each input is stored under (what :meth:`ReMindRetriever.upsert`
+    reports), in order, each once."""
+    out = []
+    for item in items:
+        found = as_engine_document(item)
+        name = getattr(found, "doc_id", None) or getattr(found, "id", None)
+        if name is None and isinstance(found, str):
+            name = content_id(found)
+        if name is None and isinstance(found, tuple) and found:
+            name = str(found[0])
+        if name is not None:
+            out.append(str(name))
+    return list(dict.fromkeys(out))
+
+
 def _li_query(query: Any) -> str | QueryBundle:
     """LlamaIndex's ``retrieve`` argument, checked before its instrumentation reads it (which
     raises pydantic's error for a wrong type)."""
@@ -142,7 +213,7 @@ def _li_query(query: Any) -> str | QueryBundle:
 # the retriever
 
 
-class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
+class ReMindRetriever(DocumentIndex, LIBaseRetriever):
     """A ReMindRAG knowledge-graph retriever for LangChain and LlamaIndex at once.
 
     LangChain: ``invoke`` / ``ainvoke`` / ``batch`` return ``Document`` s (``id`` = chunk id);
@@ -157,6 +228,12 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     :class:`ConfigError` (see :mod:`.search_args`). Each call leaves a trace;
     :meth:`memorize` / :meth:`feedback` write it into edge memory (or let
     :class:`ReMindMemoryCallback` / :class:`ReMindMemoryEventHandler` do it after the answer).
+
+    It is also a LangChain ``DocumentIndex`` (:meth:`upsert`, :meth:`get`, :meth:`delete` and
+    their async twins), so ``langchain_core.indexing.index(docs, record_manager, retriever,
+    cleanup=...)`` keeps it in sync with a folder; :meth:`add_texts` / :meth:`get_by_ids` are
+    the vector-store names, and :meth:`as_vectorstore` a ``VectorStore`` for the
+    parent-document retrievers.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -274,32 +351,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         **options: Unpack[RetrieverOptions],
     ) -> ReMindRetriever:
         """Like :meth:`from_documents`, from plain texts (ids default to a content hash)."""
-        if isinstance(texts, (str, bytes)):
-            raise InvalidArgumentError(
-                "from_texts takes a list of texts, not one string: from_texts([text])"
-            )
-        texts = list(arguments.items(texts, "texts"))
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise InvalidArgumentError(
-                    f"texts must hold strings, got {type(t).__name__} at {i}; for documents "
-                    "with ids and metadata use from_documents"
-                )
-        if metadatas is not None:
-            metadatas = list(arguments.items(metadatas, "metadatas (one dict per text)"))
-            if len(metadatas) != len(texts):
-                raise InvalidArgumentError("metadatas must have one entry per text")
-        ids = arguments.id_list(ids, "ids (one id string per text)", optional=True)
-        if ids is not None and len(ids) != len(texts):
-            raise InvalidArgumentError("ids must have one entry per text")
-        docs = [
-            Document(
-                ids[i] if ids is not None else content_id(t),
-                t,
-                jsonable(metadatas[i] if metadatas is not None else {}, f"text {i}"),
-            )
-            for i, t in enumerate(texts)
-        ]
+        docs = text_documents(texts, metadatas, ids, "from_texts")
         return cls.from_documents(
             docs, llm=llm, embeddings=embeddings, progress=progress, **options
         )
@@ -310,15 +362,21 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         *,
         progress: bool | Callable[[int, int], None] = False,
         on_batch: Callable[[IndexReport], None] | None = None,
+        ids: Sequence[str] | None = None,
     ) -> IndexReport:
         """Insert more documents; unchanged ones are skipped, changed ones (the same id, e.g.
         a re-loaded file's ``source``) replaced whole, whatever their number of pieces, empty
         ones skipped and identical ones indexed once (the report counts both). The pieces a
-        call gives of a document are all of it, except inside :meth:`batches` and for
-        LlamaIndex nodes of the stored parent version (their pieces join it). ``progress=True`` draws a progress bar (tqdm, on
+        call gives of a document are all of it, except inside :meth:`batches`, for
+        LlamaIndex nodes of the stored parent version, and for children that name their
+        parent by ``metadata["doc_id"]`` (the multi-vector convention): their pieces join it.
+        Documents with neither id nor source are named by their content, and one that
+        overlaps another such stored document is refused (:class:`DocumentIdentityError`:
+        docs/retriever.md, "Document ids"). ``ids`` (one per document) names them as
+        ``Document(id=...)`` does. ``progress=True`` draws a progress bar (tqdm, on
         stderr); a function ``(done, total)`` is called instead. ``on_batch(report)`` runs
         after each committed batch (see :meth:`ReMindRAG.insert`)."""
-        docs = as_engine_documents(documents)
+        docs = as_engine_documents(_named(documents, ids))
         return self.engine.insert(docs, progress=progress, on_batch=on_batch)
 
     async def aadd_documents(
@@ -327,8 +385,9 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         *,
         progress: bool | Callable[[int, int], None] = False,
         on_batch: Callable[[IndexReport], None] | None = None,
+        ids: Sequence[str] | None = None,
     ) -> IndexReport:
-        docs = as_engine_documents(documents)
+        docs = as_engine_documents(_named(documents, ids))
         return await self.engine.ainsert(docs, progress=progress, on_batch=on_batch)
 
     @contextmanager
@@ -340,17 +399,115 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         with self.engine.batches():
             yield self
 
-    def delete(self, doc_ids: Iterable[str]) -> DeleteReport:
+    # DeleteReport holds every key of LangChain's DeleteResponse (as required keys)
+    def delete(self, ids: Iterable[str] | None = None, **kwargs: Any) -> DeleteReport:  # type: ignore[override]
         """Remove documents by the ids they were added with (a loader document's
         ``metadata["source"]`` path, spelled any way, a LlamaIndex document's ``id_`` /
-        a node's ``ref_doc_id``, ``from_texts(ids=)``; a document's id is also in each
-        result's ``metadata["remindrag"]["doc_id"]``), every piece of them: their chunks, the
-        entities only they mentioned, and those nodes' edges with their learned memory. A
-        result's own id (a chunk id) raises :class:`InvalidArgumentError` naming its document.
+        a node's ``ref_doc_id``, ``from_texts(ids=)``, the ids :meth:`upsert` reported; a
+        document's id is also in each result's ``metadata["remindrag"]["doc_id"]``), every
+        piece of them: their chunks, the entities only they mentioned, and those nodes' edges
+        with their learned memory, except what passes to a similar passage of the same file
+        that stays (the pieces ``index()`` stores one by one: docs/retriever.md). A result's
+        own id (a chunk id) raises :class:`InvalidArgumentError` naming its document.
         Returns the counts removed and ``not_found``, the ids this store does not hold
         (skipped with a logged warning, as LlamaIndex's ``delete_ref_doc`` and LangChain's
-        vector stores skip them; check ``not_found`` to catch a typo)."""
-        return self.engine.delete(doc_ids)
+        vector stores skip them; check ``not_found`` to catch a typo); the report is also
+        LangChain's ``DeleteResponse``. No ids (LangChain's "delete everything" call) is an
+        :class:`InvalidArgumentError`: name the documents."""
+        if kwargs:
+            raise InvalidArgumentError(
+                f"delete takes the document ids only, not {sorted(kwargs)}: delete([id, ...])"
+            )
+        if ids is None:
+            raise InvalidArgumentError(
+                "delete needs the ids of the documents to remove (nothing was deleted); "
+                "list them with document_ids()"
+            )
+        return self.engine.delete(ids)
+
+    async def adelete(  # type: ignore[override]
+        self, ids: Iterable[str] | None = None, **kwargs: Any
+    ) -> DeleteReport:
+        return await asyncio.to_thread(self.delete, ids, **kwargs)
+
+    # --- LangChain's DocumentIndex and vector-store names --------------------------------
+    def upsert(self, items: Sequence[Any], /, **kwargs: Any) -> UpsertResponse:
+        """LangChain's ``DocumentIndex.upsert``: add or replace documents by id (a document
+        without one is named by its source, its parent or its content, as in
+        :meth:`add_documents`). Returns the stored ids of the documents given, in order,
+        as ``succeeded`` (``failed`` is empty: an insert raises or writes every batch it
+        reached; see :meth:`ReMindRAG.insert`)."""
+        if kwargs:
+            raise InvalidArgumentError(
+                f"upsert takes the documents only, not {sorted(kwargs)}: upsert([Document(...)])"
+            )
+        docs = list(arguments.items(items, "items")) if items is not None else None
+        if docs is None:
+            raise InvalidArgumentError("upsert takes a list of documents, got None")
+        ids = _stored_names(docs)
+        self.add_documents(docs)
+        return UpsertResponse(succeeded=ids, failed=[])
+
+    async def aupsert(self, items: Sequence[Any], /, **kwargs: Any) -> UpsertResponse:
+        return await asyncio.to_thread(self.upsert, items, **kwargs)
+
+    def get(self, ids: Sequence[str], /, **kwargs: Any) -> list[LCDocument]:
+        """LangChain's ``DocumentIndex.get``: the stored documents with these ids as
+        ``Document`` s (``id`` = the document id, its text and metadata as stored); unknown
+        ids are left out, as the interface says."""
+        if kwargs:
+            raise InvalidArgumentError(f"get takes the ids only, not {sorted(kwargs)}")
+        return [
+            LCDocument(id=d.id, page_content=d.text, metadata=dict(d.metadata))
+            for d in self.engine.get_documents(ids)
+        ]
+
+    async def aget(self, ids: Sequence[str], /, **kwargs: Any) -> list[LCDocument]:
+        return await asyncio.to_thread(self.get, ids, **kwargs)
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[LCDocument]:
+        """The vector-store name of :meth:`get`."""
+        return self.get(ids)
+
+    async def aget_by_ids(self, ids: Sequence[str], /) -> list[LCDocument]:
+        return await self.aget(ids)
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: Sequence[dict] | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """LangChain's ``VectorStore.add_texts``: index texts (ids default to a content hash,
+        :func:`.inputs.content_id`) and return their ids."""
+        if kwargs:
+            raise InvalidArgumentError(
+                f"add_texts takes texts, metadatas and ids, not {sorted(kwargs)}"
+            )
+        docs = text_documents(texts, metadatas, ids, "add_texts")
+        self.engine.insert(docs)
+        return [d.id for d in docs]
+
+    async def aadd_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: Sequence[dict] | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        return await asyncio.to_thread(self.add_texts, texts, metadatas, ids=ids, **kwargs)
+
+    def as_vectorstore(self, id_key: str = PARENT_KEY) -> ReMindVectorStore:
+        """This retriever as a LangChain ``VectorStore``, for what takes one: LangChain's
+        ``ParentDocumentRetriever(vectorstore=..., docstore=..., child_splitter=...)`` and
+        ``MultiVectorRetriever(vectorstore=..., docstore=..., id_key=...)``. Its children
+        name their parent by ``metadata[id_key]`` and are stored as that parent's pieces; its
+        searches are this retriever's (with its memory). See
+        :class:`.langchain.vectorstore.ReMindVectorStore`."""
+        return ReMindVectorStore(self, id_key=id_key)
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Persist the graph, its memory and the configuration (see :meth:`load`), atomically.
@@ -564,10 +721,121 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         return ReMindMemoryEventHandler(retriever=self).attach()
 
 
+# ---------------------------------------------------------------------------------------------
+# the retriever as a LangChain vector store
+
+
+def _tagged(docs: Sequence[LCDocument], id_key: str) -> list[LCDocument]:
+    """Children naming their parent by ``id_key`` as the retriever reads them (``doc_id``)."""
+    if id_key == "doc_id":
+        return list(docs)
+    out = []
+    for d in docs:
+        if isinstance(d, LCDocument) and id_key in d.metadata and "doc_id" not in d.metadata:
+            d = d.model_copy(update={"metadata": {**d.metadata, "doc_id": d.metadata[id_key]}})
+        out.append(d)
+    return out
+
+
+class ReMindVectorStore(VectorStore):
+    """The retriever as a LangChain ``VectorStore`` (its :meth:`ReMindRetriever.as_vectorstore`):
+    what ``ParentDocumentRetriever`` and ``MultiVectorRetriever`` take (``vectorstore=``).
+    Their children carry their parent's id in ``metadata[id_key]``; stored as that parent's
+    pieces (added to it in one call or many), they come back from a search with that key,
+    and the retriever looks the parents up in its docstore. Searches are the ReMindRAG
+    retriever's, so each leaves a trace (``retriever.last_trace_id``) that
+    ``retriever.memorize`` / ``feedback`` write into memory on the children's edges."""
+
+    def __init__(self, retriever: ReMindRetriever, id_key: str = "doc_id") -> None:
+        if not isinstance(id_key, str) or not id_key:
+            raise InvalidArgumentError("id_key must be a non-empty metadata key, e.g. 'doc_id'")
+        self.retriever = retriever
+        self.id_key = id_key
+
+    def __repr__(self) -> str:
+        return f"ReMindVectorStore({self.retriever!r}, id_key={self.id_key!r})"
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        return None  # the graph embeds with the engine's embedder, not a LangChain one
+
+    def add_documents(self, documents: list[LCDocument], **kwargs: Any) -> list[str]:
+        ids = kwargs.pop("ids", None)
+        if kwargs:
+            raise InvalidArgumentError(
+                f"add_documents takes documents and ids, not {sorted(kwargs)}"
+            )
+        docs = _tagged(list(documents), self.id_key)
+        if ids is not None:
+            docs = [d.model_copy(update={"id": i}) for d, i in zip(docs, self._ids(ids, len(docs)))]
+        return list(self.retriever.upsert(docs)["succeeded"])
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        texts = list(texts)
+        if metadatas is not None and self.id_key != "doc_id":
+            metadatas = [
+                {**m, "doc_id": m[self.id_key]} if self.id_key in m else m for m in metadatas
+            ]
+        return self.retriever.add_texts(texts, metadatas, ids=ids, **kwargs)
+
+    @staticmethod
+    def _ids(ids: Any, n: int) -> list[str]:
+        ids = list(ids)
+        if len(ids) != n:
+            raise InvalidArgumentError(f"ids must have one entry per document ({len(ids)} for {n})")
+        return [str(i) for i in ids]
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        self.retriever.delete(ids, **kwargs)
+        return True
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[LCDocument]:
+        return self.retriever.get(ids)
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[LCDocument]:
+        """The retriever's top ``k`` for ``query`` (``filter=`` as in its ``invoke``)."""
+        return self.retriever.invoke(query, k=k, **kwargs)
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[LCDocument, float]]:
+        """With each passage's relevance in [0, 1] (higher is better)."""
+        docs = self.similarity_search(query, k=k, **kwargs)
+        return [(d, float(d.metadata["remindrag"]["score"])) for d in docs]
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[LCDocument, float]]:
+        return self.similarity_search_with_score(query, k=k, **kwargs)
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings | None = None,
+        metadatas: list[dict] | None = None,
+        **kwargs: Any,
+    ) -> ReMindVectorStore:
+        """A new graph of ``texts`` as a vector store (``embedding`` a LangChain embeddings
+        object, else the packaged embedder; other keyword arguments as in
+        :meth:`ReMindRetriever.from_texts`)."""
+        id_key = kwargs.pop("id_key", "doc_id")
+        retriever = ReMindRetriever.from_texts(texts, metadatas, embeddings=embedding, **kwargs)
+        return cls(retriever, id_key=id_key)
+
+
 __all__ = [
     "ReMindMemoryCallback",
     "ReMindMemoryEventHandler",
     "ReMindRetriever",
+    "ReMindVectorStore",
     "as_engine_document",
     "to_langchain_document",
     "to_llamaindex_node",

@@ -15,23 +15,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from ..ids import anchor_of, edge_id
 from ..store import GraphStore
+from ..text import overlap, words
 from ..types import Chunk, Edge
 
 SAME_PASSAGE = 0.5  # least word overlap (Jaccard) of an edited chunk and its predecessor
-_WORD = re.compile(r"\w+")
-
-
-def words(text: str) -> frozenset[str]:
-    return frozenset(w.lower() for w in _WORD.findall(text))
-
-
-def overlap(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def match_chunks(old: Sequence[Chunk], new: Sequence[Chunk]) -> dict[str, str]:
@@ -97,3 +88,45 @@ def moves(
             if new is not None and new != e.id:
                 out[e.id] = new
     return out, made
+
+
+def to_siblings(store: GraphStore, doomed: Sequence[str]) -> dict[str, str]:
+    """Old edge id -> edge id, for documents about to be deleted whose file (``source``) keeps
+    other stored documents: each removed chunk passes its memory to the most similar chunk of
+    those (:func:`match_chunks`), as an edited chunk does. LangChain's ``index()`` stores each
+    piece of a file as a document of its own and deletes the pieces an edit replaced after
+    adding their new versions: this is how their memory carries over. Only edges that exist
+    at both ends are mapped; ``{}`` when no deleted document has such siblings (one read of
+    the documents' metadata)."""
+    from ..indexing import source_of
+
+    gone = set(doomed)
+    listed = getattr(store, "documents", None)  # the shipped stores: (hash, metadata) by id
+    if callable(listed):
+        metas = {d: meta for d, (_, meta) in listed().items()}
+    else:  # any other store: a document's metadata from its first chunk
+        metas = {
+            d: (chunks[0].metadata if (chunks := store.document_chunks(d)) else {})
+            for d in store.document_ids()
+        }
+    sources = {source_of(metas[d]) for d in gone if d in metas} - {None}
+    if not sources:
+        return {}
+    nodes: dict[str, str] = {}
+    for src in sources:
+        family = [d for d, meta in metas.items() if source_of(meta) == src]
+        old = [c for d in family if d in gone for c in store.document_chunks(d)]
+        new = [c for d in family if d not in gone for c in store.document_chunks(d)]
+        if not old or not new:
+            continue
+        for o, n in match_chunks(old, new).items():
+            nodes[o], nodes[anchor_of(o)] = n, anchor_of(n)
+    out: dict[str, str] = {}
+    for node, target in nodes.items():
+        theirs = {(e.kind, frozenset((e.u, e.v))): e.id for e in store.neighbors(target)}
+        for e in store.neighbors(node):
+            u, v = nodes.get(e.u, e.u), nodes.get(e.v, e.v)
+            new_id = theirs.get((e.kind, frozenset((u, v))))
+            if new_id is not None and new_id != e.id and e.id not in out:
+                out[e.id] = new_id
+    return out

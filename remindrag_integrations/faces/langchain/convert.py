@@ -31,14 +31,29 @@ def to_langchain_document(
     )
 
 
-def from_langchain_document(item: Any) -> Part | None:
+PARENT_KEY = "doc_id"
+"""The metadata key a child piece names its parent by (LangChain's ``MultiVectorRetriever`` /
+``ParentDocumentRetriever`` ``id_key``)."""
+
+
+def from_langchain_document(item: Any, parent_key: str | None = PARENT_KEY) -> Part | None:
     """A LangChain ``Document`` as a :class:`..inputs.Part` of an engine document (None for
-    anything else). The document: ``doc.id``, else ``metadata["doc_id"]`` /
+    anything else). The document: ``doc.id``, else the parent it names by
+    ``metadata[parent_key]`` (``"doc_id"``, the multi-vector convention: a child piece of that
+    parent, added to the parent's stored pieces, in one call or many), else
     ``metadata["id"]``, else the loader's ``metadata["source"]`` / ``["file_path"]`` (as a
     resolved path: every page and split piece of one file is one document), else a content
     hash. A splitter's ``add_start_index=True`` gives the piece its place in the document."""
     if not isinstance(item, LCDocument):
         return None
     meta = user_metadata(item.metadata, item.id)
-    given = item.id or meta.get("doc_id") or meta.get("id")
-    return make_part(given, item.page_content, meta, at=position(meta, meta.get("start_index")))
+    at = position(meta, meta.get("start_index"))
+    parent = meta.get(parent_key) if parent_key else None
+    if not item.id and isinstance(parent, (str, int)) and not isinstance(parent, bool):
+        name = str(parent).strip()
+        if name:
+            return make_part(
+                None, item.page_content, meta, at=at, parent=(name, ""), group=name, joins=True
+            )
+    given = item.id or meta.get("id")
+    return make_part(given, item.page_content, meta, at=at)
