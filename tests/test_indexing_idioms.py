@@ -288,3 +288,15 @@ def test_langchain_pieces_without_id_or_source_resplit_edited_are_refused() -> N
     # short texts that share words are different documents, never refused
     r.add_texts(["How do I reset my password?", "How do I reset my PIN?"])
     assert len(r.engine.store.document_ids()) == len(stored) + 2
+
+
+def test_unnamed_edits_add_keeps_both_versions_when_asked() -> None:
+    text = (
+        "The Old Bridge of Marlow was first built in 1865 by the river authority, using stone "
+        "from the quarry north of the town and iron from the Severn works."
+    )
+    r = ReMindRetriever.from_documents(
+        [Document(page_content=text)], embeddings=HashEmbedder(), unnamed_edits="add"
+    )
+    r.add_documents([Document(page_content=text.replace("1865", "1999"))])
+    assert len(r.engine.store.document_ids()) == 2  # the caller said they are two documents

@@ -363,6 +363,13 @@ class IndexConfig(_Config):
         description="A chunk whose extraction failed twice: ExtractionError, or the "
         "rule-based extractor.",
     )
+    unnamed_edits: Literal["refuse", "add"] = Field(
+        "refuse",
+        description="A document without an id or source (named by its content) with a "
+        "passage that nearly repeats one of another stored such document, as an edit does "
+        "(core/identity.py): refuse = DocumentIdentityError, nothing written; add = stored as "
+        "a new document beside it.",
+    )
 
     @model_validator(mode="before")
     @classmethod

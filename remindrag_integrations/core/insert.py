@@ -60,7 +60,8 @@ def plan(
     ]
     chunks = [c for d in fresh for c in indexing.make_chunks(d, cfg)]
     named = tuple(d.id for d in docs)
-    identity.refuse_unnamed_edits(store, fresh, chunks, named)
+    if cfg.unnamed_edits == "refuse":
+        identity.refuse_unnamed_edits(store, fresh, chunks, named)
     return Plan(fresh, chunks, len(docs) - len(fresh), empty, duplicates, replaces, named)
 
 

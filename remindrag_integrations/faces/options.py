@@ -36,6 +36,7 @@ class RetrieverOptions(TypedDict, total=False):
     max_document_chars: int
     max_entities_per_chunk: int
     on_extraction_error: Literal["raise", "fallback"]
+    unnamed_edits: Literal["refuse", "add"]
     # RetrievalConfig
     k: int
     filter: dict[str, Any] | None

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..ids import anchor_of, edge_id
+from ..indexing import canonical_source, source_of
 from ..store import GraphStore
 from ..text import overlap, words
 from ..types import Chunk, Edge
@@ -96,11 +97,18 @@ def to_siblings(store: GraphStore, doomed: Sequence[str]) -> dict[str, str]:
     those (:func:`match_chunks`), as an edited chunk does. LangChain's ``index()`` stores each
     piece of a file as a document of its own and deletes the pieces an edit replaced after
     adding their new versions: this is how their memory carries over. Only edges that exist
-    at both ends are mapped; ``{}`` when no deleted document has such siblings (one read of
-    the documents' metadata)."""
-    from ..indexing import source_of
-
+    at both ends are mapped; ``{}`` when no deleted document has such siblings. Deleting a
+    document named by its file (or by nothing) reads nothing more than its chunks; else the
+    stored documents' metadata is read once."""
     gone = set(doomed)
+    own: dict[str, str] = {}  # a doomed document's file, when it is not named by that file
+    for d in gone:
+        first = store.document_chunks(d)[:1]
+        src = source_of(first[0].metadata) if first else None
+        if src and d not in (src, canonical_source(src)):
+            own[d] = src
+    if not own:  # documents named by their file (or by nothing): no siblings to read
+        return {}
     listed = getattr(store, "documents", None)  # the shipped stores: (hash, metadata) by id
     if callable(listed):
         metas = {d: meta for d, (_, meta) in listed().items()}
@@ -109,9 +117,7 @@ def to_siblings(store: GraphStore, doomed: Sequence[str]) -> dict[str, str]:
             d: (chunks[0].metadata if (chunks := store.document_chunks(d)) else {})
             for d in store.document_ids()
         }
-    sources = {source_of(metas[d]) for d in gone if d in metas} - {None}
-    if not sources:
-        return {}
+    sources = set(own.values())
     nodes: dict[str, str] = {}
     for src in sources:
         family = [d for d, meta in metas.items() if source_of(meta) == src]
