@@ -22,7 +22,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from llama_index.core import Document as LIDocument
 from llama_index.core.node_parser import SentenceSplitter
 
-from remindrag_integrations import ReMindRetriever
+from remindrag_integrations import ReMindRAG, ReMindRetriever
 from remindrag_integrations.errors import DocumentIdentityError, InvalidArgumentError
 from remindrag_integrations.testing import HashEmbedder
 
@@ -57,13 +57,19 @@ def folder(year: int, bikes: bool = True) -> list[Document]:
     return docs
 
 
+def empty(embeddings: Any = None, **fields: Any) -> ReMindRetriever:
+    """A retriever over an empty graph, as an app starts one that index() fills."""
+    engine = ReMindRAG.from_fields(embeddings=embeddings or HashEmbedder(), **fields)
+    return ReMindRetriever(engine=engine)
+
+
 def texts_of(r: ReMindRetriever) -> list[str]:
     return sorted(d.page_content for d in r.get(r.engine.store.document_ids()))
 
 
 def test_the_retriever_is_a_document_index_for_langchains_index_api() -> None:
     emb = Counting()
-    r = ReMindRetriever.from_documents([], embeddings=emb)
+    r = empty(emb)
     assert isinstance(r, DocumentIndex)
     rm = InMemoryRecordManager("folder")
     rm.create_schema()
@@ -116,7 +122,7 @@ def test_the_retriever_is_a_document_index_for_langchains_index_api() -> None:
 
 
 def test_index_with_the_sql_record_manager_on_sqlite_and_aindex(tmp_path: Path) -> None:
-    r = ReMindRetriever.from_documents([], embeddings=HashEmbedder(), store=tmp_path / "store")
+    r = empty(store=tmp_path / "store")
     rm = SQLRecordManager("folder", db_url=f"sqlite:///{tmp_path / 'records.db'}")
     rm.create_schema()
     index(folder(1865), rm, r, cleanup="scoped_full", source_id_key="source", key_encoder="sha256")
@@ -130,7 +136,7 @@ def test_index_with_the_sql_record_manager_on_sqlite_and_aindex(tmp_path: Path) 
 
 
 def test_aindex_with_async_upsert_and_delete() -> None:
-    r = ReMindRetriever.from_documents([], embeddings=HashEmbedder())
+    r = empty()
     rm = InMemoryRecordManager("folder")
     rm.create_schema()
 
@@ -146,7 +152,7 @@ def test_aindex_with_async_upsert_and_delete() -> None:
 
 
 def test_document_index_and_vector_store_names() -> None:
-    r = ReMindRetriever.from_documents([], embeddings=HashEmbedder())
+    r = empty()
     ids = r.add_texts([FERRY, BIKES], [{"topic": "sea"}, {"topic": "land"}])
     assert len(ids) == 2 and sorted(r.engine.store.document_ids()) == sorted(ids)
     got = r.get_by_ids([ids[1], "nope"])
@@ -200,7 +206,7 @@ PARENTS = [
 
 
 def test_parent_document_retriever_over_as_vectorstore() -> None:
-    r = ReMindRetriever.from_documents([], embeddings=HashEmbedder(), k=3)
+    r = empty(k=3)
     pdr = ParentDocumentRetriever(
         vectorstore=r.as_vectorstore(),
         docstore=InMemoryStore(),
@@ -218,7 +224,7 @@ def test_parent_document_retriever_over_as_vectorstore() -> None:
 
 @pytest.mark.parametrize("one_call", [True, False])
 def test_multi_vector_children_added_in_one_call_or_many(one_call: bool) -> None:
-    r = ReMindRetriever.from_documents([], embeddings=HashEmbedder(), k=3)
+    r = empty(k=3)
     docstore = InMemoryStore()
     mvr = MultiVectorRetriever(vectorstore=r.as_vectorstore(), docstore=docstore, id_key="doc_id")
     docstore.mset([("line-a", PARENTS[0]), ("line-b", PARENTS[1])])
@@ -249,7 +255,7 @@ def test_llamaindex_documents_without_ids_are_one_document_and_an_edit_is_refuse
         * 3
     )
     hours = "Opening hours are nine to six on weekdays, closed on Sundays and holidays."
-    r = ReMindRetriever.from_documents([], embeddings=HashEmbedder())
+    r = empty()
     splitter = SentenceSplitter(chunk_size=64, chunk_overlap=0)
     for _ in range(2):  # the same files read again: new random ids, the same documents
         nodes = splitter.get_nodes_from_documents([LIDocument(text=text), LIDocument(text=hours)])
@@ -271,7 +277,7 @@ def test_langchain_pieces_without_id_or_source_resplit_edited_are_refused() -> N
         "The Old Bridge of Marlow was first built in 1865 by the river authority, using stone "
         "from the quarry north of the town and iron from the Severn works. "
     ) * 2
-    r = ReMindRetriever.from_documents([], embeddings=HashEmbedder())
+    r = empty()
     small = RecursiveCharacterTextSplitter(chunk_size=200, chunk_overlap=0)
     r.add_documents(small.split_documents([Document(page_content=text)]))
     stored = sorted(r.engine.store.document_ids())
