@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from langchain_core.documents import Document as LCDocument
-from llama_index.core import Document, VectorStoreIndex
+from llama_index.core import Document, SimpleDirectoryReader, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.ingestion import DocstoreStrategy, IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
@@ -57,9 +57,9 @@ class CountingEmbedder(HashEmbedder):
         return super().embed(texts)
 
 
-def _pipeline() -> IngestionPipeline:
+def _pipeline(size: int = 24) -> IngestionPipeline:
     return IngestionPipeline(
-        transformations=[SentenceSplitter(chunk_size=24, chunk_overlap=0)],
+        transformations=[SentenceSplitter(chunk_size=size, chunk_overlap=0)],
         docstore=SimpleDocumentStore(),
         docstore_strategy=DocstoreStrategy.DUPLICATES_ONLY,
     )
@@ -183,6 +183,25 @@ def test_delete_ref_doc_removes_the_document_and_skips_an_unknown_one(caplog) ->
     with pytest.raises(InvalidArgumentError, match="takes no verbose"):
         r.delete_ref_doc("refunds", verbose=True)
     assert r.document_ids() == ["refunds"]
+
+
+def test_delete_ref_doc_finds_a_loaders_document_by_the_id_llama_index_made_up(
+    tmp_path: Path, caplog
+) -> None:
+    (tmp_path / "policy.txt").write_text(REFUNDS_30)
+    docs = SimpleDirectoryReader(str(tmp_path)).load_data()  # random ids, as by default
+    r = _empty()
+    r.insert_nodes(_pipeline(200).run(documents=docs))  # room for the file's metadata
+    path = str((tmp_path / "policy.txt").resolve())
+    assert r.document_ids() == [path]  # kept under its file: the same id at the next load
+    assert r.delete_ref_doc(docs[0].id_)["documents"] == 1  # found by the parent's id
+    assert r.document_ids() == []
+    # a whole document keeps no record of the made-up id: not found, and the log says why
+    r.add_documents(docs)
+    with caplog.at_level(logging.WARNING):
+        assert r.delete_ref_doc(docs[0].id_)["not_found"] == [docs[0].id_]
+    assert "file_path" in caplog.text and r.document_ids() == [path]
+    assert r.delete_ref_doc(docs[0].metadata["file_path"])["documents"] == 1
 
 
 def test_the_async_twins() -> None:

@@ -8,6 +8,7 @@ It composes the two faces over a :class:`~.engine.ReMindRAG` engine: conversions
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import reprlib
 import sys
@@ -52,7 +53,7 @@ from ..core.types import (
 )
 from ..engine import ReMindRAG, folder_of
 from ..stores import SQLiteGraphStore, sqlite_store
-from .inputs import Part, content_id, join_parts, jsonable
+from .inputs import Part, content_id, join_parts, jsonable, made_up
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import (
     from_langchain_document,
@@ -79,6 +80,8 @@ def _quiet_notebook_progress() -> None:
             except ImportError:  # pragma: no cover - tqdm is optional here
                 pass
 
+
+log = logging.getLogger(__name__)
 
 _quiet_notebook_progress()
 _RETRIEVER_ARGS = (
@@ -140,6 +143,18 @@ def as_engine_documents_list(items: Iterable[Any], what: str = "add_documents") 
             f"nodes, strings), got {type(items).__name__}; pass [] for none"
         )
     return list(items)
+
+
+def _stored_metadata(store: Any) -> dict[str, dict[str, Any]]:
+    """Each stored document's metadata, by id, in one store call (``{}`` from a store of
+    one's own without ``documents()``)."""
+    documents = getattr(store, "documents", None)
+    known = documents() if callable(documents) else {}
+    return {
+        d: entry[1]
+        for d, entry in known.items()
+        if isinstance(entry, tuple) and isinstance(entry[1], dict)
+    }
 
 
 def _li_query(query: Any) -> str | QueryBundle:
@@ -629,7 +644,7 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     ) -> IndexReport:
         """LlamaIndex's ``insert_nodes``: add nodes (a splitter's or an ``IngestionPipeline``'s
         output) as pieces of their documents (``ref_doc_id``). Nodes of the stored version of
-        a document join it (a node given again replaces its old self); nodes of an edited
+        a document join it (a node given again is kept once); nodes of an edited
         document (its hash changed) replace the stored version whole. Unlike LlamaIndex's
         (``None``), returns the :class:`IndexReport`. Anything but nodes is an
         :class:`InvalidArgumentError` (:meth:`add_documents` takes every kind)."""
@@ -664,21 +679,28 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
     ) -> DeleteReport:
         """LlamaIndex's ``delete_ref_doc``: remove the document ``ref_doc_id`` (a node's
         ``ref_doc_id``, a document's ``id_``, a loader file's path) with every node (chunk)
-        of it, as :meth:`delete` does. An id this store does not hold deletes nothing and
-        logs a warning, as LlamaIndex does (``not_found`` in the returned report says so).
-        The store is its own docstore, so ``delete_from_docstore`` changes nothing: the
-        document is gone from both either way. Other keyword arguments are an
-        :class:`InvalidArgumentError`."""
+        of it, as :meth:`delete` does. A document stored from the nodes of a parent
+        LlamaIndex named at random (``SimpleDirectoryReader`` without ``filename_as_id``) is
+        kept under its file's path and found by that parent's id too. An id this store does
+        not hold deletes nothing and logs a warning, as LlamaIndex does (``not_found`` in
+        the returned report says so). The store is its own docstore, so
+        ``delete_from_docstore`` changes nothing: the document is gone from both either way.
+        Other keyword arguments are an :class:`InvalidArgumentError`."""
         return self.engine.delete(self._ref_doc(ref_doc_id, delete_from_docstore, delete_kwargs))
 
     async def adelete_ref_doc(
         self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any
     ) -> DeleteReport:
-        ids = self._ref_doc(ref_doc_id, delete_from_docstore, delete_kwargs)
+        ids = await asyncio.to_thread(
+            self._ref_doc, ref_doc_id, delete_from_docstore, delete_kwargs
+        )
         return await asyncio.to_thread(self.engine.delete, ids)
 
-    @staticmethod
-    def _ref_doc(ref_doc_id: Any, delete_from_docstore: Any, extra: dict[str, Any]) -> list[str]:
+    def _ref_doc(
+        self, ref_doc_id: Any, delete_from_docstore: Any, extra: dict[str, Any]
+    ) -> list[str]:
+        """The stored documents ``delete_ref_doc(ref_doc_id)`` names (the id itself when
+        none: reported not found); bad arguments a typed error."""
         if not isinstance(ref_doc_id, str) or not ref_doc_id:
             raise InvalidArgumentError(
                 f"delete_ref_doc takes one document id (a string), got {ref_doc_id!r}; "
@@ -693,7 +715,22 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
                 f"delete_ref_doc takes no {', '.join(sorted(extra))}: only ref_doc_id and "
                 "delete_from_docstore"
             )
-        return [ref_doc_id]
+        store = self.engine.store
+        if not made_up(ref_doc_id) or store.document_hash(ref_doc_id) is not None:
+            return [ref_doc_id]
+        # a parent LlamaIndex named at random: its nodes were stored under its file's path,
+        # each keeping the parent's id (metadata["ref_doc_id"])
+        found = [
+            d for d, meta in _stored_metadata(store).items() if meta.get("ref_doc_id") == ref_doc_id
+        ]
+        if not found:
+            log.warning(
+                "delete_ref_doc: %s is an id LlamaIndex made up at random, and no stored "
+                "document was added under it: a loader's document is kept under its file's "
+                "path (metadata['file_path']; retriever.document_ids() lists them)",
+                ref_doc_id,
+            )
+        return found or [ref_doc_id]
 
     def refresh_ref_docs(
         self,
@@ -746,12 +783,10 @@ class ReMindRetriever(LCBaseRetriever, LIBaseRetriever):
         ``RefDocInfo``: ``node_ids``, the ids of its chunks in order (the ids a retrieval's
         nodes carry), and ``metadata``, the document's (without the library's own key)."""
         store = self.engine.store
-        documents = getattr(store, "documents", None)
-        known: Mapping[str, Any] = documents() if callable(documents) else {}
+        known = _stored_metadata(store)
         out = {}
         for doc_id in self.engine.document_ids():
-            entry = known.get(doc_id)
-            meta = entry[1] if isinstance(entry, tuple) and isinstance(entry[1], dict) else {}
+            meta = known.get(doc_id, {})
             out[doc_id] = RefDocInfo(
                 node_ids=[c.id for c in store.document_chunks(doc_id)],
                 metadata={k: v for k, v in meta.items() if k != NAMESPACE},
