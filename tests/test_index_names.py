@@ -229,7 +229,8 @@ def test_document_ids_are_public_on_the_engine_and_the_retriever(tmp_path: Path)
     engine.insert([("b", SHIPPING), ("a", REFUNDS_30)])
     assert engine.document_ids() == ["a", "b"]  # sorted
     r = ReMindRetriever.load(tmp_path / "kb", embeddings=HashEmbedder())
-    assert r.document_ids() == ["a", "b"]
+    assert r.document_ids() == ["a", "b"] == sorted(r.ref_doc_info)
+    assert engine.changed_ids([("a", REFUNDS_30), ("b", GIFTS), ("c", GIFTS)]) == ["b", "c"]
     r.delete(["a"])
     assert engine.document_ids() == ["b"]  # the other writer's delete, seen
 
