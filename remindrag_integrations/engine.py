@@ -70,15 +70,41 @@ def folder_of(store: Any) -> Path | None:
     return None
 
 
-def _make_folder(root: Path) -> bool:
-    """Make ``root`` for a store (True when it was missing); a file or a folder of other files
-    is refused now, before any work would be lost to a refused write."""
+def _make_folder(root: Path) -> tuple[bool, Path | None]:
+    """Make ``root`` for a store: whether a store is to be made there (none was), and the
+    topmost folder this made (``root`` or one of its parents; None when ``root`` was there).
+    A file or a folder of other files is refused now, before any work would be lost to a
+    refused write, and before anything is made."""
     if SQLiteGraphStore.exists(root):
-        return False
+        return False, None
     check_folder(root, sqlite_store.own_name)
-    created = not root.exists()
+    top = None
+    for folder in (root, *root.parents):
+        if folder.exists():
+            break
+        top = folder
     sqlite_store.make_folder(root)
-    return created
+    return True, top
+
+
+def _unmake_folder(root: Path, top: Path | None) -> None:
+    """Remove the store an engine's construction made in ``root`` (its database files), and
+    the folders it made for it (``top``: up to that one, each when left empty), when the
+    construction is refused after it: a refused ``store=`` path leaves nothing behind. Files
+    of any other name are kept, and the folders holding them."""
+    try:
+        for p in root.iterdir() if root.is_dir() else ():
+            if p.is_file() and not p.is_symlink() and sqlite_store.made_name(p.name):
+                p.unlink()
+        if top is None:
+            return
+        for folder in (root, *root.parents):  # the folders this made, when left empty
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+            if folder == top:
+                break
+    except OSError as exc:  # left as it is, said in the log: the refusal is the error
+        log.warning("could not remove the store made at %s for a refused call: %s", root, exc)
 
 
 def split_config(fields: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
@@ -162,25 +188,34 @@ class ReMindRAG(Engine):
                 f"got {namespace!r}"
             )
         check_store_argument(store)
-        root, probe, created, saved = folder_of(store), None, False, None
+        root, probe, fresh, made, saved = folder_of(store), None, False, None, None
         if root is not None:
-            created = _make_folder(root)
-            store = SQLiteGraphStore.open(root, namespace, progress=progress)
-            saved = store.settings().get("engine")
+            fresh, made = _make_folder(root)
             try:
+                store = SQLiteGraphStore.open(root, namespace, progress=progress)
+            except BaseException:
+                if fresh:
+                    _unmake_folder(root, made)
+                raise
+        try:
+            if isinstance(store, SQLiteGraphStore) and root is not None:
+                saved = store.settings().get("engine")
                 if saved is not None:  # a saved engine: its embedder and config
                     recorded = persist.embedder_of(saved)
                     embeddings, probe = embedder_record.embedder_for_record(recorded, embeddings)
                     saved_index, saved_retrieval = persist.config_of(saved, root)
                     index_config = index_config or saved_index
                     retrieval_config = retrieval_config or saved_retrieval
-                built = as_embedder(embeddings)
-            except BaseException:
+                embeddings = as_embedder(embeddings)
+            chat = as_chat_llm(llm)
+        except BaseException:  # refused: the store closed, a folder this made removed
+            if root is not None and isinstance(store, SQLiteGraphStore):
                 store.close()
-                raise
-            embeddings = built
+                if fresh:
+                    _unmake_folder(root, made)
+            raise
         super().__init__(
-            as_chat_llm(llm),
+            chat,
             as_embedder(embeddings),
             open_store(store, namespace),
             index_config,
@@ -189,7 +224,9 @@ class ReMindRAG(Engine):
             prompts,
         )
         self.directory = root
-        self._created = created  # the folder did not exist: said when a retrieval finds it empty
+        # the store this engine's construction made, and the topmost folder it made for it
+        self._made: tuple[bool, Path | None] = (fresh, made)
+        self._created = made is not None  # said when a retrieval finds the folder empty
         self._probe: tuple[Any, list[float] | None] = (None, None)  # embedder, fingerprint
         if probe is not None:
             self._probe = (self.embedder, probe)
@@ -216,7 +253,11 @@ class ReMindRAG(Engine):
         split_config(fields)  # checked before the store is opened
         engine = cls(llm=llm, embeddings=embeddings, store=store, namespace=namespace)
         if fields:  # the saved engine's config (else the defaults), the fields given changed
-            engine.change_fields(**fields)
+            try:
+                engine.change_fields(**fields)
+            except BaseException:
+                engine._discard_made_folder()
+                raise
         return engine
 
     def change_fields(self, **fields: Any) -> None:
@@ -273,6 +314,23 @@ class ReMindRAG(Engine):
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
+
+    def _discard_made_folder(self) -> None:
+        """After a refused build over a folder this engine made (``ReMindRetriever``'s
+        ``from_documents`` failing after the engine was built): close the store and remove
+        the folder, while it still holds no document (a build that committed some keeps
+        them)."""
+        fresh, top = self._made
+        if not fresh or self.directory is None:
+            return
+        try:
+            if self.store.document_ids():
+                return
+        except StoreError:
+            return
+        self.close()
+        _unmake_folder(self.directory, top)
+        self._made = (False, None)
 
     def _chat_llm(self, llm: Any) -> ChatLLM | None:
         return as_chat_llm(llm)

@@ -19,7 +19,16 @@ from conftest import DATA, load_jsonl
 # a question that is mostly names seeds at an entity node, so its remembered path can be
 # replayed (as in test_cli.py)
 QUESTION = "Lilu and Gallu spirits?"
-TOOLS = {"search", "remember", "feedback", "teach", "add_documents", "delete_documents", "stats"}
+TOOLS = {
+    "search",
+    "remember",
+    "feedback",
+    "teach",
+    "add_documents",
+    "delete_documents",
+    "list_documents",
+    "stats",
+}
 
 
 def server_args(store: Path | str, *extra: str) -> list[str]:

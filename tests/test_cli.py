@@ -80,6 +80,9 @@ def test_index_ask_inspect_trace(corpus, tmp_path):
 
     info = run("inspect", "--store", str(store), cwd=tmp_path).stdout
     assert "10 documents" in info and "10 chunks" in info
+    listed = run("inspect", "--store", str(store), "--documents", cwd=tmp_path).stdout
+    ids = listed.splitlines()  # one id a line, sorted: the ids delete takes
+    assert len(ids) == 10 and ids == sorted(ids) and "Lilu (mythology)#b7760026" in ids
     touched = int(re.search(r"memory: (\d+) touched edges", info).group(1))
     assert touched > 0 and "strongest remembered edges" in info
     closed = subprocess.Popen(  # `remindrag inspect | head`: the reader is gone at once

@@ -28,6 +28,7 @@ from remindrag_integrations import ConfigError, InvalidDocumentError, ReMindRAG,
 from remindrag_integrations.adapters.llm import LangChainLLM
 from remindrag_integrations.errors import (
     EmbedderMismatchError,
+    EmptyCorpusWarning,
     InvalidArgumentError,
     StoreConflictError,
     StoreExistsError,
@@ -331,7 +332,8 @@ def test_pieces_of_one_source_are_one_document() -> None:
         )
         for i in range(3)
     ]
-    r = ReMindRetriever.from_documents([], embeddings=HashEmbedder())
+    with pytest.warns(EmptyCorpusWarning):  # an empty start, on purpose here
+        r = ReMindRetriever.from_documents([], embeddings=HashEmbedder())
     assert r.add_documents([*pages, pages[1]]).duplicate_documents == 1
     assert r.engine.store.document_ids() == ["h.pdf"]  # issue 33: one document, its pages
     assert len(r.engine.store.document_chunks("h.pdf")) == 3  # the repeated page once

@@ -120,7 +120,14 @@ def test_read_only_offers_and_does_no_writes(fresh_store: Path) -> None:
 
     async def session() -> str:
         async with client(fresh_store, "--read-only") as s:
-            assert {t.name for t in (await s.list_tools()).tools} == {"search", "stats"}
+            listed = {t.name for t in (await s.list_tools()).tools}
+            assert listed == {"search", "list_documents", "stats"}
+            page = await call(s, "list_documents", limit=4)  # a read: offered, paged
+            assert page["total"] == 10 and len(page["doc_ids"]) == 4 and page["next_offset"] == 4
+            last = await call(s, "list_documents", offset=8)
+            assert len(last["doc_ids"]) == 2 and last["next_offset"] is None
+            assert page["doc_ids"] == sorted(page["doc_ids"]) < last["doc_ids"]
+            assert "limit" in await error(s, "list_documents", limit=0)
             found = await call(s, "search", query=QUESTION)
             assert "remember" in await error(s, "remember", trace_id=found["trace_id"])
             stats = await call(s, "stats")

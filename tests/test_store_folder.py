@@ -18,6 +18,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from remindrag_integrations import ReMindRAG, ReMindRetriever
 from remindrag_integrations.core.types import Document
 from remindrag_integrations.errors import (
+    EmptyCorpusWarning,
     StoreEmptyError,
     StoreExistsError,
     StoreNotFoundError,
@@ -130,9 +131,14 @@ def test_a_mistyped_folder_is_not_an_empty_knowledge_base(tmp_path: Path) -> Non
     typo = tmp_path / "kb-typo"
     with pytest.raises(StoreEmptyError, match="kb-typo holds no documents.*mistyped"):
         ReMindRAG(embeddings=HashEmbedder(), store=str(typo)).retrieve(QUESTION)
-    retriever = ReMindRetriever.from_documents([], embeddings=HashEmbedder(), store=str(typo))
+    with pytest.warns(EmptyCorpusWarning, match="kb-typo holds none"):  # made empty above
+        retriever = ReMindRetriever.from_documents([], embeddings=HashEmbedder(), store=str(typo))
     with pytest.raises(StoreNotFoundError):  # StoreEmptyError is one
         retriever.invoke(QUESTION)
+    other = tmp_path / "kb-other-typo"  # no documents and no store there: refused, nothing made
+    with pytest.raises(StoreNotFoundError, match="no store at"):
+        ReMindRetriever.from_documents([], embeddings=HashEmbedder(), store=str(other))
+    assert not other.exists()
     with pytest.raises(StoreNotFoundError):
         ReMindRAG.load(tmp_path / "kb-other")  # the strict open refuses it outright
     # the right folder answers, with no need to save: every write was saved

@@ -234,6 +234,10 @@ def _format_of(args: argparse.Namespace) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     engine = open_engine(args)
+    if getattr(args, "documents", False):  # one id a line: `| wc -l`, `| grep`
+        for doc_id in engine.document_ids():
+            print(doc_id)
+        return 0
     counts = engine.store.counts()
     print(f"format: {_format_of(args)}")
     print("graph: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))

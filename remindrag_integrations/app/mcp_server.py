@@ -3,7 +3,8 @@ official ``mcp`` SDK (extra ``mcp``): its ``MCPServer`` (mcp 2), or ``FastMCP`` 
 ``langchain-mcp-adapters`` still requires).
 
 Tools: ``search``, ``remember``, ``feedback``, ``teach``, ``add_documents``,
-``delete_documents``, ``stats`` (``--read-only``: ``search`` and ``stats`` only). Resources:
+``delete_documents``, ``list_documents``, ``stats`` (``--read-only``: ``search``,
+``list_documents`` and ``stats`` only). Resources:
 ``trace://{trace_id}`` (a retrieval as text) and ``memory://view`` (the memory view page).
 What each tool does is :mod:`.mcp_service`; this module is the protocol's side: names,
 descriptions and argument schemas written for a model, typed errors turned into tool errors,
@@ -30,7 +31,7 @@ from pydantic import Field
 from ..core.config import RECOMMENDED_MIN_SCORE
 from ..core.errors import ReMindError
 from .mcp_depth import guarded_stdio, refuse_deep_bodies
-from .mcp_service import StoreService, check_store
+from .mcp_service import MAX_LISTED, StoreService, check_store
 from .specs import CLIError
 
 TOKEN_ENV = "REMINDRAG_MCP_TOKEN"
@@ -44,7 +45,8 @@ A knowledge-graph retriever whose edges remember past retrievals. Use it like th
    to the cited passages are remembered, so the next similar question (in any session) is
    answered from memory: found_by 'replay', fewer steps.
 feedback(trace_id, helpful) corrects a retrieval; teach(pairs) writes known question/passage
-pairs; add_documents / delete_documents change the corpus; stats() tells the store's size."""
+pairs; add_documents / delete_documents change the corpus, list_documents lists its document
+ids; stats() tells the store's size."""
 
 
 def sdk() -> tuple[Any, Any, Any, int]:
@@ -89,6 +91,7 @@ def build_server(service: StoreService, *, stdio: bool = True, **settings: Any) 
         "Size of the store: documents, chunks, entities, edges, "
         "and how many edges hold memory of past retrievals.",
     )
+    tool(_list_documents(service), "list_documents", LIST_DOCUMENTS)
     if not service.read_only:
         tool(_remember(service), "remember", REMEMBER)
         tool(_feedback(service), "feedback", FEEDBACK)
@@ -171,6 +174,11 @@ ADD_DOCUMENTS = """\
 Index documents into the store: texts (with optional ids and metadata, one per text or one for
 all), or paths of .txt / .md / .jsonl files or folders on the server's machine (stdio only).
 A document whose id is already stored with the same text is skipped; changed text replaces it."""
+
+LIST_DOCUMENTS = """\
+The ids of the stored documents, sorted, a page at a time (limit, from offset): what
+delete_documents takes, and how to check what the store holds. Returns doc_ids, total and
+next_offset (pass it as offset for the next page; null when there is no more)."""
 
 Query = Annotated[str, Field(description="The question, in natural language.")]
 TraceId = Annotated[str, Field(description="The trace_id a search returned.")]
@@ -267,6 +275,18 @@ def _delete_documents(s: StoreService) -> Callable[..., Any]:
         return s.delete_documents(ids)
 
     return delete_documents
+
+
+def _list_documents(s: StoreService) -> Callable[..., Any]:
+    def list_documents(
+        offset: Annotated[int, Field(description="Ids to skip.", ge=0)] = 0,
+        limit: Annotated[
+            int, Field(description="Ids to return (at most 1000).", ge=1, le=MAX_LISTED)
+        ] = MAX_LISTED,
+    ) -> dict[str, Any]:
+        return s.list_documents(offset, limit)
+
+    return list_documents
 
 
 def _stats(s: StoreService) -> Callable[..., Any]:

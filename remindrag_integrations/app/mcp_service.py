@@ -27,6 +27,7 @@ from ..core.workers import cpus
 from .specs import CLIError
 
 MAX_TEXTS = 1000  # documents one add_documents call may carry
+MAX_LISTED = 1000  # document ids one list_documents call returns
 LOCK_WAIT = 60.0  # seconds a write waits for another writer (then a tool error says so)
 
 
@@ -193,6 +194,23 @@ class StoreService:
 
     def delete_documents(self, ids: Sequence[str]) -> dict[str, int]:
         return dict(self._write(lambda e: e.delete(ids)))
+
+    def list_documents(self, offset: int = 0, limit: int = MAX_LISTED) -> dict[str, Any]:
+        """The stored documents' ids, sorted, ``limit`` of them from ``offset`` on: the ids
+        ``delete_documents`` takes; ``next_offset`` asks for the next page (None: no more)."""
+        for name, value, least in (("offset", offset, 0), ("limit", limit, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InvalidArgumentError(f"{name} must be an integer >= {least}, got {value!r}")
+        if limit > MAX_LISTED:
+            raise InvalidArgumentError(f"at most {MAX_LISTED} ids a call (limit), got {limit}")
+        ids = self.engine.document_ids()
+        page = ids[offset : offset + limit]
+        more = offset + len(page) < len(ids)
+        return {
+            "doc_ids": page,
+            "total": len(ids),
+            "next_offset": offset + len(page) if more else None,
+        }
 
     def stats(self) -> dict[str, Any]:
         counts = dict(self.engine.store.counts())

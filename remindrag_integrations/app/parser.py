@@ -122,12 +122,18 @@ def _ask(sub: Any, commands: Commands) -> None:
 def _inspect(sub: Any, commands: Commands) -> None:
     p = sub.add_parser(
         "inspect",
-        help="graph size and memory of a store",
-        description="Show graph size and the strongest remembered edges.",
+        help="graph size and memory of a store, or its document ids",
+        description="Show graph size and the strongest remembered edges; --documents lists "
+        "the stored document ids.",
     )
     _store_args(p, llm=False)
     p.add_argument("--top", type=int, default=10, help="edges to list (default 10)")
     p.add_argument("--query", help="rank edges by how well their memory matches this question")
+    p.add_argument(
+        "--documents",
+        action="store_true",
+        help="list the stored document ids instead, one a line, sorted (the ids delete takes)",
+    )
     p.set_defaults(func=commands["inspect"], llm="none")
 
 
@@ -200,12 +206,15 @@ def _mcp(sub: Any, commands: Commands) -> None:
         help="serve a store to agents over the Model Context Protocol (extra 'mcp')",
         description="Serve a store to MCP clients (desktop assistants, IDE agents, LangChain, "
         "LlamaIndex): tools search, remember, feedback, teach, add_documents, "
-        "delete_documents, stats; resources trace://{id} and memory://view. Memory written "
-        "through one server is seen by the next, and by other servers on the same store.",
+        "delete_documents, list_documents, stats; resources trace://{id} and memory://view. "
+        "Memory written through one server is seen by the next, and by other servers on the "
+        "same store.",
     )
     _store_args(p)
     p.add_argument(
-        "--read-only", action="store_true", help="search and stats only: no tool that writes"
+        "--read-only",
+        action="store_true",
+        help="search, list_documents and stats only: no tool that writes",
     )
     p.add_argument(
         "--http",

@@ -415,6 +415,13 @@ class Engine(MemoryAdmin):
         p = inserting.plan(self.store, self._documents(documents), self.index_config)
         return inserting.estimate(p, self.prompts.extraction, self.llm is not None)
 
+    def changed_ids(self, documents: Iterable[Any]) -> list[str]:
+        """The ids of the documents :meth:`insert` would (re)index now: new, changed, or
+        replacing an older id of theirs; the others it would skip. Nothing is written; the
+        documents are checked as the insert checks them."""
+        p = inserting.plan(self.store, self._documents(documents), self.index_config)
+        return [d.id for d in p.fresh]
+
     def delete(self, doc_ids: Iterable[str]) -> DeleteReport:
         """Remove documents (by the ids they were inserted with) with their chunks, anchors,
         the entities only they mentioned, and those nodes' edges and edge memory. A document
@@ -494,6 +501,13 @@ class Engine(MemoryAdmin):
                 if chunks:
                     out.append(indexing.stored_document(x, chunks))
         return out
+
+    def document_ids(self) -> list[str]:
+        """The ids of the documents the store holds, sorted: the ids :meth:`delete` takes
+        (a loader document's resolved ``source`` path, a LlamaIndex document's ``id_``, a
+        content hash for a text given without one). The namespace's only, for a shared
+        store."""
+        return sorted(self.store.document_ids())
 
     def _stored_ids(self, doc_id: str) -> list[str]:
         """The stored documents ``doc_id`` names: itself, else the same path spelled

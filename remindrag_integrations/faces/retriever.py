@@ -8,6 +8,7 @@ It composes the two faces over a :class:`~.engine.ReMindRAG` engine: conversions
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import reprlib
 import sys
@@ -28,15 +29,19 @@ from langchain_core.indexing import DocumentIndex, UpsertResponse
 from langchain_core.vectorstores import VectorStore
 from llama_index.core.retrievers import BaseRetriever as LIBaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.storage.docstore.types import RefDocInfo
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from ..adapters.llm import LangChainLLM
 from ..core import arguments, filters
 from ..core.errors import (
     ConfigError,
+    EmptyCorpusWarning,
     InvalidArgumentError,
     NoTraceError,
     StoreCorruptError,
+    StoreNotFoundError,
+    warn_user,
 )
 from ..core.memory.teach import TeachReport
 from ..core.types import (
@@ -48,9 +53,9 @@ from ..core.types import (
     Retrieval,
     Trace,
 )
-from ..engine import ReMindRAG
+from ..engine import ReMindRAG, folder_of
 from ..stores import SQLiteGraphStore, sqlite_store
-from .inputs import content_id, join_parts, jsonable
+from .inputs import Part, content_id, join_parts, jsonable, made_up
 from .langchain.callbacks import ReMindMemoryCallback
 from .langchain.convert import (
     PARENT_KEY,
@@ -62,6 +67,7 @@ from .last_trace import LastTrace
 from .llama_index.convert import from_llamaindex_node, to_llamaindex_node, to_llamaindex_nodes
 from .llama_index.events import ReMindMemoryEventHandler
 from .options import RetrieverOptions
+from .results import NAMESPACE
 from .search_args import call_overrides, construction_args, score_threshold
 
 
@@ -77,6 +83,8 @@ def _quiet_notebook_progress() -> None:
             except ImportError:  # pragma: no cover - tqdm is optional here
                 pass
 
+
+log = logging.getLogger(__name__)
 
 _quiet_notebook_progress()
 _RETRIEVER_ARGS = (
@@ -116,6 +124,12 @@ def as_engine_documents(items: Iterable[Any], what: str = "add_documents") -> li
     """A list of documents as engine documents, the pieces of one document joined into one
     (:func:`.inputs.join_parts`); one document or string instead of a list, or ``None``, is an
     :class:`InvalidArgumentError`."""
+    return join_parts(as_engine_document(d) for d in as_engine_documents_list(items, what))
+
+
+def as_engine_documents_list(items: Iterable[Any], what: str = "add_documents") -> list[Any]:
+    """``items`` as a list, checked to be a list of documents (see
+    :func:`as_engine_documents`), not yet converted."""
     if isinstance(items, (str, bytes, Document, LCDocument, BaseNode)):
         raise InvalidArgumentError(
             f"{what} takes a list of documents, not one {type(items).__name__}: wrap it in a list"
@@ -131,7 +145,19 @@ def as_engine_documents(items: Iterable[Any], what: str = "add_documents") -> li
             f"{what} takes a list of documents (LangChain Documents, LlamaIndex documents or "
             f"nodes, strings), got {type(items).__name__}; pass [] for none"
         )
-    return join_parts(as_engine_document(d) for d in items)
+    return list(items)
+
+
+def _stored_metadata(store: Any) -> dict[str, dict[str, Any]]:
+    """Each stored document's metadata, by id, in one store call (``{}`` from a store of
+    one's own without ``documents()``)."""
+    documents = getattr(store, "documents", None)
+    known = documents() if callable(documents) else {}
+    return {
+        d: entry[1]
+        for d, entry in known.items()
+        if isinstance(entry, tuple) and isinstance(entry[1], dict)
+    }
 
 
 def text_documents(
@@ -324,18 +350,57 @@ class ReMindRetriever(DocumentIndex, LIBaseRetriever):
         called instead. The keyword arguments are typed (:class:`.options.RetrieverOptions`),
         so an editor completes them."""
         docs = as_engine_documents(documents, "from_documents")
-        config: dict[str, Any] = dict(options)
+        return cls._build(docs, "from_documents", llm, embeddings, progress, dict(options))
+
+    @classmethod
+    def _build(
+        cls,
+        docs: list[Any],
+        what: str,
+        llm: Any,
+        embeddings: Any,
+        progress: bool | Callable[[int, int], None],
+        config: dict[str, Any],
+    ) -> ReMindRetriever:
+        """:meth:`from_documents` with its documents converted. No documents over a folder
+        that holds no store is a :class:`StoreNotFoundError` (nothing made there); a store
+        that holds none after the build (no documents given, or only empty ones) an
+        :class:`EmptyCorpusWarning`. A call refused after it made a store folder removes
+        it."""
         # the frameworks' names for k folded into one (two different values: ConfigError)
         mine = construction_args({k: config.pop(k) for k in _RETRIEVER_ARGS if k in config}, set())
         if "k" in mine:
             config["k"] = mine.pop("k")
+        folder = folder_of(config.get("store"))
+        if not docs and folder is not None and not SQLiteGraphStore.exists(folder):
+            raise StoreNotFoundError(
+                f"{what} got no documents, and there is no store at {folder} to open (nothing "
+                "was made there): a loader whose glob matched no file, or a mistyped store "
+                "path? Give documents to index, or the folder of a saved store; to start an "
+                "empty store there on purpose: ReMindRetriever(engine=ReMindRAG(store=path))"
+            )
         engine = ReMindRAG.from_fields(llm=llm, embeddings=embeddings, **config)
-        saved = _saved_fields(engine)  # a folder store's: restored unless given here
-        retriever = cls(engine=engine, **{**saved, **mine})
-        if engine.directory is not None and mine:  # kept for the next open
-            retriever._write_fields(engine.directory)
-        if docs:
-            retriever.engine.insert(docs, progress=progress)
+        try:
+            saved = _saved_fields(engine)  # a folder store's: restored unless given here
+            retriever = cls(engine=engine, **{**saved, **mine})
+            if engine.directory is not None and mine:  # kept for the next open
+                retriever._write_fields(engine.directory)
+            if docs:
+                retriever.engine.insert(docs, progress=progress)
+        except BaseException:
+            engine._discard_made_folder()  # only a folder this call made, still empty
+            raise
+        if not engine.store.document_ids():  # nothing given, or only empty documents
+            where = f"the store at {folder}" if folder is not None else "a new store"
+            got = f"only empty documents ({len(docs)})" if docs else "no documents"
+            warn_user(
+                f"{what} got {got} and {where} holds none: this retriever answers [] to "
+                "every question until documents are added. Check what the loader read (a "
+                "glob that matched no file? a list filtered to nothing? files it could not "
+                "read?); where an empty start is meant, add_documents() later and ignore "
+                "this warning",
+                EmptyCorpusWarning,
+            )
         return retriever
 
     @classmethod
@@ -352,9 +417,7 @@ class ReMindRetriever(DocumentIndex, LIBaseRetriever):
     ) -> ReMindRetriever:
         """Like :meth:`from_documents`, from plain texts (ids default to a content hash)."""
         docs = text_documents(texts, metadatas, ids, "from_texts")
-        return cls.from_documents(
-            docs, llm=llm, embeddings=embeddings, progress=progress, **options
-        )
+        return cls._build(docs, "from_texts", llm, embeddings, progress, dict(options))
 
     def add_documents(
         self,
@@ -719,6 +782,172 @@ class ReMindRetriever(DocumentIndex, LIBaseRetriever):
         """A LlamaIndex event handler (attached to the root dispatcher) that memorizes after
         each query engine answer."""
         return ReMindMemoryEventHandler(retriever=self).attach()
+
+    # --- LlamaIndex index names ------------------------------------------------------------
+    # LlamaIndex's BaseIndex names for what add_documents / delete do, with its meanings
+    # (llama_index.core.indices.base.BaseIndex), and the list of stored documents.
+    def document_ids(self) -> list[str]:
+        """The ids of the stored documents, sorted (see :meth:`ReMindRAG.document_ids`):
+        what :meth:`delete` / :meth:`delete_ref_doc` take."""
+        return self.engine.document_ids()
+
+    def insert_nodes(
+        self,
+        nodes: Sequence[BaseNode],
+        *,
+        progress: bool | Callable[[int, int], None] = False,
+        on_batch: Callable[[IndexReport], None] | None = None,
+    ) -> IndexReport:
+        """LlamaIndex's ``insert_nodes``: add nodes (a splitter's or an ``IngestionPipeline``'s
+        output) as pieces of their documents (``ref_doc_id``). Nodes of the stored version of
+        a document join it (a node given again is kept once); nodes of an edited
+        document (its hash changed) replace the stored version whole. Unlike LlamaIndex's
+        (``None``), returns the :class:`IndexReport`. Anything but nodes is an
+        :class:`InvalidArgumentError` (:meth:`add_documents` takes every kind)."""
+        return self.engine.insert(
+            self._nodes_in(nodes, "insert_nodes"), progress=progress, on_batch=on_batch
+        )
+
+    async def ainsert_nodes(
+        self,
+        nodes: Sequence[BaseNode],
+        *,
+        progress: bool | Callable[[int, int], None] = False,
+        on_batch: Callable[[IndexReport], None] | None = None,
+    ) -> IndexReport:
+        docs = self._nodes_in(nodes, "ainsert_nodes")
+        return await self.engine.ainsert(docs, progress=progress, on_batch=on_batch)
+
+    @staticmethod
+    def _nodes_in(nodes: Any, what: str) -> list[Any]:
+        """LlamaIndex nodes as engine documents; anything else a typed error."""
+        items = as_engine_documents_list(nodes, what)
+        for i, node in enumerate(items):
+            if not isinstance(node, BaseNode):
+                raise InvalidArgumentError(
+                    f"{what} takes LlamaIndex nodes (TextNode, Document), got "
+                    f"{type(node).__name__} at {i}: use add_documents for other documents"
+                )
+        return as_engine_documents(items, what)
+
+    def delete_ref_doc(
+        self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any
+    ) -> DeleteReport:
+        """LlamaIndex's ``delete_ref_doc``: remove the document ``ref_doc_id`` (a node's
+        ``ref_doc_id``, a document's ``id_``, a loader file's path) with every node (chunk)
+        of it, as :meth:`delete` does. A document stored from the nodes of a parent
+        LlamaIndex named at random (``SimpleDirectoryReader`` without ``filename_as_id``) is
+        kept under its file's path and found by that parent's id too. An id this store does
+        not hold deletes nothing and logs a warning, as LlamaIndex does (``not_found`` in
+        the returned report says so). The store is its own docstore, so
+        ``delete_from_docstore`` changes nothing: the document is gone from both either way.
+        Other keyword arguments are an :class:`InvalidArgumentError`."""
+        return self.engine.delete(self._ref_doc(ref_doc_id, delete_from_docstore, delete_kwargs))
+
+    async def adelete_ref_doc(
+        self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any
+    ) -> DeleteReport:
+        ids = await asyncio.to_thread(
+            self._ref_doc, ref_doc_id, delete_from_docstore, delete_kwargs
+        )
+        return await asyncio.to_thread(self.engine.delete, ids)
+
+    def _ref_doc(
+        self, ref_doc_id: Any, delete_from_docstore: Any, extra: dict[str, Any]
+    ) -> list[str]:
+        """The stored documents ``delete_ref_doc(ref_doc_id)`` names (the id itself when
+        none: reported not found); bad arguments a typed error."""
+        if not isinstance(ref_doc_id, str) or not ref_doc_id:
+            raise InvalidArgumentError(
+                f"delete_ref_doc takes one document id (a string), got {ref_doc_id!r}; "
+                "for several, delete([...])"
+            )
+        if not isinstance(delete_from_docstore, bool):
+            raise InvalidArgumentError(
+                f"delete_from_docstore must be True or False, got {delete_from_docstore!r}"
+            )
+        if extra:
+            raise InvalidArgumentError(
+                f"delete_ref_doc takes no {', '.join(sorted(extra))}: only ref_doc_id and "
+                "delete_from_docstore"
+            )
+        store = self.engine.store
+        if not made_up(ref_doc_id) or store.document_hash(ref_doc_id) is not None:
+            return [ref_doc_id]
+        # a parent LlamaIndex named at random: its nodes were stored under its file's path,
+        # each keeping the parent's id (metadata["ref_doc_id"])
+        found = [
+            d for d, meta in _stored_metadata(store).items() if meta.get("ref_doc_id") == ref_doc_id
+        ]
+        if not found:
+            log.warning(
+                "delete_ref_doc: %s is an id LlamaIndex made up at random, and no stored "
+                "document was added under it: a loader's document is kept under its file's "
+                "path (metadata['file_path']; retriever.document_ids() lists them)",
+                ref_doc_id,
+            )
+        return found or [ref_doc_id]
+
+    def refresh_ref_docs(
+        self,
+        documents: Sequence[Any],
+        *,
+        progress: bool | Callable[[int, int], None] = False,
+    ) -> list[bool]:
+        """LlamaIndex's ``refresh_ref_docs``: index the documents that are new or whose
+        text changed, skip the others (no embedding, no LLM call), and say which were
+        indexed: ``[True, False, ...]``, one flag per document given. A document is known
+        by its id (a LlamaIndex ``Document``'s ``id_``, a loader file's path; see
+        :meth:`add_documents`) and compared by the hash of its text, as the engine's insert
+        compares it: a change of metadata alone is no change here (LlamaIndex's hash counts
+        metadata too). The pages of one file are one document: all True or all False."""
+        docs, flags = self._refreshing(documents, "refresh_ref_docs")
+        self.engine.insert(docs, progress=progress)
+        return flags
+
+    async def arefresh_ref_docs(
+        self,
+        documents: Sequence[Any],
+        *,
+        progress: bool | Callable[[int, int], None] = False,
+    ) -> list[bool]:
+        docs, flags = await asyncio.to_thread(self._refreshing, documents, "arefresh_ref_docs")
+        await self.engine.ainsert(docs, progress=progress)
+        return flags
+
+    def _refreshing(self, documents: Any, what: str) -> tuple[list[Any], list[bool]]:
+        """The engine documents of ``documents`` to index (the new and changed ones, by the
+        insert's own plan; the others are not read again) and, for each one given, whether
+        it is one of them."""
+        items = as_engine_documents_list(documents, what)
+        parts = [as_engine_document(d) for d in items]
+        for i, part in enumerate(parts):
+            if not isinstance(part, (Part, Document)):
+                raise InvalidArgumentError(
+                    f"{what} takes documents (LlamaIndex or LangChain documents, nodes, "
+                    f"engine Documents), got {type(part).__name__} at {i}: a document needs "
+                    "an id to be refreshed by"
+                )
+        docs = join_parts(parts)
+        fresh = set(self.engine.changed_ids(docs))
+        named = [p.doc_id if isinstance(p, Part) else p.id for p in parts]
+        return [d for d in docs if d.id in fresh], [n in fresh for n in named]
+
+    @property
+    def ref_doc_info(self) -> dict[str, RefDocInfo]:
+        """LlamaIndex's ``ref_doc_info``: each stored document's id -> its
+        ``RefDocInfo``: ``node_ids``, the ids of its chunks in order (the ids a retrieval's
+        nodes carry), and ``metadata``, the document's (without the library's own key)."""
+        store = self.engine.store
+        known = _stored_metadata(store)
+        out = {}
+        for doc_id in self.engine.document_ids():
+            meta = known.get(doc_id, {})
+            out[doc_id] = RefDocInfo(
+                node_ids=[c.id for c in store.document_chunks(doc_id)],
+                metadata={k: v for k, v in meta.items() if k != NAMESPACE},
+            )
+        return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -228,6 +228,16 @@ def own_name(name: str) -> bool:
     )
 
 
+def made_name(name: str) -> bool:
+    """The files opening a new store makes in its folder: the database, its journal files,
+    the temporary files of a write, the lock."""
+    return (
+        name in (DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal")
+        or name.startswith(f".{DB_FILE}.")
+        or name == generations.LOCK_FILE
+    )
+
+
 def _sqlite_error(exc: sqlite3.Error, root: Path, what: str) -> StoreError:
     """A typed error for an SQLite failure: locked, full, read-only or damaged."""
     text = str(exc)
