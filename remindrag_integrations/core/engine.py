@@ -21,11 +21,12 @@ from functools import partial
 from typing import Any
 
 from . import answer as answering
-from . import arguments, indexing, pipeline, stream, workers
+from . import arguments, filters, indexing, pipeline, stream, workers
 from . import insert as inserting
 from .config import IndexConfig, RetrievalConfig, as_config
 from .errors import (
     ConfigError,
+    FilterMatchesNothingError,
     InvalidArgumentError,
     NotCopyableError,
     UnknownNodeError,
@@ -479,8 +480,26 @@ class Engine(MemoryAdmin):
             retrieval = yield from pipeline.retrieve(
                 view, query, cfg, self._navigator(rt), ledger, self.prompts.pre_query
             )
+            if cfg.filter and not retrieval.chunks:
+                self._check_filter(view, cfg.filter)
         self._remember(retrieval.trace)
         return retrieval
+
+    @staticmethod
+    def _check_filter(store: GraphStore, spec: dict[str, Any]) -> None:
+        """A filtered retrieval that found nothing: raise when a mistake in the filter is why
+        (:func:`.filters.explain`; only here, so a query that finds passages pays nothing)."""
+        parsed = filters.parse(spec)
+        if parsed is None:
+            return
+        documents = getattr(store, "documents", None)  # BaseGraphStore's; not the protocol's
+        if not callable(documents):
+            return
+        why = filters.explain(parsed, (meta for _, meta in documents().values()))
+        if why:
+            raise FilterMatchesNothingError(
+                f"the filter {spec} matches no document: {why}. Nothing was retrieved"
+            )
 
     def _answer_step(
         self, query: str, cfg: RetrievalConfig, rt: Runtime, ledger: CostLedger

@@ -37,6 +37,15 @@ class SourceNotFoundError(ReMindError, FileNotFoundError):
     :class:`~.jsonl.JsonlDocuments`)."""
 
 
+class FilterMatchesNothingError(ConfigError):
+    """A metadata filter that no stored document can pass because of a mistake in it: a key
+    no document has (the close ones named), a value of a type no document holds under that
+    key (``"2021"`` for integer years), a value held only in another case, a dotted path
+    into nested metadata. Raised by a retrieval that the filter left empty; a filter whose
+    value no document happens to hold (a tenant with no documents yet) is no mistake and
+    returns nothing."""
+
+
 class InvalidQueryError(ReMindError, ValueError):
     """A query that cannot be retrieved for (not a string, empty or whitespace only)."""
 
@@ -177,6 +186,7 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingError",
     "ExtractionError",
+    "FilterMatchesNothingError",
     "InvalidArgumentError",
     "InvalidDocumentError",
     "InvalidQueryError",
