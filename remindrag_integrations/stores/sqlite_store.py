@@ -755,6 +755,10 @@ class SQLiteGraphStore(InMemoryGraphStore):
         self._fresh()
         return super().document_hash(doc_id)
 
+    def edge_successors(self, edge_ids: Sequence[str]) -> dict[str, str]:
+        self._fresh()
+        return super().edge_successors(edge_ids)
+
     def document_ids(self) -> list[str]:
         self._fresh()
         return super().document_ids()
