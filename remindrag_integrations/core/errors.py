@@ -37,6 +37,13 @@ class SourceNotFoundError(ReMindError, FileNotFoundError):
     :class:`~.jsonl.JsonlDocuments`)."""
 
 
+class EmbedderLanguageWarning(UserWarning):
+    """A question or a document mostly written in a script the embedder does not read (the
+    packaged all-MiniLM-L6-v2 reads English): its scores are near chance and may pass
+    ``min_score``. Said once per engine; the message names a multilingual embedder that
+    works offline."""
+
+
 class FilterMatchesNothingError(ConfigError):
     """A metadata filter that no stored document can pass because of a mistake in it: a key
     no document has (the close ones named), a value of a type no document holds under that
@@ -185,6 +192,7 @@ __all__ = [
     "ConfigError",
     "EmbedderMismatchError",
     "EmbeddingError",
+    "EmbedderLanguageWarning",
     "ExtractionError",
     "FilterMatchesNothingError",
     "InvalidArgumentError",

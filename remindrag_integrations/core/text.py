@@ -90,3 +90,18 @@ def first_sentence(text: str, max_chars: int = 120) -> str:
     s = text[spans[0][0] : spans[0][1]] if spans else text
     s = " ".join(s.split())
     return s if len(s) <= max_chars else s[: max_chars - 1].rsplit(" ", 1)[0] + "…"
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+# letters of the Latin script (ASCII, Latin-1, Latin Extended-A/B, Latin Extended Additional)
+_NON_LATIN = re.compile(r"[^\W\d_A-Za-z\u00aa\u00b5\u00ba\u00c0-\u024f\u1e00-\u1eff]")
+LANGUAGE_SAMPLE = 2000  # characters of a text the language check reads
+
+
+def foreign_share(text: str) -> float:
+    """The share of the letters of ``text`` (its first :data:`LANGUAGE_SAMPLE` characters)
+    outside the Latin script: Chinese, Cyrillic, Arabic, ... letters, which an English
+    embedder's vocabulary splits into unknown pieces."""
+    sample = text[:LANGUAGE_SAMPLE]
+    letters = len(_LETTER.findall(sample))
+    return len(_NON_LATIN.findall(sample)) / letters if letters else 0.0
