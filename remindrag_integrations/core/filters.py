@@ -370,20 +370,32 @@ def _mistake(c: Condition, metas: list[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def _suggest(c: Condition, value: Any, kind: str) -> str:
-    """How ``c`` reads with ``value`` converted to ``kind``, when it converts."""
-    new: Any = None
+def _converted(value: Any, kind: str) -> Any:
+    """``value`` as a ``kind`` ("number" / "string"), or ``None`` where it does not convert."""
     if kind == "number" and isinstance(value, str):
         try:
             number = float(value)
         except ValueError:
+            return None
+        if not math.isfinite(number):
+            return None
+        return int(number) if number.is_integer() and "." not in value else number
+    if kind == "string" and _kind(value) in ("number", "bool"):
+        return str(value)
+    return None
+
+
+def _suggest(c: Condition, value: Any, kind: str) -> str:
+    """How ``c`` reads with its values converted to ``kind``, when they convert."""
+    if c.op in _LISTS:
+        new: Any = [_converted(v, kind) for v in c.value]
+        if any(v is None for v in new):
             return ""
-        new = int(number) if number.is_integer() and "." not in value else number
-    elif kind == "string" and _kind(value) in ("number", "bool"):
-        new = str(value)
-    if new is None:
-        return ""
-    shown = {c.key: new} if c.op == "$eq" else {c.key: {c.op: [new] if c.op in _LISTS else new}}
+    else:
+        new = _converted(value, kind)
+        if new is None:
+            return ""
+    shown = {c.key: new} if c.op == "$eq" else {c.key: {c.op: new}}
     return f", e.g. {shown}"
 
 
