@@ -331,3 +331,39 @@ def test_a_document_in_another_script_is_warned_at_insert_and_only_for_english_e
     assert _language_warnings(ReMindRAG(embeddings=english), latin, ["Où est-elle ?"]) == []
     unstated = ReMindRAG(embeddings=HashEmbedder(16))  # states no language: not checked
     assert _language_warnings(unstated, docs, ["华为的总部在哪里？"]) == []
+
+
+def test_mcp_over_http_refuses_nan_before_the_sdk(indexed_store: Path) -> None:
+    import socket
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = server_args(indexed_store, "--read-only", "--http", f"127.0.0.1:{port}")
+    proc = subprocess.Popen(
+        [sys.executable, *args], env=server_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        body = (
+            '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search", '
+            '"arguments": {"query": "q", "min_score": NaN}}}'
+        )
+        headers = {"accept": "application/json, text/event-stream"}
+        headers["content-type"] = "application/json"
+        sent = httpx.post(f"http://127.0.0.1:{port}/mcp", content=body, headers=headers)
+        assert sent.status_code == 400, sent.text
+        reply = sent.json()
+        assert reply["id"] == 7 and "arguments.min_score is NaN" in reply["error"]["message"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

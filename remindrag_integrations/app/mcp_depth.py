@@ -11,6 +11,13 @@ JSON-RPC error; over HTTP the answer is a 400 with a JSON-RPC error. The SDK nev
 
 The check is iterative (a scan of the JSON's tokens), and cheap for every other message: one
 that holds fewer brackets than the limit is not scanned at all.
+
+The same door refuses a number that is not finite (:func:`non_finite`): the SDK reads
+``NaN``, ``Infinity`` and ``1e400`` and hands the tool ``null``, so ``k: NaN`` ran with the
+default k and ``min_score: NaN`` was ignored. Such a request is answered here like one
+nested too deep, with a message naming where the number stands (``arguments.k is NaN``). A
+message is scanned only when a regex finds ``NaN``, ``Infinity`` or a three-digit exponent
+in it.
 """
 
 from __future__ import annotations

