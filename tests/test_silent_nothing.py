@@ -367,3 +367,23 @@ def test_mcp_over_http_refuses_nan_before_the_sdk(indexed_store: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+fresh_store = mcp_fixture.fresh_store
+
+
+def test_the_cli_filter_names_the_mistake_as_the_retrievers_do(fresh_store: Path) -> None:
+    from conftest import run_cli
+
+    def ask(*extra: str) -> subprocess.CompletedProcess:
+        args = ("ask", QUESTION, "--store", str(fresh_store), "--no-memorize", *extra)
+        return run_cli(*args, cwd=Path(__file__).resolve().parent.parent, check=False)
+
+    wrong = ask("--filter", '{"titel": "Demon Dice"}')
+    assert wrong.returncode == 2, wrong.stderr
+    assert "no document has the key 'titel' (close: 'title')" in wrong.stderr
+    assert "no finite number" in ask("--filter", '{"title": NaN}').stderr
+    right = ask("--filter", '{"title": "Demon Dice"}', "--min-score", "0", "--json")
+    assert right.returncode == 0, right.stderr
+    docs = {p["doc"] for p in json.loads(right.stdout)["passages"]}
+    assert docs and all(d.startswith("Demon Dice") for d in docs)
