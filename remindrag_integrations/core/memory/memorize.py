@@ -164,11 +164,11 @@ class Memorizer:
 
 
 def successor_chunks(store: GraphStore, chunk_ids: list[str], seen: set[str]) -> list[str]:
-    """``chunk_ids`` with each chunk of the retrieval (``seen``) no longer stored replaced by the chunk that took
-    its place when its document was edited (the same passage, edited: :mod:`.carry`; found
-    through the store's record of replaced edges, ``edge_successors``). A chunk with no
-    successor (its document deleted, or the passage gone from it) is an
-    :class:`UnknownNodeError` that says so."""
+    """``chunk_ids`` with each chunk of the retrieval (``seen``) that is no longer stored
+    replaced by the chunk that took its place when its document was edited (the same passage,
+    edited: :mod:`.carry`; found through the store's record of replaced edges,
+    ``edge_successors``). A chunk with no successor (its document deleted, or the passage
+    gone from it) is an :class:`UnknownNodeError` that says so."""
     gone = [c for c in chunk_ids if c in seen and not _stored(store, c)]
     if not gone:
         return chunk_ids
