@@ -22,6 +22,7 @@ over an in-memory copy, whose writes stay in memory.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import threading
@@ -227,6 +228,7 @@ class ReMindRAG(Engine):
         # the store this engine's construction made, and the topmost folder it made for it
         self._made: tuple[bool, Path | None] = (fresh, made)
         self._created = made is not None  # said when a retrieval finds the folder empty
+        self._held_documents = False  # a database's namespace was seen holding documents
         self._probe: tuple[Any, list[float] | None] = (None, None)  # embedder, fingerprint
         if probe is not None:
             self._probe = (self.embedder, probe)
@@ -355,7 +357,29 @@ class ReMindRAG(Engine):
                     "path? Give the folder of a saved store (ReMindRAG.load(path) refuses a "
                     "folder that holds none), or add documents first"
                 )
+        elif not self._held_documents:  # a database's namespace (PostgreSQL)
+            holds = getattr(self.store, "holds_documents", None)
+            if callable(holds):
+                if not holds():
+                    raise self._empty_namespace()
+                self._held_documents = True  # checked until it first holds one
         return super()._call(make, query, llm, overrides)
+
+    def _empty_namespace(self) -> StoreEmptyError:
+        ns = getattr(self.store, "namespace", "?")
+        listed = getattr(self.store, "namespaces_with_documents", None)
+        others = list(listed()) if callable(listed) else []
+        close = difflib.get_close_matches(ns, others, n=3, cutoff=0.5)
+        held = (
+            f"; the namespaces holding documents are {others[:10]}"
+            + (f" (close to {ns!r}: {close})" if close else "")
+            if others
+            else "; no namespace of this database holds any"
+        )
+        return StoreEmptyError(
+            f"the namespace {ns!r} holds no documents: a mistyped namespace?{held}. Give the "
+            "namespace the documents were indexed into (namespace=...), or add documents first"
+        )
 
     # --- persistence ---------------------------------------------------------------------
     def save(

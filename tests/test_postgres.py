@@ -17,6 +17,7 @@ from pg_fixture import HOT_EDGES, memory_writer, orphans
 from remindrag_integrations import Document, ReMindRAG
 from remindrag_integrations.core.memory import math as mem
 from remindrag_integrations.core.memory.write import update
+from remindrag_integrations.errors import StoreEmptyError
 from remindrag_integrations.stores import InMemoryGraphStore, open_store
 from remindrag_integrations.stores.postgres import _NEIGHBORS, TABLES, PostgresGraphStore
 from remindrag_integrations.testing import HashEmbedder, contract_graph
@@ -331,7 +332,8 @@ def test_retriever_on_a_dsn_is_isolated_per_namespace(pg_dsn: str) -> None:
     try:
         got = a.invoke("Which river flows through the capital of France?")
         assert got and got[0].metadata["remindrag"]["doc_id"] == "paris"
-        assert b.invoke("Which river flows through the capital of France?") == []
+        with pytest.raises(StoreEmptyError, match="'retriever-b' holds no documents"):
+            b.invoke("Which river flows through the capital of France?")  # nothing in it
     finally:
         a.engine.store.drop_namespace()
         b.engine.store.drop_namespace()

@@ -237,6 +237,13 @@ def _check_on_hub(name: str, repos: list[str], timeout: float = 10.0) -> None:
     )
 
 
+PACKAGED_LANGUAGES = ("en",)
+"""What the packaged all-MiniLM-L6-v2 reads: English (trained on English pairs; its word
+pieces split other scripts into unknown pieces). An embedder's ``languages`` states this; the
+engine warns once on a question or document mostly in another script
+(:class:`~..core.errors.EmbedderLanguageWarning`)."""
+
+
 def default_embedder(long_texts: str | None = None) -> Embedder:
     """The packaged all-MiniLM-L6-v2: on ``onnxruntime`` when it is installed (and the
     export exists or can be made), else on sentence-transformers. ``REMINDRAG_EMBEDDER_BACKEND``
@@ -257,12 +264,16 @@ def default_embedder(long_texts: str | None = None) -> Embedder:
     backend = os.environ.get(BACKEND_ENV, "").lower()
     if backend not in ("", "onnx", "onnx-fp32", "torch"):
         raise ConfigError(f"{BACKEND_ENV} must be 'onnx', 'onnx-fp32' or 'torch', not {backend!r}")
-    if backend == "torch" or (backend == "" and not onnx.onnx_available()):
-        return SentenceTransformerEmbedder(long_texts=long_texts)
+    made: Any
     path = packaged_model_path()
-    if backend == "" and onnx.exported_dir(path) is None and not onnx.can_export():
-        return SentenceTransformerEmbedder(long_texts=long_texts)
-    return onnx.OnnxEmbedder(path, quantized=backend != "onnx-fp32", long_texts=long_texts)
+    if backend == "torch" or (backend == "" and not onnx.onnx_available()):
+        made = SentenceTransformerEmbedder(long_texts=long_texts)
+    elif backend == "" and onnx.exported_dir(path) is None and not onnx.can_export():
+        made = SentenceTransformerEmbedder(long_texts=long_texts)
+    else:
+        made = onnx.OnnxEmbedder(path, quantized=backend != "onnx-fp32", long_texts=long_texts)
+    made.languages = PACKAGED_LANGUAGES  # stated: the engine warns on text in other scripts
+    return made
 
 
 def _quiet_transformers() -> None:

@@ -141,6 +141,21 @@ def _cache_note(engine: Any) -> str:
 # ask, inspect, trace
 
 
+def _filter_arg(text: str) -> dict[str, Any]:
+    """``--filter``'s JSON as a dict (NaN / Infinity refused by name, as over MCP)."""
+
+    def no_constant(name: str) -> Any:
+        raise CLIError(f"--filter holds {name}, which is no finite number: give a finite one")
+
+    try:
+        value = json.loads(text, parse_constant=no_constant)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"--filter is not JSON ({exc}): e.g. --filter '{{\"year\": 2021}}'") from exc
+    if not isinstance(value, dict):
+        raise CLIError(f'--filter is a JSON object like {{"year": 2021}}, got {text!r}')
+    return value
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     floor = args.min_score
@@ -150,7 +165,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         floor = RECOMMENDED_MIN_SCORE
     if not 0.0 <= floor <= 1.0:
         raise CLIError(f"--min-score must be in [0, 1] (a passage's relevance), got {floor}")
-    answer = engine.answer(args.question, min_score=floor)
+    overrides: dict[str, Any] = {"min_score": floor}
+    if args.filter is not None:
+        overrides["filter"] = _filter_arg(args.filter)
+    answer = engine.answer(args.question, **overrides)
     retrieval, trace = answer.retrieval, answer.retrieval.trace
     write = None if args.no_memorize else engine.memorize(answer.trace_id, answer.text)
     save_engine(engine, args)

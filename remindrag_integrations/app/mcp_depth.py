@@ -11,12 +11,20 @@ JSON-RPC error; over HTTP the answer is a 400 with a JSON-RPC error. The SDK nev
 
 The check is iterative (a scan of the JSON's tokens), and cheap for every other message: one
 that holds fewer brackets than the limit is not scanned at all.
+
+The same door refuses a number that is not finite (:func:`non_finite`): the SDK reads
+``NaN``, ``Infinity`` and ``1e400`` and hands the tool ``null``, so ``k: NaN`` ran with the
+default k and ``min_score: NaN`` was ignored. Such a request is answered here like one
+nested too deep, with a message naming where the number stands (``arguments.k is NaN``). A
+message is scanned only when a regex finds ``NaN``, ``Infinity`` or a three-digit exponent
+in it.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import sys
 import threading
@@ -102,6 +110,93 @@ def too_deep(data: bytes) -> Deep | None:
     return Deep(deepest, request_id, method if isinstance(method, str) else None)
 
 
+@dataclass(frozen=True)
+class NonFinite:
+    """A request holding a number JSON-RPC's readers would turn into ``null`` (the SDK reads
+    ``NaN``, ``Infinity`` and a number past a float's range, then writes them as ``null``, so
+    a tool would see its argument left out and run with the default)."""
+
+    where: str  # the value's place: "arguments.k", "arguments.filter.title"
+    token: str  # as written: NaN, -Infinity, 1e400
+    id: Any = None
+    method: str | None = None
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.where} is {self.token}, which is no finite number: remindrag mcp takes "
+            "finite numbers only (NaN and infinity compare with nothing, and would otherwise "
+            "reach the tool as null, its default); give a finite number, or leave the "
+            "argument out for its default"
+        )
+
+    def reply(self, *, tool_error: bool) -> dict[str, Any] | None:
+        return Deep.reply(self, tool_error=tool_error)  # type: ignore[arg-type]
+
+
+# a number that may not be finite as a float: NaN, Infinity, or an exponent of 3+ digits
+_MAYBE_NON_FINITE = re.compile(rb"NaN|Infinity|[eE][+-]?\d{3}")
+
+
+def refused(data: bytes) -> Deep | NonFinite | None:
+    """Why the request in ``data`` is answered here, not passed to the SDK: nested too deep
+    (:func:`too_deep`) or holding a number that is not finite (:func:`non_finite`)."""
+    return too_deep(data) or non_finite(data)
+
+
+def may_refuse(data: bytes) -> bool:
+    """False when :func:`refused` is sure to pass ``data`` (most messages: no scan)."""
+    deep = data.count(b"[") + data.count(b"{") > MAX_REQUEST_DEPTH
+    return deep or _MAYBE_NON_FINITE.search(data) is not None
+
+
+def non_finite(data: bytes) -> NonFinite | None:
+    """The first number in ``data`` that is not finite (``NaN``, ``Infinity``, ``1e400``)
+    with its place in the request, else ``None``. Malformed JSON is left to the SDK."""
+    if _MAYBE_NON_FINITE.search(data) is None:
+        return None
+    path: list[Any] = []  # per open object its member's key, per open array the item's index
+    arrays: list[bool] = []
+    top: dict[str, Any] = {}  # the top-level object's scalar members
+    want_value = False
+    found: tuple[str, str] | None = None
+    for match in _TOKEN.finditer(data):
+        token = match.group()
+        if token in _OPEN:
+            path.append(0 if token == b"[" else None)
+            arrays.append(token == b"[")
+            want_value = False
+        elif token in _CLOSE:
+            if path:
+                path.pop(), arrays.pop()
+            want_value = False
+        elif token == b":":
+            want_value = True
+        elif token == b",":
+            if arrays and arrays[-1]:
+                path[-1] += 1
+            want_value = False
+        elif arrays and not arrays[-1] and not want_value:
+            path[-1] = _scalar(token)  # an object's key
+        else:
+            value = _scalar(token)
+            bad = token in (b"NaN", b"Infinity", b"-Infinity") or (
+                isinstance(value, float) and not math.isfinite(value)
+            )
+            if bad and found is None:
+                where = ".".join(str(p) for p in path if p is not None)
+                found = (where.removeprefix("params.") or "a value", token.decode())
+            if len(path) == 1:
+                top[path[0]] = value
+            want_value = False
+    if found is None:
+        return None
+    request_id, method = top.get("id"), top.get("method")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
+    return NonFinite(*found, request_id, method if isinstance(method, str) else None)
+
+
 def _scalar(token: bytes) -> Any:
     try:
         return json.loads(token)
@@ -135,8 +230,8 @@ def refuse_deep_bodies(app: Any) -> Any:
         body = b"".join(chunks)
         if not replay:
             deep = None
-            if body.count(b"[") + body.count(b"{") > MAX_REQUEST_DEPTH:  # scan off the loop
-                deep = await anyio.to_thread.run_sync(too_deep, body)
+            if may_refuse(body):  # scan off the loop
+                deep = await anyio.to_thread.run_sync(refused, body)
             if deep is not None:
                 payload = json.dumps(error_reply(deep.id, deep.message)).encode()
                 headers = [(b"content-type", b"application/json")]
@@ -199,7 +294,7 @@ class _Requests(io.RawIOBase):
             line = self._source.readline()
             if not line:
                 return 0
-            deep = too_deep(line)
+            deep = refused(line)
             if deep is None:
                 self._line, self._at = memoryview(line), 0
                 continue

@@ -115,6 +115,13 @@ def _ask(sub: Any, commands: Commands) -> None:
         help="abstain (no answer, no memory) when no passage is at least this relevant "
         "(0-1; default: the store's min_score, else the recommended 0.525; 0 answers always)",
     )
+    p.add_argument(
+        "--filter",
+        default=None,
+        metavar="JSON",
+        help='a metadata filter on documents, as JSON: \'{"year": {"$gte": 2020}}\' '
+        "(the retriever's syntax: docs/retriever.md)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=commands["ask"])
 

@@ -59,9 +59,15 @@ def on_device(args: argparse.Namespace, embeddings: str | None) -> Any:
     device = getattr(args, "device", None)
     if not device:
         return embeddings
-    from ..adapters.embeddings import DEFAULT_MODEL, SentenceTransformerEmbedder
+    from ..adapters.embeddings import (
+        DEFAULT_MODEL,
+        PACKAGED_LANGUAGES,
+        SentenceTransformerEmbedder,
+    )
 
     embedder = SentenceTransformerEmbedder(embeddings or DEFAULT_MODEL, device=device)
+    if not embeddings:  # the packaged model on that device: it reads English
+        embedder.languages = PACKAGED_LANGUAGES  # type: ignore[attr-defined]
     embedder.embed(["warm up"])  # loads the model on the device (or raises EmbeddingError)
     return embedder
 

@@ -90,9 +90,25 @@ def fraction(value: Any, what: str) -> float:
     return float(value)
 
 
+MAX_QUESTION_CHARS = 4096
+"""The longest question (in characters) a retrieval, an answer or a teach pair takes. The
+packaged embedder reads a question's first 256 tokens (about 1,000 characters of English):
+past this limit a question is refused (:class:`InvalidQueryError`), never run for minutes on
+text the embedder would not read."""
+
+
 def query(value: Any) -> str:
+    """A question as every door takes it (retrieve, answer, teach, MCP, the CLI)."""
     if not isinstance(value, str) or not value.strip():
-        raise InvalidQueryError(f"the query must be a non-empty string, got {value!r}")
+        shown = value if not isinstance(value, str) else value[:80]
+        raise InvalidQueryError(f"the query must be a non-empty string, got {shown!r}")
+    if len(value) > MAX_QUESTION_CHARS:
+        raise InvalidQueryError(
+            f"the query is {len(value):,} characters long, over the limit of "
+            f"{MAX_QUESTION_CHARS:,} (the embedder reads a question's first 256 tokens, "
+            "about 1,000 characters): ask a shorter question, or search a passage's key "
+            "sentence rather than the passage"
+        )
     if not storable(value):
         raise InvalidQueryError("the query holds a NUL character or a lone surrogate")
     return value

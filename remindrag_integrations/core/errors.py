@@ -48,6 +48,22 @@ class SourceNotFoundError(ReMindError, FileNotFoundError):
     :class:`~.jsonl.JsonlDocuments`)."""
 
 
+class EmbedderLanguageWarning(UserWarning):
+    """A question or a document mostly written in a script the embedder does not read (the
+    packaged all-MiniLM-L6-v2 reads English): its scores are near chance and may pass
+    ``min_score``. Said once per engine; the message names a multilingual embedder that
+    works offline."""
+
+
+class FilterMatchesNothingError(ConfigError):
+    """A metadata filter that no stored document can pass because of a mistake in it: a key
+    no document has (the close ones named), a value of a type no document holds under that
+    key (``"2021"`` for integer years), a value held only in another case, a dotted path
+    into nested metadata. Raised by a retrieval that the filter left empty; a filter whose
+    value no document happens to hold (a tenant with no documents yet) is no mistake and
+    returns nothing."""
+
+
 class InvalidQueryError(ReMindError, ValueError):
     """A query that cannot be retrieved for (not a string, empty or whitespace only)."""
 
@@ -199,8 +215,10 @@ __all__ = [
     "DocumentIdentityError",
     "EmbedderMismatchError",
     "EmbeddingError",
+    "EmbedderLanguageWarning",
     "EmptyCorpusWarning",
     "ExtractionError",
+    "FilterMatchesNothingError",
     "InvalidArgumentError",
     "InvalidDocumentError",
     "InvalidQueryError",

@@ -30,12 +30,18 @@ into, offered as a move, read or dense-filled when that document fails the filte
 
 from __future__ import annotations
 
+import datetime
+import difflib
 import math
 import operator
+import os
 import reprlib
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from .errors import ConfigError
 from .text import storable
@@ -84,6 +90,9 @@ class Condition:
             items = have if isinstance(have, list) else [have]
             wanted = self.value if self.op == "$all" else (self.value,)
             return all(w in items for w in wanted)
+        if self.op in ("$eq", "$ne"):  # as MongoDB: a list equals each value it holds
+            equal = have == self.value or (isinstance(have, list) and self.value in have)
+            return equal if self.op == "$eq" else not equal
         try:
             return bool(_COMPARE[self.op](have, self.value))
         except TypeError:
@@ -195,13 +204,35 @@ def _conditions(key: str, ops: Mapping[str, Any]) -> list[Condition]:
     return [_condition(key, op, v) for op, v in ops.items()]
 
 
+def _as_value(value: Any) -> Any:
+    """A filter value as metadata keeps it (:func:`.arguments.json_metadata`): a NumPy
+    number as the Python number it holds, a ``datetime`` / ``date`` / ``time`` as its ISO
+    string, a ``UUID`` or a path as its string; anything else as given."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, datetime.date | datetime.time):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        return path if isinstance(path, str) else value
+    return value
+
+
 def _condition(key: str, op: str, value: Any) -> Condition:
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, list | tuple | set | frozenset):
+        value = [_as_value(v) for v in value]
+    else:
+        value = _as_value(value)
     if op not in OPERATORS:
         raise ConfigError(
             f"filter on {key!r}: unknown operator {_shown(op)} (supported: {', '.join(OPERATORS)})"
         )
     if op in _LISTS:
-        if not isinstance(value, list | tuple | set) or not all(
+        if not isinstance(value, list | tuple | set | frozenset) or not all(
             isinstance(v, _SCALAR) for v in value
         ):
             raise ConfigError(
@@ -270,3 +301,116 @@ def _and_parts(f: Mapping[str, Any]) -> list[Any]:
     if len(f) == 1 and isinstance(f.get("$and"), list | tuple):
         return list(f["$and"])
     return [dict(f)]
+
+
+# --- a filter that passes no document: why --------------------------------------------------
+def conditions(f: Filter | Condition) -> list[Condition]:
+    """Every condition of ``f``, in order, each once."""
+    if isinstance(f, Condition):
+        return [f]
+    return list(dict.fromkeys(c for p in f.parts for c in conditions(p)))
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "None"
+    return "list" if isinstance(value, list) else "dict"
+
+
+def explain(f: Filter, metadata: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why ``f`` passes none of the documents whose ``metadata`` is given, when a mistake in
+    the filter is why: a key no document has (the close ones named), a value of a type no
+    document holds under its key, a string held only in another case, a dotted path into
+    nested metadata. ``None`` when some document passes, or when none does only because no
+    document holds the value asked for (no mistake: e.g. a tenant with no documents yet)."""
+    metas = [m for m in metadata if isinstance(m, Mapping)]
+    if not metas or any(f.test(m) for m in metas):
+        return None
+    found = [why for c in conditions(f) if (why := _mistake(c, metas))]
+    return "; ".join(dict.fromkeys(found)) or None
+
+
+def _mistake(c: Condition, metas: list[Mapping[str, Any]]) -> str | None:
+    holders = [m[c.key] for m in metas if c.key in m]
+    if not holders:
+        return _unknown_key(c.key, metas)
+    if c.op in ("$ne", "$nin"):
+        return None  # passes documents with another value: no document passing is no mistake
+    wanted = list(c.value) if c.op in _LISTS else [c.value]
+    if c.op in _ORDER:  # compares a whole value: a list is no number
+        held = [h for h in holders if not isinstance(h, list)]
+    else:  # a list is read item by item
+        held = [x for h in holders for x in (h if isinstance(h, list) else [h])]
+    kinds = {_kind(h) for h in held}
+    if held and not kinds & {_kind(w) for w in wanted}:
+        example = next(h for h in held if _kind(h) in kinds)
+        w = next(w for w in wanted)
+        return (
+            f"{c.key!r} holds {' and '.join(sorted(kinds))} values (e.g. {_shown(example)}), "
+            f"never a {_kind(w)} like {_shown(w)}: compare with a {_kind(example)}"
+            + _suggest(c, w, _kind(example))
+        )
+    if c.op in ("$eq", "$in", "$contains", "$all"):
+        strings = {h for h in held if isinstance(h, str)}
+        for w in wanted:
+            if not isinstance(w, str) or w in strings:
+                continue
+            other = sorted(h for h in strings if h.casefold() == w.casefold())
+            if other:
+                return (
+                    f"no document has {c.key!r} = {_shown(w)}, but {_shown(other[:3])} "
+                    "is held: values compare case-sensitively"
+                )
+    return None
+
+
+def _converted(value: Any, kind: str) -> Any:
+    """``value`` as a ``kind`` ("number" / "string"), or ``None`` where it does not convert."""
+    if kind == "number" and isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        if not math.isfinite(number):
+            return None
+        return int(number) if number.is_integer() and "." not in value else number
+    if kind == "string" and _kind(value) in ("number", "bool"):
+        return str(value)
+    return None
+
+
+def _suggest(c: Condition, value: Any, kind: str) -> str:
+    """How ``c`` reads with its values converted to ``kind``, when they convert."""
+    if c.op in _LISTS:
+        new: Any = [_converted(v, kind) for v in c.value]
+        if any(v is None for v in new):
+            return ""
+    else:
+        new = _converted(value, kind)
+        if new is None:
+            return ""
+    shown = {c.key: new} if c.op == "$eq" else {c.key: {c.op: new}}
+    return f", e.g. {shown}"
+
+
+def _unknown_key(key: str, metas: list[Mapping[str, Any]]) -> str:
+    head = key.split(".", 1)[0]
+    if "." in key and any(isinstance(m.get(head), Mapping) for m in metas):
+        return (
+            f"{key!r} is a dotted path into nested metadata ({head!r} holds dicts), which "
+            "filters do not read: filter on a top-level key (store the value flat, e.g. "
+            f"{key.replace('.', '_')!r}, beside {head!r})"
+        )
+    keys = sorted({k for m in metas for k in m})
+    close = [k for k in keys if k.casefold() == key.casefold()]
+    close = close or difflib.get_close_matches(key, keys, n=3, cutoff=0.6)
+    if close:
+        return f"no document has the key {key!r} (close: {', '.join(map(repr, close))})"
+    listed = ", ".join(map(repr, keys[:12])) + (", ..." if len(keys) > 12 else "")
+    return f"no document has the key {key!r} (the keys: {listed or 'none'})"

@@ -103,3 +103,18 @@ def words(text: str) -> frozenset[str]:
 def overlap(a: frozenset[str], b: frozenset[str]) -> float:
     """Jaccard overlap of two word sets (1.0 for two empty ones)."""
     return len(a & b) / len(a | b) if a or b else 1.0
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+# letters of the Latin script (ASCII, Latin-1, Latin Extended-A/B, Latin Extended Additional)
+_NON_LATIN = re.compile(r"[^\W\d_A-Za-z\u00aa\u00b5\u00ba\u00c0-\u024f\u1e00-\u1eff]")
+LANGUAGE_SAMPLE = 2000  # characters of a text the language check reads
+
+
+def foreign_share(text: str) -> float:
+    """The share of the letters of ``text`` (its first :data:`LANGUAGE_SAMPLE` characters)
+    outside the Latin script: Chinese, Cyrillic, Arabic, ... letters, which an English
+    embedder's vocabulary splits into unknown pieces."""
+    sample = text[:LANGUAGE_SAMPLE]
+    letters = len(_LETTER.findall(sample))
+    return len(_NON_LATIN.findall(sample)) / letters if letters else 0.0

@@ -268,6 +268,12 @@ def read(root: Path) -> tuple[str, dict[str, Any], dict[str, bytes]]:
             raise not_finished(root)
         pointer = _pointer(root)
         if pointer is None:
+            if not holds_data(root):  # nothing saved here: missing, not damaged
+                raise StoreNotFoundError(
+                    f"no saved store at {root}: "
+                    + ("the folder holds none" if root.is_dir() else "no such directory")
+                    + "; give the folder of a saved store, or save one there first"
+                )
             raise StoreCorruptError(f"no saved store at {root} (no {CURRENT} file)")
         try:
             found = (pointer[0], *_read_generation(root, *pointer))

@@ -487,6 +487,13 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
                     out[i] = v
         return out
 
+    def edge_successors(self, edge_ids: Sequence[str]) -> dict[str, str]:
+        """The edges a document update replaced, among ``edge_ids``, each with the edge that
+        took its place (chains of updates followed)."""
+        with self._lock:
+            succ = dict(self._successor)
+        return validate.successors(list(edge_ids), lambda xs: {x: succ[x] for x in xs if x in succ})
+
     def update_memory(
         self, edge_ids: Sequence[str], fn: MemoryFn, links: Sequence[Edge] = ()
     ) -> np.ndarray:

@@ -54,6 +54,7 @@ from ..core.errors import (
     StoreError,
     StoreExistsError,
     StoreLockedError,
+    StoreNotFoundError,
 )
 from ..core.types import Chunk, Edge, Node
 from . import generations
@@ -641,7 +642,11 @@ class SQLiteGraphStore(InMemoryGraphStore):
             raise StoreError(f"{root} is a file, not a store directory: give a directory path")
         if not holds_database(root):
             if not create and not generations.holds_data(root):
-                raise StoreError(f"no store at {root}")
+                raise StoreNotFoundError(
+                    f"no saved store at {root}: "
+                    + ("the folder holds none" if root.exists() else "no such directory")
+                    + "; give the folder of a saved store, or open it with create=True"
+                )
             _convert_or_make(root, namespace, lock_wait, progress, options)
         _move_backup(root)
         try:
@@ -759,6 +764,10 @@ class SQLiteGraphStore(InMemoryGraphStore):
     def document_hash(self, doc_id: str) -> str | None:
         self._fresh()
         return super().document_hash(doc_id)
+
+    def edge_successors(self, edge_ids: Sequence[str]) -> dict[str, str]:
+        self._fresh()
+        return super().edge_successors(edge_ids)
 
     def document_ids(self) -> list[str]:
         self._fresh()

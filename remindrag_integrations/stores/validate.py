@@ -50,6 +50,18 @@ def learned_links(links: Sequence[Edge]) -> list[Edge]:
     return out
 
 
+def successors(ids: list[str], successor: Callable[[list[str]], dict[str, str]]) -> dict[str, str]:
+    """Each of ``ids`` a document update replaced -> the edge now in its place (``successor``
+    maps one step; chains are followed, as :func:`redirected` follows them)."""
+    now = {e: e for e in ids}
+    for _ in range(8):
+        found = successor(list(dict.fromkeys(now.values())))
+        if not found:
+            break
+        now = {e: found.get(x, x) for e, x in now.items()}
+    return {e: x for e, x in now.items() if x != e}
+
+
 def redirected(
     ids: list[str], successor: Callable[[list[str]], dict[str, str]], fn: MemoryFn
 ) -> tuple[list[str], MemoryFn]:

@@ -21,6 +21,7 @@ question (:mod:`.assure`). The write itself is :func:`.write.write`.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, replace
 
@@ -28,6 +29,7 @@ import numpy as np
 
 from ..config import RetrievalConfig
 from ..errors import UnknownNodeError
+from ..ids import contains_edge_of
 from ..prompts import FILTER_PROMPT
 from ..steps import Step
 from ..store import ChunkBatchStore, GraphStore, TraceClaims
@@ -36,6 +38,8 @@ from .assure import Requery, assure
 from .filter import Support, citations, llm_filter, similarity_filter
 from .grounding import abstains, grounded_in, names_held
 from .write import skipped, write
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,9 @@ class Memorizer:
         with ``named`` (a person named the ids) every id is checked first and each named
         chunk is made to come back for the question (:mod:`.assure`)."""
         cfg, store = self.cfg, self.store
+        if named:  # a chunk a document edit replaced since the retrieval: its successor
+            seen = {*trace.chunk_ids, *trace.rank_evidence, *trace.parents}
+            support = replace(support, chunks=successor_chunks(store, support.chunks, seen))
         for c in support.chunks if named else ():  # every named id known before any write
             store.get_chunk(c)
         for e in support.edges if named else ():
@@ -154,6 +161,43 @@ class Memorizer:
             mark(trace, store, result)
         q = np.asarray(trace.query_embedding, dtype=np.float32)
         return (yield from assure(store, self.requery, trace.query, q, result, support.chunks))
+
+
+def successor_chunks(store: GraphStore, chunk_ids: list[str], seen: set[str]) -> list[str]:
+    """``chunk_ids`` with each chunk of the retrieval (``seen``) that is no longer stored
+    replaced by the chunk that took its place when its document was edited (the same passage,
+    edited: :mod:`.carry`; found through the store's record of replaced edges,
+    ``edge_successors``). A chunk with no successor (its document deleted, or the passage
+    gone from it) is an :class:`UnknownNodeError` that says so."""
+    gone = [c for c in chunk_ids if c in seen and not _stored(store, c)]
+    if not gone:
+        return chunk_ids
+    lookup = getattr(store, "edge_successors", None)
+    moved = lookup([contains_edge_of(c) for c in gone]) if callable(lookup) else {}
+    took: dict[str, str] = {}
+    for c in gone:
+        edge = moved.get(contains_edge_of(c))
+        try:  # a contains edge runs anchor -> chunk
+            successor = store.get_edge(edge).v if edge is not None else None
+        except UnknownNodeError:  # the successor's document was deleted in turn
+            successor = None
+        if successor is None:
+            raise UnknownNodeError(
+                f"chunk {c!r} is no longer stored: its document was edited or deleted since "
+                "the retrieval, and no passage of it took this one's place; search again "
+                "and name a chunk the new search returns"
+            )
+        took[c] = successor
+        log.info("chunk %s was edited since the retrieval: its successor %s", c, took[c])
+    return list(dict.fromkeys(took.get(c, c) for c in chunk_ids))
+
+
+def _stored(store: GraphStore, chunk_id: str) -> bool:
+    try:
+        store.get_chunk(chunk_id)
+    except UnknownNodeError:
+        return False
+    return True
 
 
 def live_texts(store: GraphStore, ids: list[str]) -> list[tuple[str, str]]:

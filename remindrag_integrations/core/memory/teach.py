@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import arguments
 from ..config import RetrievalConfig
-from ..errors import InvalidTeachPairError, UnknownNodeError
+from ..errors import InvalidQueryError, InvalidTeachPairError, UnknownNodeError
 from ..ids import chunk_of, is_chunk
 from ..steps import Embed, Step
 from ..store import GraphStore
@@ -57,6 +58,10 @@ class TeachPair:
             raise InvalidTeachPairError(f"{where}a teach pair must be a mapping, got {item!r}")
         if not isinstance(pair.question, str) or not pair.question.strip():
             raise InvalidTeachPairError(f"{where}the question must be a non-empty string")
+        try:  # the checks a retrieval makes (NUL, lone surrogate, length), before any write
+            arguments.query(pair.question)
+        except InvalidQueryError as exc:
+            raise InvalidTeachPairError(f"{where}{exc}") from exc
         if not (pair.chunk_ids or pair.doc_ids or pair.texts):
             raise InvalidTeachPairError(f"{where}no chunk_ids, doc_ids or texts given")
         return pair

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import UnknownNodeError
 from ..ids import anchor_of, contains_edge_of, edge_id, is_chunk
 from ..store import GraphStore
 from ..types import Edge, MemoryWrite, Trace
@@ -71,7 +72,11 @@ def bridge_paths(
         node, depth = frontier.popleft()
         if depth >= max_depth:
             continue
-        for e in store.neighbors(node):
+        try:
+            around = store.neighbors(node)
+        except UnknownNodeError:  # a document edit since the retrieval removed it
+            continue
+        for e in around:
             w = e.other(node)
             if w in prev or is_chunk(w):
                 continue

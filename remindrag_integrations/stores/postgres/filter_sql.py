@@ -1,5 +1,6 @@
 """Metadata filters (:mod:`...core.filters`) as SQL over ``rr_documents.metadata`` (jsonb,
-GIN-indexed with ``jsonb_path_ops``): equality uses containment (``@>``), ``$in``,
+GIN-indexed with ``jsonb_path_ops``): equality uses containment (``@>``: the value, or a
+list holding it, as MongoDB reads equality), ``$in``,
 ``$contains`` and ``$all`` a JSON path (``@?``, ``$."key" ? (@ == v1 || @ == v2)``; lax mode
 reads a list-valued key's items), both served by the index; comparisons check the JSON type
 first, so ``"a" > 3`` is false as in Python.
@@ -24,9 +25,10 @@ def where_sql(f: Filter | Condition, params: dict[str, Any]) -> str:
     if isinstance(f, Filter):
         joiner = " OR " if f.any_of else " AND "
         return "(" + joiner.join(where_sql(p, params) for p in f.parts) + ")"
-    if f.op in ("$eq", "$ne"):
-        equal = f"metadata @> %({_bind(params, Jsonb({f.key: f.value}))})s"
-        return equal if f.op == "$eq" else f"NOT {equal}"
+    if f.op in ("$eq", "$ne"):  # the value, or (as MongoDB reads it) a list holding it
+        whole = f"metadata @> %({_bind(params, Jsonb({f.key: f.value}))})s"
+        item = f"metadata @> %({_bind(params, Jsonb({f.key: [f.value]}))})s"
+        return f"({whole} OR {item})" if f.op == "$eq" else f"NOT ({whole} OR {item})"
     if f.op in ("$in", "$nin"):  # the value, or a list holding it
         anyof = _holds(params, f.key, f.value)
         return anyof if f.op == "$in" else f"NOT {anyof}"

@@ -106,6 +106,12 @@ class Memory(PgBase):
             )
         return new
 
+    def edge_successors(self, edge_ids: Sequence[str]) -> dict[str, str]:
+        """The edges a document update replaced, among ``edge_ids``, each with the edge that
+        took its place (chains of updates followed)."""
+        with self._cursor() as cur:
+            return validate.successors(list(edge_ids), lambda xs: self._successors(cur, xs))
+
     def _successors(self, cur: psycopg.Cursor, ids: list[str]) -> dict[str, str]:
         """Edges a document update replaced, with their successors."""
         cur.execute(

@@ -43,6 +43,25 @@ class Reads(PgBase):
         keys = ("documents", "chunks", "anchors", "entities", "edges", "touched_edges")
         return dict(zip(keys, (int(x) for x in row)))
 
+    def holds_documents(self) -> bool:
+        """Whether this namespace holds a document (a retrieval's check for a mistyped
+        namespace: one indexed lookup)."""
+        with self._cursor() as cur:
+            row = cur.execute(
+                "SELECT EXISTS (SELECT 1 FROM rr_documents WHERE namespace = %s)",
+                (self.namespace,),
+            ).fetchone()
+        return bool(row and row[0])
+
+    def namespaces_with_documents(self) -> list[str]:
+        """The namespaces of this database that hold a document."""
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT n.namespace FROM rr_namespaces n WHERE EXISTS (SELECT 1 FROM "
+                "rr_documents d WHERE d.namespace = n.namespace) ORDER BY n.namespace"
+            )
+            return [r[0] for r in cur]
+
     def document_hash(self, doc_id: str) -> str | None:
         with self._cursor() as cur:
             row = cur.execute(
