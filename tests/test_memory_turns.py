@@ -234,3 +234,98 @@ def test_a_tool_loop_turn_that_answers_is_still_learned_with_its_answer() -> Non
     run_turn(model, tool, cb, msgs, BIKE)
     assert [r.trace(w.trace_id).query for w in cb.writes] == [FERRY, BIKE]
     assert all(w.applied for w in cb.writes) and cb.dropped == {}
+
+
+# --- LlamaIndex: fusion retrievers, one handler per retriever ------------------------------
+
+
+def says(text: str) -> Any:
+    from llama_index.core.base.llms.types import CompletionResponse
+    from llama_index.core.llms import MockLLM
+
+    class Says(MockLLM):
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            return CompletionResponse(text=text)
+
+    return Says()
+
+
+@pytest.mark.parametrize("mode", ["reciprocal_rerank", "relative_score"])
+@pytest.mark.parametrize("first", [True, False])
+def test_a_fusion_retriever_keeps_the_trace_whichever_copy_it_keeps(mode: str, first: bool) -> None:
+    """``QueryFusionRetriever`` merges the passage this retriever and a vector index both
+    return into one node, in some orders the index's (no trace id): the answer still writes."""
+    from llama_index.core import Document as LIDocument
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.retrievers import QueryFusionRetriever
+
+    from remindrag_integrations import ReMindRetriever
+
+    r = ReMindRetriever.from_texts(list(TEXTS.values()), embeddings=HashEmbedder())
+    docs = [LIDocument(text=t) for t in TEXTS.values()]
+    index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
+    vec = index.as_retriever(similarity_top_k=3)
+    fused = QueryFusionRetriever(
+        [r, vec] if first else [vec, r], llm=says("x"), num_queries=1, mode=mode, use_async=False
+    )
+    handler = r.memory_event_handler()
+    try:
+        RetrieverQueryEngine.from_args(fused, llm=says("The Vistula.")).query(QUESTION)
+    finally:
+        handler.detach()
+    (w,) = handler.writes
+    assert w.applied and TEXTS["warsaw.txt"] in [
+        r.engine.store.get_chunk(c).text for c in w.supporting_chunks
+    ]
+
+
+def test_asking_for_the_handler_on_every_request_attaches_one() -> None:
+    """An app that calls ``memory_event_handler()`` per request and never detaches: still one
+    handler, one write per answer, no skipped write, the same work for the 200th query."""
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from remindrag_integrations import ReMindRetriever
+    from remindrag_integrations.faces import memory_hooks
+    from remindrag_integrations.faces.llama_index.events import ReMindMemoryEventHandler
+
+    r = ReMindRetriever.from_texts(list(TEXTS.values()), embeddings=HashEmbedder())
+    engine = RetrieverQueryEngine.from_args(r, llm=says("The Vistula."))
+    calls = {"n": 0}
+    real = memory_hooks.MemoryWriter.write
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        calls["n"] += 1
+        real(self, *args, **kwargs)
+
+    dispatcher = get_dispatcher()
+    per_query = []
+    try:
+        memory_hooks.MemoryWriter.write = counted  # type: ignore[method-assign]
+        for _ in range(200):
+            before = calls["n"]
+            handler = r.memory_event_handler()
+            engine.query(QUESTION)
+            per_query.append(calls["n"] - before)
+        mine = [
+            h
+            for h in dispatcher.event_handlers
+            if isinstance(h, ReMindMemoryEventHandler) and h.retriever is r
+        ]
+        assert mine == [handler] and len(handler.writes) == 200
+        assert per_query == [1] * 200  # one memorize call per answer, the first and the last
+        stats = r.memory_stats()
+        assert stats.writes_applied == 200 and stats.writes_skipped == 0
+        # a second handler made by hand replaces the first: still one attached
+        other = ReMindMemoryEventHandler(r).attach()
+        assert [h for h in dispatcher.event_handlers if getattr(h, "retriever", None) is r] == [
+            other
+        ]
+        assert not handler.attached and other.attached
+    finally:
+        memory_hooks.MemoryWriter.write = real  # type: ignore[method-assign]
+        for h in list(dispatcher.event_handlers):
+            if isinstance(h, ReMindMemoryEventHandler) and h.retriever is r:
+                h.detach()
