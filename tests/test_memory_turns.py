@@ -329,3 +329,39 @@ def test_asking_for_the_handler_on_every_request_attaches_one() -> None:
         for h in list(dispatcher.event_handlers):
             if isinstance(h, ReMindMemoryEventHandler) and h.retriever is r:
                 h.detach()
+
+
+# --- MCP: by trace id; a citation earns no pass off the topic --------------------------------
+
+import mcp_fixture  # noqa: E402
+
+fresh_store = mcp_fixture.fresh_store
+indexed_store = mcp_fixture.indexed_store
+
+
+@pytest.mark.packaged_embedder
+def test_mcp_remember_a_cited_off_topic_answer_writes_nothing(fresh_store: Path) -> None:
+    import asyncio
+
+    from mcp_fixture import QUESTION as LILU
+    from mcp_fixture import call, client
+
+    async def session() -> tuple[dict, dict, dict, str]:
+        async with client(fresh_store) as s:
+            off = await call(s, "search", query=OFF_TOPIC)
+            top = off["passages"][0]["chunk_id"]
+            answer = f"Lima is the capital of Peru [{top}]."
+            wrote = await call(s, "remember", trace_id=off["trace_id"], answer=answer)
+            failed = await call(s, "search", query=LILU)  # a turn that never answered
+            other = await call(s, "search", query="Which mythology does the Alû come from?")
+            chunk = other["passages"][0]["chunk_id"]
+            answered = await call(
+                s, "remember", trace_id=other["trace_id"], answer=f"Akkadian [{chunk}]."
+            )
+            text = (await s.read_resource(f"trace://{failed['trace_id']}")).contents[0].text
+            return off, wrote, answered, text
+
+    off, wrote, answered, failed_text = asyncio.run(session())
+    assert off["passages"][0]["score"] < RECOMMENDED_MIN_SCORE
+    assert not wrote["applied"] and "citation alone teaches nothing" in wrote["skipped_reason"]
+    assert answered["applied"] and "memory: not memorized" in failed_text
