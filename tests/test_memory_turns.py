@@ -37,6 +37,8 @@ HEDGES = [
     "The Vistula, though this is only a guess.",
     "The text says nothing about its price.",
     "This only partially answers the question: the frame is aluminium.",
+    "The passages mention G. Stanley Hall in the U.S. [c-0123abcd45] but not the rest.",
+    "The context gives 6.8 inches but not the weight.",
 ]
 
 
