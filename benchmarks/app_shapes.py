@@ -50,7 +50,8 @@ the set whose questions are its off-corpus traffic) and per splitter arm:
   every off-corpus question answered from the model's own knowledge, citing the top piece,
   three turns each; ``agent_loop``: a LangChain tool-calling loop (a fake chat model binding
   the retriever tool, ``ReMindMemoryCallback`` on every call) whose model call fails after
-  the tool ran for one question, then answers the next question citing its gold pieces. Writes from the hedges, the cited off-topic answers and the failed turns
+  the tool ran for one question, then answers the next question citing its gold pieces
+  (a question whose gold passage the failed search returned, where there is one). Writes from the hedges, the cited off-topic answers and the failed turns
   should be 0; the answered agent turns still write;
 
 Prints a table and writes a small JSON summary; every memorize event (cause, answer, whether
@@ -690,6 +691,20 @@ def agent_loop(arm: Arm, failed: dict, answered: dict) -> tuple[int, int]:
     return queries.count(qa), queries.count(qb)
 
 
+def agent_pairs(arm: Arm, items: Sequence[dict]) -> list[tuple[dict, dict]]:
+    """(the question whose turn fails, the next one answered), as the issue met them: the next
+    question's gold passage is among the pieces the failed question's search returned (so
+    the old pairing could write it for the failed question); the following question where
+    none is."""
+    pairs = []
+    for i, a in enumerate(items[::2]):
+        returned = {p.pid for p in ask(arm.face, arm.retriever, a["question"])}
+        others = [q for q in items if q["qid"] != a["qid"]]
+        near = [q for q in others if returned & set(q["gold_pids"])]
+        pairs.append((a, near[0] if near else others[(2 * i) % len(others)]))
+    return pairs
+
+
 def turn_shapes(arm: Arm, wl: Workload) -> dict[str, Any]:
     """The issue-46 shapes (module doc): writes from hedges, cited off-topic answers and
     failed agent turns, and from the agent turns that answered. Runs last: it writes."""
@@ -706,7 +721,7 @@ def turn_shapes(arm: Arm, wl: Workload) -> dict[str, Any]:
             if got:
                 answer = f"{q['answers'][0]} [{got[0].id}]"
                 off += memorize(arm.retriever, got, answer)["wrote"]
-    pairs = list(zip(wl.same[::2], wl.same[1::2]))  # a failed question, the next answered
+    pairs = agent_pairs(arm, wl.same)
     failed_writes = answered_writes = 0
     for a, b in pairs:
         fa, fb = agent_loop(arm, a, b)
