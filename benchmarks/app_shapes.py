@@ -43,6 +43,17 @@ the set whose questions are its off-corpus traffic) and per splitter arm:
   Same / Similar / Different recall@5 with it on against off (per-call ``invoke(q,
   min_score=...)``).
 
+- **turn shapes** (issue 46; last, on the noisy arm: they write): ``hedge``: every question
+  answered with a hedge, a partial refusal or a guess that cites its gold pieces ("Maybe
+  <answer>? [c-…]", "Probably <answer> [c-…], but I'm guessing.", "I think it is <answer>
+  [c-…].", "The passages mention <answer> [c-…] but not the rest."); ``cited_off_topic``:
+  every off-corpus question answered from the model's own knowledge, citing the top piece,
+  three turns each; ``agent_loop``: a LangChain tool-calling loop (a fake chat model binding
+  the retriever tool, ``ReMindMemoryCallback`` on every call) whose model call fails after
+  the tool ran for one question, then answers the next question citing its gold pieces
+  (a question whose gold passage the failed search returned, where there is one). Writes from the hedges, the cited off-topic answers and the failed turns
+  should be 0; the answered agent turns still write;
+
 Prints a table and writes a small JSON summary; every memorize event (cause, answer, whether
 it wrote, what it took as support) goes to ``raw/<name>`` beside it (git ignores it).
 """
@@ -555,6 +566,9 @@ def run_arm(
         arm = next((a for a in arms if a.reader == "noisy"), arms[0])
         log(f"{wl.name} / {splitter.name}: min_score={value} on the {arm.reader} arm")
         out["min_score"] |= abstain_probe(arm, wl, versions, value)
+    arm = next((a for a in arms if a.reader == "noisy"), arms[0])
+    log(f"{wl.name} / {splitter.name}: turn shapes on the {arm.reader} arm")
+    out["turn_shapes"] = turn_shapes(arm, wl)
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -605,6 +619,121 @@ def abstain_probe(arm: Arm, wl: Workload, versions: Versions, value: float) -> d
         "recall@5_off": {n: v["recall@5"] for n, v in off.items()},
         "recall@5_drop": {
             n: (off[n]["recall@5"] - on[n]["recall@5"]) if on[n]["n"] else None for n in on
+        },
+    }
+
+
+HEDGES = (
+    "Maybe {a}? {c}",
+    "Probably {a} {c}, but I'm guessing.",
+    "I think it is {a} {c}.",
+    "The passages mention {a} {c} but not the rest of what was asked.",
+)
+
+
+def tool_loop_model(script: list[Any]) -> Any:
+    """A chat model that binds tools and replies with the script in turn, raising where it
+    holds an exception (the provider failing after a tool ran)."""
+    import itertools
+
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    class ToolLoopModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            reply = next(self.messages)
+            if isinstance(reply, BaseException):
+                raise reply
+            self.messages = itertools.chain([reply], self.messages)
+            return super()._generate(*args, **kwargs)
+
+    return ToolLoopModel(messages=iter(script))
+
+
+def agent_loop(arm: Arm, failed: dict, answered: dict) -> tuple[int, int]:
+    """One failed turn (``failed``'s question: the model call after the tool raises) then one
+    answered turn (``answered``'s, citing its gold pieces), on one callback; the writes made
+    for each turn's question."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import create_retriever_tool
+
+    from remindrag_integrations import ReMindMemoryCallback
+
+    tool = create_retriever_tool(arm.retriever, "search", "Search the documents.")
+
+    def call(q: str) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "search", "id": "c", "args": {"query": q}}])
+
+    qa, qb = failed["question"], answered["question"]
+    pending: list[Any] = [call(qa), RuntimeError("provider down"), call(qb)]
+    model = tool_loop_model(pending)
+    cb = ReMindMemoryCallback(arm.retriever)
+    history: list[Any] = []
+    for q in (qa, qb):
+        history.append(HumanMessage(q))
+        try:
+            while True:
+                ai = model.invoke(history, config={"callbacks": [cb]})
+                history.append(ai)
+                if not ai.tool_calls:
+                    break
+                for tc in ai.tool_calls:
+                    out = tool.invoke(tc, config={"callbacks": [cb]})
+                    history.append(out)
+                    if q == qb:  # the answer cites the gold pieces the tool returned
+                        got = ask(arm.face, arm.retriever, qb)
+                        model.messages = iter([AIMessage(cited_answer(answered, got))])
+        except RuntimeError:
+            continue
+    queries = [arm.retriever.trace(w.trace_id).query for w in cb.writes if w.applied]
+    return queries.count(qa), queries.count(qb)
+
+
+def agent_pairs(arm: Arm, items: Sequence[dict]) -> list[tuple[dict, dict]]:
+    """(the question whose turn fails, the next one answered), as the issue met them: the next
+    question's gold passage is among the pieces the failed question's search returned (so
+    the old pairing could write it for the failed question); the following question where
+    none is."""
+    pairs = []
+    for i, a in enumerate(items[::2]):
+        returned = {p.pid for p in ask(arm.face, arm.retriever, a["question"])}
+        others = [q for q in items if q["qid"] != a["qid"]]
+        near = [q for q in others if returned & set(q["gold_pids"])]
+        pairs.append((a, near[0] if near else others[(2 * i) % len(others)]))
+    return pairs
+
+
+def turn_shapes(arm: Arm, wl: Workload) -> dict[str, Any]:
+    """The issue-46 shapes (module doc): writes from hedges, cited off-topic answers and
+    failed agent turns, and from the agent turns that answered. Runs last: it writes."""
+    hedge = off = 0
+    for i, q in enumerate(wl.same):
+        got = ask(arm.face, arm.retriever, q["question"])
+        gold = set(q["gold_pids"])
+        cites = " ".join(f"[{p.id}]" for p in got if p.pid in gold) or f"[{got[0].id}]"
+        answer = HEDGES[i % len(HEDGES)].format(a=q["answers"][0], c=cites)
+        hedge += memorize(arm.retriever, got, answer)["wrote"]
+    for q in wl.off:
+        for _ in range(3):
+            got = ask(arm.face, arm.retriever, q["question"])
+            if got:
+                answer = f"{q['answers'][0]} [{got[0].id}]"
+                off += memorize(arm.retriever, got, answer)["wrote"]
+    pairs = agent_pairs(arm, wl.same)
+    failed_writes = answered_writes = 0
+    for a, b in pairs:
+        fa, fb = agent_loop(arm, a, b)
+        failed_writes += fa
+        answered_writes += fb
+    return {
+        "hedge": {"calls": len(wl.same), "writes": hedge},
+        "cited_off_topic": {"calls": 3 * len(wl.off), "writes": off},
+        "agent_loop": {
+            "turns": len(pairs),
+            "failed_turn_writes": failed_writes,
+            "answered_turn_writes": answered_writes,
         },
     }
 
@@ -664,6 +793,16 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
             )
         else:
             line += f"; abstain option: {ms['source']}"
+        ts = run.get("turn_shapes")
+        if ts:
+            ag = ts["agent_loop"]
+            line += (
+                f"; turn shapes: hedge writes {ts['hedge']['writes']} / {ts['hedge']['calls']}, "
+                f"cited off-topic {ts['cited_off_topic']['writes']} / "
+                f"{ts['cited_off_topic']['calls']}, agent loop: failed turns' writes "
+                f"{ag['failed_turn_writes']} / {ag['turns']}, answered turns' "
+                f"{ag['answered_turn_writes']} / {ag['turns']}"
+            )
         lines.append(line)
     return "\n".join(lines)
 
@@ -690,6 +829,7 @@ def summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     d = v["recall@5"] - run["before"][name]["recall@5"]
                     worst[reader] = min(worst.get(reader, d), d)
     probes = [run["min_score"] for run in runs if run["min_score"].get("off_corpus_questions")]
+    shaped = [run for run in runs if run.get("turn_shapes")]
     return {
         "stale_passages": stale,
         "stale_passages_after": sum(
@@ -701,6 +841,21 @@ def summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "writes_off_corpus": writes("off_corpus"),
         "writes_abstain": writes("abstain"),
         "writes_other_answer": writes("other"),
+        "turn_shapes": {
+            "writes_hedge": sum(r["turn_shapes"]["hedge"]["writes"] for r in shaped),
+            "writes_cited_off_topic": sum(
+                r["turn_shapes"]["cited_off_topic"]["writes"] for r in shaped
+            ),
+            "writes_failed_agent_turn": sum(
+                r["turn_shapes"]["agent_loop"]["failed_turn_writes"] for r in shaped
+            ),
+            "writes_answered_agent_turn": sum(
+                r["turn_shapes"]["agent_loop"]["answered_turn_writes"] for r in shaped
+            ),
+            "agent_turns": sum(r["turn_shapes"]["agent_loop"]["turns"] for r in shaped),
+        }
+        if shaped
+        else None,
         "same_gain_kept": kept,
         "same_gain_kept_min": min((k for k in kept.values() if k is not None), default=None),
         "worst_recall_change": worst,

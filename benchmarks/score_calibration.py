@@ -25,6 +25,13 @@ per passage (``SimilarityPostprocessor`` / ``score_threshold``) the share of top
 passages kept. At ``--cutoff`` every question is retrieved again with ``min_score`` set, and
 the recall@5 and the off-corpus abstentions are those of these real runs. For comparison,
 the top passage's old score (``rank_score``, scaled to the best hit) and its cosine alone.
+
+``--remember N`` (issue 46): on each pooled corpus, after the read-only runs, every off-corpus
+question goes through N remember turns, as an app whose model answers from its own knowledge
+and cites the top passage: retrieve (no cutoff set), ``memorize(trace, answer="<its gold
+answer> [<top chunk id>]")``. Reported: the memory writes, and the top passage's relevance
+before the first turn and after the last, with the questions that started below the cutoff
+and ended above it (memory may never lift an off-topic question over the cutoff).
 """
 
 from __future__ import annotations
@@ -104,6 +111,35 @@ def run_one(kb: KnowledgeBase, q: dict[str, Any], ds: dict[str, Dataset] | None,
         match = sorted(M.gold_matches(rc.chunk.text, gold, sents)) if gold else []
         rows.append([rc.score, rc.rank_score, ev.get("cosine", 0.0), match])
     return {"rows": rows, "n_gold": len(q["gold_pids"]), "abstained": r.trace.abstained}
+
+
+def remember_turns(kb: KnowledgeBase, offs: list[dict], cutoff: float, turns: int) -> dict:
+    """N cited remember turns per off-corpus question (module doc); the engine is written."""
+    before, after, writes = [], [], 0
+    for q in offs:
+        first = None
+        for _ in range(turns):
+            r = kb.engine.retrieve(q["question"], k=K)
+            if not r.chunks:
+                break
+            first = r.chunks[0].score if first is None else first
+            answer = f"{(q.get('answers') or ['unknown'])[0]} [{r.chunks[0].chunk.id}]"
+            writes += bool(kb.engine.memorize(r.trace_id, answer=answer).applied)
+        last = kb.engine.retrieve(q["question"], k=K)
+        if first is not None and last.chunks:
+            before.append(first)
+            after.append(last.chunks[0].score)
+    lifted = sum(b < cutoff <= a for b, a in zip(before, after))
+    return {
+        "questions": len(before),
+        "turns": turns,
+        "writes": writes,
+        "below_before": sum(b < cutoff for b in before),
+        "lifted_over_cutoff": lifted,
+        "top_before": {f"p{q}": pct(before, q) for q in (50, 95)} if before else None,
+        "top_after": {f"p{q}": pct(after, q) for q in (50, 95)} if after else None,
+        "max_rise": max((a - b for b, a in zip(before, after)), default=0.0),
+    }
 
 
 def recall(rec: dict) -> float:
@@ -194,6 +230,9 @@ def main() -> None:
     )
     ap.add_argument("--cache", default=".bench-cache", help="embedding cache folder")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--remember", type=int, default=0, help="cited remember turns per off-corpus question"
+    )
     args = ap.parse_args()
     emb = make_embedder("minilm", args.cache)
     sizes = args.sizes.split(",")
@@ -216,6 +255,8 @@ def main() -> None:
             res = measure(kbs, ins, offs, ds, args.cutoff)
             res["off_left_out"] = left
             res["passages"] = statistics.mean(len(kb.chunks) for kb in kbs)
+            if args.remember and size == "pooled":
+                res["remember"] = remember_turns(kbs[0], offs, args.cutoff, args.remember)
             out["results"][f"{name}/{size}"] = res
             print(f"{name}/{size}: {time.perf_counter() - t0:.0f} s", flush=True)
         emb.persist()
@@ -309,6 +350,37 @@ def report(out: dict[str, Any], cutoff: float) -> None:
             for key, r in res.items()
         ],
     )
+    rem = {key: r["remember"] for key, r in res.items() if "remember" in r}
+    if rem:
+        table(
+            f"Off-corpus questions through cited remember turns (cutoff {cutoff})",
+            [
+                "corpus/size",
+                "questions",
+                "turns",
+                "writes",
+                "below before",
+                "lifted over",
+                "top p50/p95 before",
+                "after",
+                "max rise",
+            ],
+            [
+                [
+                    key,
+                    m["questions"],
+                    m["turns"],
+                    m["writes"],
+                    m["below_before"],
+                    m["lifted_over_cutoff"],
+                    "/".join(f"{m['top_before'][p]:.3f}" for p in ("p50", "p95")),
+                    "/".join(f"{m['top_after'][p]:.3f}" for p in ("p50", "p95")),
+                    f"{m['max_rise']:.3f}",
+                ]
+                for key, m in rem.items()
+                if m["questions"]
+            ],
+        )
     print(f"load average {out['load'][0][0]:.1f} -> {out['load'][1][0]:.1f}")
 
 

@@ -81,6 +81,14 @@ def test_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     s = result["summary"]
     assert s["writes_off_corpus"] <= 2 * 2 * 3 * off_per_round
     assert ("min_score" in RetrievalConfig.model_fields) or s["min_score"] is None
+    # issue 46's shapes: hedges, cited off-topic answers and failed agent turns write nothing
+    shapes = s["turn_shapes"]
+    assert shapes["agent_turns"] == 2 * 2 and shapes["writes_answered_agent_turn"] > 0
+    assert shapes["writes_hedge"] == shapes["writes_cited_off_topic"] == 0
+    assert shapes["writes_failed_agent_turn"] == 0
+    for run in result["runs"]:
+        assert run["turn_shapes"]["hedge"]["calls"] == 4
+        assert run["turn_shapes"]["cited_off_topic"]["calls"] >= 3 * off_per_round
 
 
 def test_an_edit_supersedes_the_old_pieces_and_changes_piece_counts() -> None:

@@ -232,7 +232,10 @@ def test_an_uncited_answer_to_an_off_corpus_question_writes_nothing_even_when_na
     assert not w.applied and "memory.uncited_min_score" in (w.skipped_reason or "")
     assert rag.memory_stats().touched_edges == 0
     census = next(rc.chunk.id for rc in r.chunks if "2011" in rc.chunk.text)
-    assert rag.memorize(r.trace_id, answer=f"2011 [{census}]").applied  # a citation counts
+    # a citation earns no pass off the topic: the census passage does not name the film
+    cited = rag.memorize(r.trace_id, answer=f"2011 [{census}]")
+    assert not cited.applied and "citation alone teaches nothing" in (cited.skipped_reason or "")
+    assert rag.memory_stats().touched_edges == 0
     # the same kind of answer to an on-topic question is grounded and writes
     on = rag.retrieve(QUESTION)
     assert on.chunks[0].score > RECOMMENDED_MIN_SCORE + 0.05

@@ -289,7 +289,9 @@ class MemoryConfig(_Config):
         le=1.0,
         description="An answer that cites no passage is taken as grounded in the passages "
         "holding its words only when the question's relevance (its first passage's score) "
-        "reaches this: an off-corpus question's answer writes no memory; 0 = no such check.",
+        "reaches this: an off-corpus question's answer writes no memory; below it a cited "
+        "answer teaches only the cited passages that hold its words and name what the "
+        "question names; 0 = no such check.",
     )
 
 

@@ -67,6 +67,12 @@ class MemoryWriter:
             self._claimed.update(fresh)
         return fresh
 
+    @property
+    def claimed(self) -> set[str]:
+        """The traces claimed so far (a copy)."""
+        with self._lock:
+            return set(self._claimed)
+
     def owns(self, trace_id: str) -> bool:
         try:
             self.retriever.engine.trace(trace_id)

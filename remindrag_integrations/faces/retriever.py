@@ -779,9 +779,10 @@ class ReMindRetriever(DocumentIndex, LIBaseRetriever):
         return ReMindMemoryCallback(self)
 
     def memory_event_handler(self) -> ReMindMemoryEventHandler:
-        """A LlamaIndex event handler (attached to the root dispatcher) that memorizes after
-        each query engine answer."""
-        return ReMindMemoryEventHandler(retriever=self).attach()
+        """The LlamaIndex event handler (attached to the root dispatcher) that memorizes after
+        each query engine answer: one per retriever, so asking for it on every request hands
+        back the one attached (``detach()`` removes it)."""
+        return ReMindMemoryEventHandler.of(self)
 
     # --- LlamaIndex index names ------------------------------------------------------------
     # LlamaIndex's BaseIndex names for what add_documents / delete do, with its meanings

@@ -8,8 +8,14 @@ mention ...", "The provided passages do not contain information about ...", "I'm
 I couldn't find ...", "There is no information about ...", "... is not mentioned in the
 text", "Insufficient information.", "Unknown.", "N/A"); :data:`ABSTAIN_RULES` lists them by
 family. A hedge anywhere counts: memory learns from answers that commit, and an answer that
-says part of it is missing is not one to replay. Such an answer writes nothing, whatever it
-cites.
+says part of it is missing is not one to replay. So do partial refusals ("The passages talk
+about the frame and gears but not its price.", "... says nothing about ...") and guesses (an
+answer opening with "Maybe", "Probably", "Perhaps", "I think", "It might be", or saying
+"I'm guessing", "my best guess"): none of these rules flags a gold answer of the bundled
+question sets (452), a committed Qwen2.5-1.5B answer recorded in tests/data, and one of
+12,026 encyclopedic sentences of the corpora (itself a quoted guess), and none of the
+3,441 passages read whole. Such an answer writes
+nothing, whatever it cites.
 
 **Grounding.** The answer's *key words* are its content words (lower-cased, accents and a
 plural or possessive ``s`` dropped; function words and the words answers wrap a reply in,
@@ -54,12 +60,18 @@ _SAY = (
     r"(?:mention|contain|provide|include|say|specify|state|give|discuss|address|indicate|"
     r"answer|cover|describe|list|offer|have|reveal|tell|name|identify|support)"
 )
+# the rest of a sentence: a period ends it only after a word of two letters or more and
+# before a space ("u.s.", "g. stanley", "6.8 inches" do not)
+_CLAUSE = r"(?:[^.;]|\.(?!\s)|(?<=\b\w)\.)*?"
 _WHERE = rf"(?:the |these |those |this |any |my )?(?:provided |given |above |available |retrieved )?{_SOURCE}"
 
 ABSTAIN_RULES: tuple[tuple[str, str], ...] = (
     # the speaker does not know or cannot say
     ("does not know", r"\bi (?:do not|don't|dont|really don't) know\b|\bidk\b|\bno idea\b"),
-    ("not sure", r"\bi(?: am|'m) not (?:sure|certain|able)\b"),
+    (
+        "not sure",
+        r"\bi(?: am|'m) not (?:\w+ly |100% |quite )?(?:sure|certain|able|confident|positive)\b",
+    ),
     (
         "cannot answer",
         r"\b(?:i|we) (?:cannot|can't|can not|could not|couldn't|am unable to|'m unable to|was "
@@ -104,6 +116,21 @@ ABSTAIN_RULES: tuple[tuple[str, str], ...] = (
     (
         "unclear from the passages",
         rf"\b(?:unclear|not clear|unspecified) (?:from|in|based on) {_WHERE}\b",
+    ),
+    # a partial answer: the passages hold part of what was asked and not the rest
+    (
+        "the passages hold only part",
+        rf"\b{_WHERE}\b{_CLAUSE}\bbut (?:not|nothing|no|(?:\w+ )?{_NOT} (?:\w+ly )?{_SAY})\b|"
+        r"\b(?:says?|mentions?|tells?|gives?) nothing (?:about|on|of|regarding)\b|"
+        r"\b(?:only )?(?:partially|partly) (?:answers?|covers?|address(?:es)?)\b",
+    ),
+    # a guess: the speaker does not commit to it
+    (
+        "a guess",
+        r"^(?:maybe|perhaps|probably|possibly|presumably|likely|my guess|i guess|i think|i "
+        r"believe|i suppose|i assume|i would guess|i'd guess|i would say|i'd say|it (?:might|"
+        r"could|may) be)\b|\bi(?:'m| am) (?:just |only )?guessing\b|\b(?:just |only )?a "
+        r"(?:wild |rough |best |educated )?guess\b|\bmy (?:best )?guess\b|\bat a guess\b",
     ),
 )
 _RULES = tuple((name, re.compile(rx)) for name, rx in ABSTAIN_RULES)

@@ -10,7 +10,11 @@ The support — what helped — is, in this order:
 3. the answer's own word, with no LLM call, when ``memorize_judge="citations"`` (the
    default) or no LLM is given: the chunks it cites (and ``cited``), else the passages that
    hold its words (:func:`.grounding.grounded_in`); with no LLM an answer grounded in no
-   passage writes nothing;
+   passage writes nothing. A citation earns trust, not a pass: when the question's relevance
+   is below ``memory.uncited_min_score`` (an off-topic question), only the cited passages that
+   hold the answer's words and name what the question names are support, else nothing is
+   written (:meth:`Memorizer.cited_off_topic`), so memory never lifts an off-corpus question
+   over the cutoff;
 4. the judge: the LLM filter (an answer grounded in nothing, ``memorize_judge="filter"``, or
    no answer); with no LLM and no answer the ``self_memorize`` policy (``"off"`` by default:
    nothing is written).
@@ -71,6 +75,10 @@ class Memorizer:
         support, ignored = citations(trace, answer, cited)
         by_answer = cfg.memorize_judge == "citations" or not uses_llm
         unheld = ""
+        if support.chunks and answer is not None:  # citations earn trust, not a pass
+            support, unheld = self.cited_off_topic(trace, answer, support)
+            if not support.chunks:
+                return replace(skipped(trace, unheld), ignored_citations=ignored)
         if by_answer and answer is not None and not support.chunks:  # the passages holding it
             support, unheld = self.grounding(trace, answer)
         if by_answer and support.chunks:  # the answer's word, no LLM call
@@ -108,6 +116,28 @@ class Memorizer:
         )
         return replace(result, ignored_citations=ignored)
 
+    def cited_off_topic(self, trace: Trace, answer: str, support: Support) -> tuple[Support, str]:
+        """The cited chunks an answer to an off-topic question may teach: all of them when
+        the question's relevance reaches ``memory.uncited_min_score`` (or the trace kept no
+        relevance); below it only the cited passages that hold the answer's words and name
+        what the question names (:func:`.grounding.grounded_in`, :func:`.grounding.names_held`):
+        a model answering from its own knowledge ("Lima [c-…]") cites a passage that holds
+        neither, and memory would otherwise lift an off-corpus question over the cutoff."""
+        floor, rel = self.cfg.memory.uncited_min_score, relevance(trace)
+        if rel is None or rel >= floor:
+            return support, ""
+        passages = live_texts(self.store, support.chunks)
+        held = (
+            grounded_in(answer, trace.query, passages) if names_held(trace.query, passages) else []
+        )
+        if held:
+            return Support(held, support.edges), ""
+        return Support([]), (
+            f"the question's relevance {rel:.2f} is below memory.uncited_min_score {floor} "
+            "(an off-topic question?) and the cited passages do not hold the answer: a "
+            "citation alone teaches nothing there; pass supporting=[...] to say what helped"
+        )
+
     def grounding(self, trace: Trace, answer: str) -> tuple[Support, str]:
         """The passages the retrieval read or returned that hold ``answer``
         (:func:`.grounding.grounded_in`), best-ranked first; none, with the reason, when
@@ -116,11 +146,10 @@ class Memorizer:
         score = {c: float(e.get("score", 0.0)) for c, e in trace.rank_evidence.items()}
         ids = list(dict.fromkeys([*trace.rank_evidence, *trace.chunk_ids]))
         ids.sort(key=lambda c: (c not in score, -score.get(c, 0.0)))
-        floor = self.cfg.memory.uncited_min_score
-        rel = [float(e["relevance"]) for e in trace.rank_evidence.values() if "relevance" in e]
-        if rel and max(rel) < floor:  # a trace from before relevances were kept: not checked
+        floor, rel = self.cfg.memory.uncited_min_score, relevance(trace)
+        if rel is not None and rel < floor:  # a trace from before relevances were kept: not checked
             why = (
-                f"the question's relevance {max(rel):.2f} is below memory.uncited_min_score "
+                f"the question's relevance {rel:.2f} is below memory.uncited_min_score "
                 f"{floor} (an off-corpus question?): an answer that cites no passage is not "
                 "grounded in them; cite a passage or pass supporting=[...]"
             )
@@ -198,6 +227,13 @@ def _stored(store: GraphStore, chunk_id: str) -> bool:
     except UnknownNodeError:
         return False
     return True
+
+
+def relevance(trace: Trace) -> float | None:
+    """The question's relevance: its best passage's (``None`` for a trace from before
+    relevances were kept, or one that returned nothing)."""
+    rel = [float(e["relevance"]) for e in trace.rank_evidence.values() if "relevance" in e]
+    return max(rel) if rel else None
 
 
 def live_texts(store: GraphStore, ids: list[str]) -> list[tuple[str, str]]:

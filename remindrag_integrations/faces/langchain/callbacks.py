@@ -44,6 +44,29 @@ def final_reply(response: Any) -> str | None:
     return answer_text(message) if message is not None else getattr(gen, "text", None)
 
 
+def turn_texts(obj: Any) -> list[str]:
+    """The texts of what a run is given for the current turn: every string inside ``obj``
+    (a prompt, a dict of inputs, messages with their content and tool calls' arguments); of a
+    conversation (a list of messages), only its last human message and what follows it."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in turn_texts(v)]
+    if isinstance(obj, (list, tuple)):
+        items = list(obj)
+        humans = [i for i, m in enumerate(items) if getattr(m, "type", None) == "human"]
+        return [t for m in items[humans[-1] if humans else 0 :] for t in turn_texts(m)]
+    content = getattr(obj, "content", None)
+    if content is None:
+        return []
+    calls = [c.get("args") for c in getattr(obj, "tool_calls", None) or []]
+    return [*turn_texts(content), *turn_texts(calls)]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
 MAX_WAITING = 100  # traces kept waiting for an answer at most (the newest)
 RETRIEVER_ONLY = (
     "ReMindMemoryCallback is attached to the retriever only (retriever.with_config("
@@ -78,6 +101,13 @@ class ReMindMemoryCallback(BaseCallbackHandler):
     model reply without tool calls), or by :meth:`answered`. Use one callback per
     conversation when several run at once.
 
+    **A trace is learned only with its own answer.** A waiting trace is paired by its
+    question: an outermost run given this callback (a chain, a model call) that starts a turn
+    whose input does not hold the trace's question (of a conversation, the last human message
+    and what follows it: the tool calls' arguments, the tool results) supersedes it, and an
+    outermost model call or chain that fails drops the traces waiting for it. Dropped traces
+    are never memorized: ``dropped`` maps each to its reason (also logged).
+
     ``writes`` lists the :class:`MemoryWrite` s made; ``errors`` what failed while writing.
     """
 
@@ -89,6 +119,7 @@ class ReMindMemoryCallback(BaseCallbackHandler):
         self._pending: dict[UUID, list[str]] = {}  # root run -> trace ids
         self._awaiting: list[str] = []  # traces of finished root tool runs
         self._said: set[str] = set()  # the warnings given once
+        self.dropped: dict[str, str] = {}  # trace id -> why it was never memorized
 
     def answered(self, answer: str) -> list[MemoryWrite]:
         """Memorize the traces waiting for an answer (a tool loop's, a bare retrieval's, a
@@ -112,6 +143,46 @@ class ReMindMemoryCallback(BaseCallbackHandler):
             self._said.add(message)
         log.warning("%s", message)
         warnings.warn(message, UserWarning, stacklevel=2)
+
+    def _drop(self, trace_ids: Sequence[str], reason: str) -> None:
+        with self._lock:
+            for t in trace_ids:
+                self.dropped[t] = reason
+            for t in list(self.dropped)[:-MAX_WAITING]:  # the newest reasons are kept
+                del self.dropped[t]
+        for t in trace_ids:
+            log.info("ReMindRAG: trace %s is not memorized: %s", t, reason)
+
+    def _fail_turn(self) -> None:
+        """An outermost model call or chain failed: the traces waiting for it are dropped."""
+        with self._lock:
+            ids, self._awaiting = self._awaiting, []
+        self._drop(ids, "its turn failed (the model call or chain that would answer it raised)")
+
+    def _new_turn(self, given: Any) -> None:
+        """An outermost run starts with ``given``: the waiting traces whose question it does
+        not hold belong to a turn that was abandoned, and are dropped."""
+        with self._lock:
+            if not self._awaiting:
+                return
+            waiting = list(self._awaiting)
+        text = _norm(" ".join(turn_texts(given)))
+        stale = []
+        for tid in waiting:
+            try:
+                question = _norm(self._writer.retriever.engine.trace(tid).query)
+            except Exception:  # noqa: BLE001 - a trace gone from the engine: nothing to pair
+                question = ""
+            if not question or question not in text:
+                stale.append(tid)
+        if stale:
+            with self._lock:
+                self._awaiting = [t for t in self._awaiting if t not in stale]
+            self._drop(
+                stale,
+                "superseded: a new turn began whose input does not hold its question, before "
+                "an answer to it came",
+            )
 
     def _await(self, trace_ids: list[str]) -> None:
         with self._lock:
@@ -146,12 +217,14 @@ class ReMindMemoryCallback(BaseCallbackHandler):
         return self._writer.errors
 
     # run tree bookkeeping
-    def _start(self, run_id: UUID, parent_run_id: UUID | None) -> None:
+    def _start(self, run_id: UUID, parent_run_id: UUID | None) -> bool:
+        """Note a run; whether it is the outermost one this callback sees."""
         with self._lock:
             known = parent_run_id in self._parent
             self._parent[run_id] = parent_run_id if known else None
             if parent_run_id is not None and not known:  # attached below the outermost run
                 self._outside.add(run_id)
+            return not known
 
     def _root(self, run_id: UUID) -> UUID:
         while (parent := self._parent.get(run_id)) is not None:
@@ -174,7 +247,8 @@ class ReMindMemoryCallback(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, parent_run_id)
+        if self._start(run_id, parent_run_id):
+            self._new_turn(inputs)
 
     def on_tool_start(
         self,
@@ -196,7 +270,8 @@ class ReMindMemoryCallback(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, parent_run_id)
+        if self._start(run_id, parent_run_id):
+            self._new_turn(messages[-1] if messages else [])
 
     def on_llm_start(
         self,
@@ -207,7 +282,8 @@ class ReMindMemoryCallback(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, parent_run_id)
+        if self._start(run_id, parent_run_id):
+            self._new_turn(prompts)
 
     def on_llm_end(
         self, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -218,7 +294,7 @@ class ReMindMemoryCallback(BaseCallbackHandler):
             self._answer([], text)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._error(run_id)
+        self._error(run_id, fails_turn=True)
 
     def on_retriever_start(
         self,
@@ -271,11 +347,15 @@ class ReMindMemoryCallback(BaseCallbackHandler):
             with self._lock:
                 self._awaiting.extend(t for t in trace_ids if t not in self._awaiting)
 
-    def _error(self, run_id: UUID) -> None:
-        self._end(run_id)  # a root that errored drops its pending traces unwritten
+    def _error(self, run_id: UUID, fails_turn: bool = False) -> None:
+        is_root, pending = self._end(run_id)  # a root that errored drops its pending traces
+        if is_root:
+            self._drop(pending, "its run failed")
+            if fails_turn:
+                self._fail_turn()
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._error(run_id)
+        self._error(run_id, fails_turn=True)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._error(run_id)

@@ -8,10 +8,22 @@ whose response carries the source nodes it was written from. The handler memoriz
 ReMindRAG traces those nodes name, with the answer text: the trace is tied to the answer that
 used it, whatever runs concurrently. A bare ``retrieve()`` (no answer) writes nothing, and so
 does a synthesis that errors.
+
+A fusion retriever (``QueryFusionRetriever``) merges the passage this retriever and another
+one both return into one node, which may be the other retriever's, without the trace id: the
+handler also notes the nodes each retrieval of this retriever returned (by the node's hash,
+which fusions merge on) and reads the trace back from there; a merged node that more than one
+unanswered retrieval returned is ambiguous, and the handler says so (a warning) instead of
+guessing. One handler is attached per retriever: :meth:`ReMindMemoryEventHandler.of` (what
+``retriever.memory_event_handler()`` calls) hands back the one already attached, and
+attaching another detaches the first.
 """
 
 from __future__ import annotations
 
+import threading
+import warnings
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from typing import Any, Self
 
@@ -19,12 +31,15 @@ from llama_index.core.base.response.schema import AsyncStreamingResponse, Stream
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent
 from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent
 from pydantic import PrivateAttr
 
 from ...core.errors import ConfigError
 from ...core.types import MemoryWrite
 from ..memory_hooks import Memorizing, MemoryWriter, log, trace_ids
+
+MAX_NOTED = 4096  # node hashes remembered for fusions that drop the trace id (the newest)
 
 
 class ReMindMemoryEventHandler(BaseEventHandler):
@@ -41,6 +56,9 @@ class ReMindMemoryEventHandler(BaseEventHandler):
 
     _writer: MemoryWriter = PrivateAttr()
     _dispatcher: Any = PrivateAttr(default=None)
+    _recent: OrderedDict[str, set[str]] = PrivateAttr()
+    _recent_lock: Any = PrivateAttr()
+    _said: bool = PrivateAttr()
 
     def __init__(self, retriever: Memorizing | None = None, **kwargs: Any) -> None:
         if retriever is not None:
@@ -54,6 +72,7 @@ class ReMindMemoryEventHandler(BaseEventHandler):
         writer = MemoryWriter(kwargs.get("retriever"), "ReMindMemoryEventHandler")
         super().__init__(**kwargs)
         self._writer = writer
+        self._recent, self._recent_lock, self._said = OrderedDict(), threading.Lock(), False
 
     @classmethod
     def class_name(cls) -> str:
@@ -67,9 +86,31 @@ class ReMindMemoryEventHandler(BaseEventHandler):
     def errors(self) -> list[BaseException]:
         return self._writer.errors
 
-    def attach(self, dispatcher: Any = None) -> Self:
+    @classmethod
+    def of(cls, retriever: Memorizing, dispatcher: Any = None) -> ReMindMemoryEventHandler:
+        """The handler attached for ``retriever`` on ``dispatcher`` (the root one by
+        default), attaching one when there is none: asked for on every request, it is still
+        one handler, and a query's work does not grow with the requests served."""
         d = dispatcher or get_dispatcher()
-        d.add_event_handler(self)
+        for h in d.event_handlers:
+            if isinstance(h, cls) and h.retriever is retriever:
+                return h
+        return cls(retriever=retriever).attach(d)
+
+    @property
+    def attached(self) -> bool:
+        return self._dispatcher is not None
+
+    def attach(self, dispatcher: Any = None) -> Self:
+        """Register on ``dispatcher`` (the root one by default); a handler of the same
+        retriever attached there before is detached (one per retriever)."""
+        d = dispatcher or get_dispatcher()
+        for h in list(d.event_handlers):
+            if isinstance(h, ReMindMemoryEventHandler) and h is not self:
+                if h.retriever is self.retriever:
+                    h.detach()
+        if self not in d.event_handlers:
+            d.add_event_handler(self)
         self._dispatcher = d
         return self
 
@@ -86,6 +127,9 @@ class ReMindMemoryEventHandler(BaseEventHandler):
         self.detach()
 
     def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        if isinstance(event, RetrievalEndEvent):
+            self._note(event.nodes)
+            return
         if not isinstance(event, SynthesizeEndEvent):
             return
         try:
@@ -94,9 +138,52 @@ class ReMindMemoryEventHandler(BaseEventHandler):
             log.warning("ReMindRAG memory handler failed on %s: %s", type(event).__name__, exc)
             self._writer.errors.append(exc)
 
+    def _note(self, nodes: Any) -> None:
+        """Note which trace each returned node of this retriever came from, by its hash."""
+        for n in nodes or []:
+            node = getattr(n, "node", None)
+            tid = trace_ids([getattr(node, "metadata", None)])
+            key = getattr(node, "hash", None)
+            if not tid or not key or not self._writer.owns(tid[0]):
+                continue
+            with self._recent_lock:
+                self._recent.setdefault(key, set()).add(tid[0])
+                self._recent.move_to_end(key)
+                while len(self._recent) > MAX_NOTED:
+                    self._recent.popitem(last=False)
+
+    def _recovered(self, nodes: Any) -> list[str]:
+        """The traces of source nodes that lost the trace id (a fusion kept another
+        retriever's copy of the passage), read back from the noted hashes; none, with a
+        warning, where a node was returned by several retrievals not yet answered."""
+        found: set[str] = set()
+        for n in nodes:
+            node = getattr(n, "node", None)
+            if trace_ids([getattr(node, "metadata", None)]):
+                continue
+            with self._recent_lock:
+                got = set(self._recent.get(getattr(node, "hash", None) or "", ()))
+            got -= self._writer.claimed
+            if len(got) > 1:
+                if not self._said:
+                    self._said = True
+                    message = (
+                        "ReMindMemoryEventHandler: an answer's source node lost its ReMindRAG "
+                        "trace id (a fusion retriever kept another retriever's copy of the "
+                        "passage) and several unanswered retrievals returned it: memory is "
+                        "skipped for it. List the ReMindRetriever so that its node is kept "
+                        "(last in mode='reciprocal_rerank', first in the other modes)."
+                    )
+                    log.warning("%s", message)
+                    warnings.warn(message, UserWarning, stacklevel=2)
+                continue
+            found |= got
+        return sorted(found)
+
     def _on_answer(self, response: Any) -> None:
         nodes = getattr(response, "source_nodes", None) or []
-        ids = self._writer.claim(trace_ids([getattr(n.node, "metadata", None) for n in nodes]))
+        named = trace_ids([getattr(n.node, "metadata", None) for n in nodes])
+        ids = self._writer.claim([*named, *self._recovered(nodes)])
         if not ids:
             return
         # the source nodes are what the answer was written from, not what it used: the
