@@ -367,3 +367,55 @@ def test_mcp_remember_a_cited_off_topic_answer_writes_nothing(fresh_store: Path)
     assert off["passages"][0]["score"] < RECOMMENDED_MIN_SCORE
     assert not wrote["applied"] and "citation alone teaches nothing" in wrote["skipped_reason"]
     assert answered["applied"] and "memory: not memorized" in failed_text
+
+
+def test_a_llamaindex_agent_turn_whose_model_fails_is_never_learned_with_the_next_answer() -> None:
+    """A ``FunctionAgent`` searches with the retriever tool, then its model call fails; the
+    next turn asks another question through a query-engine tool and is answered. The handler
+    learns from an answer's own source nodes only: the failed turn's search writes nothing,
+    the answered one writes its passage."""
+    import asyncio
+
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.tools import QueryEngineTool, RetrieverTool
+
+    from remindrag_integrations import ReMindRetriever
+
+    r = ReMindRetriever.from_texts(list(TEXTS.values()), embeddings=HashEmbedder(), k=1)
+    search = RetrieverTool.from_defaults(r, name="search", description="Search.")
+    qa = QueryEngineTool.from_defaults(
+        RetrieverQueryEngine.from_args(r, llm=says("The Tiber.")), name="qa", description="Ask."
+    )
+
+    def scripted(tool: str, query: str, then: str | None) -> MockFunctionCallingLLM:
+        def respond(messages: Any, **kwargs: Any) -> ChatMessage:
+            if any(m.role == MessageRole.TOOL for m in messages):
+                if then is None:
+                    raise RuntimeError("the provider is down")
+                return ChatMessage(role=MessageRole.ASSISTANT, content=then)
+            call = ToolCallBlock(tool_call_id="c1", tool_name=tool, tool_kwargs={"input": query})
+            return ChatMessage(role=MessageRole.ASSISTANT, blocks=[call])
+
+        return MockFunctionCallingLLM(response_generator=respond)
+
+    async def turn(agent: FunctionAgent, question: str) -> Any:
+        return await agent.run(user_msg=question)
+
+    handler = r.memory_event_handler()
+    try:
+        failing = FunctionAgent(tools=[search, qa], llm=scripted("search", QUESTION, None))
+        with pytest.raises(Exception, match="provider is down"):
+            asyncio.run(turn(failing, QUESTION))
+        rome = "Which river flows through Rome?"
+        answering = FunctionAgent(tools=[search, qa], llm=scripted("qa", rome, "The Tiber."))
+        asyncio.run(turn(answering, rome))
+    finally:
+        handler.detach()
+    (w,) = handler.writes  # the answered turn only
+    assert w.applied
+    texts = [r.engine.store.get_chunk(c).text for c in w.supporting_chunks]
+    assert texts == [TEXTS["rome.txt"]] and r.trace(w.trace_id).query == rome
+    assert r.memory_stats().writes_applied == 1  # the failed turn's search wrote nothing
