@@ -115,7 +115,9 @@ def test_llm_reader_citations_are_the_support_and_the_filter_is_only_probed() ->
     )
     memos = [r["memo"] for p in res["phases"] for r in p["records"] if "memo" in r]
     assert len(memos) == 6 and all(m["judge"] == "citations" for m in memos)
-    assert all(m["support"] == m["cited"] for m in memos)
+    # the citations are the only support (issue 46: below the cutoff a cited passage teaches
+    # only where it holds the answer's words; this reader's "It is in there" holds none)
+    assert all(m["cited"] and set(m["support"]) <= set(m["cited"]) for m in memos)
     assert sum("filter_pick" in m for m in memos) == 2  # the first two questions, once
     stages = [c["stage"] for c in llm.calls]
     assert stages.count("answer") == 6 and stages.count("memorize") == 2

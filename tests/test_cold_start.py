@@ -42,7 +42,10 @@ HEAVY = (
 FRAMEWORK = (
     "langchain_core.callbacks",
     "langchain_core.documents",
+    "langchain_core.embeddings.embeddings",
+    "langchain_core.indexing.base",  # ReMindRetriever is a DocumentIndex
     "langchain_core.retrievers",
+    "langchain_core.vectorstores.base",  # as_vectorstore()'s class
     "llama_index.core.retrievers",
     "llama_index.core.schema",
     "llama_index.core.vector_stores.types",

@@ -14,7 +14,7 @@ import pytest
 
 from remindrag_integrations import Document, ReMindRAG
 from remindrag_integrations.core.types import Edge
-from remindrag_integrations.errors import StoreCorruptError
+from remindrag_integrations.errors import StoreCorruptError, StoreNotFoundError
 from remindrag_integrations.stores import InMemoryGraphStore, sqlite_store
 from remindrag_integrations.testing import HashEmbedder
 
@@ -174,7 +174,7 @@ def test_corrupt_file_is_a_typed_error(engine: ReMindRAG, tmp_path: Path) -> Non
 
 
 def test_missing_store_is_a_typed_error(tmp_path: Path) -> None:
-    with pytest.raises(StoreCorruptError):
+    with pytest.raises(StoreNotFoundError, match="no saved store"):  # missing, not damaged
         InMemoryGraphStore.load(tmp_path / "nothing")
 
 
