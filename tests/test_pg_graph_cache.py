@@ -28,10 +28,10 @@ DIM = 32
 # passages: many names per question, hub entities), counted 2026-11-29: 37-53 statements
 # before (the push reading the graph one statement a round, the walk every node's edges and
 # embedding); with the graph in memory 15-29 the first time a question's nodes are read and
-# 8-12 when asked again (seed and lexical search, the seeds, title hop, names, replay's
+# 7-11 when asked again (seed and lexical search, title hop, names, replay's
 # memory reads, the trace).
 MAX_STATEMENTS = 32
-MAX_STATEMENTS_AGAIN = 14
+MAX_STATEMENTS_AGAIN = 12
 Rows = tuple[list[dict], dict[str, dict]]
 
 

@@ -14,7 +14,7 @@ from typing import Self, TypeVar
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg import errors
+from psycopg import errors, sql
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.pq import Format, TransactionStatus
@@ -192,11 +192,16 @@ class PgBase:
             with self._pool.connection() as conn:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 # the snapshot is taken by the first statement, not by BEGIN: take it now,
-                # with the graph's change sequence number as of it (.graph_cache)
-                row = conn.execute(
-                    "SELECT coalesce((SELECT seq FROM rr_graph_seq WHERE namespace = %s), 0)",
-                    (self.namespace,),
-                ).fetchone()
+                # with the graph's change sequence number as of it (.graph_cache), in the
+                # same round trip (two statements, no parameters: the simple protocol)
+                cur = conn.execute(
+                    sql.SQL(
+                        "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT coalesce("
+                        "(SELECT seq FROM rr_graph_seq WHERE namespace = {}), 0)"
+                    ).format(sql.Literal(self.namespace))
+                )
+                cur.nextset()
+                row = cur.fetchone()
                 try:
                     view = copy.copy(self)
                     view._pool = _Pinned(conn)  # type: ignore[assignment]

@@ -56,7 +56,8 @@ class GraphWrites(PgBase):
             large = self.bulk.rows is not None and len(nodes) + len(edges) >= self.bulk.rows
             near: list[str] = []
             carried: dict[str, np.ndarray] = {}
-            touched = {x for e in edges for x in (e.u, e.v)}  # nodes whose edges change
+            # nodes whose edges (or aliases) change: the graph cache reads them again
+            touched = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
             if replace:  # the old versions go in this transaction, but not what the batch uses
                 keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
                 near = self._memory_at(cur, sorted(set(replace)))

@@ -32,7 +32,7 @@ import numpy as np
 import psycopg
 
 from ...core.ids import is_chunk
-from ...core.types import Edge
+from ...core.types import Edge, Node
 from .sql import _SPREAD_LINKS
 
 RELOAD_OVER = 50_000  # a change naming more nodes says "read everything again" (NULL)
@@ -69,9 +69,10 @@ class GraphCache:
 
     - ``links``: per node the ``(edge id, other end)`` of its corpus edges to entities and
       anchors, in edge id order (:meth:`~.reads.Reads.spread_links`), read whole on first use;
-    - ``edges``, ``embeddings``: a node's edges (learned ones too) and its embedding, filled
-      as queries read them (:meth:`~.reads.Reads.adjacency`, ``neighbors``,
-      ``node_embeddings``) and dropped for every node a change names.
+    - ``edges``, ``embeddings``, ``nodes``: a node's edges (learned ones too), its embedding
+      and its row, filled as queries read them (:meth:`~.reads.Reads.adjacency`,
+      ``neighbors``, ``node_embeddings``, ``get_nodes``) and dropped for every node a change
+      names (a node's row changes only with its aliases: named too).
 
     Memory vectors are never kept here: they change with every memory write."""
 
@@ -81,6 +82,7 @@ class GraphCache:
         self.links: dict[str, list[tuple[str, str]]] = {}
         self.edges: dict[str, list[Edge]] = {}
         self.embeddings: dict[str, np.ndarray] = {}
+        self.nodes: dict[str, Node] = {}
         self.reloads = 0  # whole-graph reads (tests and benchmarks look)
         self.catch_ups = 0
 
@@ -115,6 +117,7 @@ class GraphCache:
                 for n, got in fresh.items():
                     self.edges.pop(n, None)
                     self.embeddings.pop(n, None)
+                    self.nodes.pop(n, None)
                     if got:
                         got.sort()
                         self.links[n] = got
@@ -138,5 +141,5 @@ class GraphCache:
         for got in links.values():
             got.sort()
         self.links, self.seq = links, seq
-        self.edges, self.embeddings = {}, {}
+        self.edges, self.embeddings, self.nodes = {}, {}, {}
         self.reloads += 1

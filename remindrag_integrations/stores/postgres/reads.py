@@ -72,13 +72,24 @@ class Reads(PgBase):
         return self.get_nodes([node_id])[0]
 
     def get_nodes(self, node_ids: Sequence[str]) -> list[Node]:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
-                "WHERE namespace = %s AND id = ANY(%s)",
-                (self.namespace, list(node_ids)),
-            )
-            found = {r[0]: Node(r[0], r[1], r[2], r[3], r[4], tuple(r[5])) for r in cur}
+        ids = list(dict.fromkeys(node_ids))
+        found: dict[str, Node] = {}
+        cache = self._cache()
+        if cache is not None:
+            with cache.lock:
+                have = cache.nodes if cache.seq == self._graph_seq else {}
+                found = {n: have[n] for n in ids if n in have}
+        missing = [n for n in ids if n not in found]
+        if missing:
+            with self._cursor() as cur:
+                cur.execute(
+                    "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
+                    "WHERE namespace = %s AND id = ANY(%s)",
+                    (self.namespace, missing),
+                )
+                read = {r[0]: Node(r[0], r[1], r[2], r[3], r[4], tuple(r[5])) for r in cur}
+            found.update(read)
+            self._keep(cache, "nodes", read)
         return [_get(found, n, "node") for n in node_ids]
 
     def get_chunk(self, chunk_id: str) -> Chunk:
@@ -126,7 +137,7 @@ class Reads(PgBase):
 
     def _keep(self, cache: GraphCache | None, what: str, rows: dict[str, Any]) -> None:
         """Keep rows read through SQL in the cache, when it still stands at this view's
-        change (``what``: ``edges`` or ``embeddings``)."""
+        change (``what``: ``edges``, ``embeddings`` or ``nodes``)."""
         if cache is not None and rows:
             with cache.lock:
                 if cache.seq == self._graph_seq:
