@@ -30,9 +30,11 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -81,13 +83,33 @@ def questions(n: int, docs: set[str]) -> list[tuple[str, list[str]]]:
     return [q for q in mixed if set(q[1]) <= docs][:n]
 
 
+_VECTOR = re.compile(r"'\[[-0-9.e,]+\]'")  # a query vector in a plan, shortened
+BY_CALLER: dict[str, list[float]] = {}  # caller -> [statements, ms] (--per-statement)
+FIRST_SQL: dict[str, tuple] = {}  # caller -> its first statement's (sql, params)
+
+
+def _caller() -> str:
+    """Where in the method a statement comes from: the last two frames in ``core/``."""
+    frames = [f for f in traceback.extract_stack() if "/core/" in f.filename]
+    return " < ".join(f"{Path(f.filename).stem}.{f.name}" for f in reversed(frames[-2:]))
+
+
 class _Cursor:
+    watch = False
+
     def __init__(self, cur: Any, tally: list[int]) -> None:
         self._cur, self._tally = cur, tally
 
     def execute(self, *args: Any, **kwargs: Any) -> Any:
         self._tally[0] += 1
+        t = time.perf_counter()
         self._cur.execute(*args, **kwargs)
+        if _Cursor.watch:
+            caller = _caller()
+            FIRST_SQL.setdefault(caller, args)
+            mine = BY_CALLER.setdefault(caller, [0, 0.0])
+            mine[0] += 1
+            mine[1] += (time.perf_counter() - t) * 1e3
         return self
 
     def executemany(self, *args: Any, **kwargs: Any) -> Any:
@@ -171,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memorize", type=int, default=30)
     ap.add_argument("--dsn", default="")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--keep", help="the embedded store kept in this folder between runs")
+    ap.add_argument("--per-statement", action="store_true", help="statements timed by caller")
+    ap.add_argument("--ef-search", type=int, default=0, help="one more engine: this ef_search")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("REMINDRAG_PG_SERVER_OPTIONS", "-c shared_buffers=1GB")
@@ -182,10 +207,16 @@ def main(argv: list[str] | None = None) -> int:
     docs = corpus(args.passages)
     qs = questions(args.queries, {d for d, _ in docs})
     emb = make_embedder("minilm", cache_dir=Path(tempfile.gettempdir()) / "rr-bench-embed")
-    mem_store = InMemoryGraphStore()
-    embedded = ReMindRAG(embeddings=emb, store=mem_store)
     t = time.perf_counter()
-    embedded.insert([Document(d, text) for d, text in docs])
+    if args.keep and Path(args.keep).exists():  # indexed by an earlier run: an in-memory copy
+        embedded = ReMindRAG.load(args.keep, embeddings=emb).copy()
+        mem_store = embedded.store
+    else:
+        mem_store = InMemoryGraphStore()
+        embedded = ReMindRAG(embeddings=emb, store=mem_store)
+        embedded.insert([Document(d, text) for d, text in docs])
+        if args.keep:
+            embedded.save(args.keep)
     out["index_s"] = round(time.perf_counter() - t, 1)
     out["counts"] = mem_store.counts()
     print("indexed", out["counts"], f"in {out['index_s']} s", flush=True)
@@ -197,20 +228,25 @@ def main(argv: list[str] | None = None) -> int:
         from pg_fixture import pg_server_dsn  # started here, stopped at exit
 
         dsn = pg_server_dsn()
-    ns = f"real-{args.passages}"
-    pg = counting_pg(dsn, ns)
-    if pg.counts() != mem_store.counts():
-        pg.drop_namespace()
+
+    def pg_engine(suffix: str, **kwargs: Any) -> Any:
+        """A PostgreSQL engine over its own copy of the graph (memory written once each)."""
+        store = counting_pg(dsn, f"real-{args.passages}{suffix}", **kwargs)
+        store.drop_namespace()  # no memory of an earlier run
         t = time.perf_counter()
-        copy_graph(mem_store, pg)
-        out["pg_copy_s"] = round(time.perf_counter() - t, 1)
-    pg_sql = counting_pg(dsn, ns, graph_cache=False)
-    assert pg.counts() == mem_store.counts()
+        copy_graph(mem_store, store)
+        out.setdefault("pg_copy_s", []).append(round(time.perf_counter() - t, 1))
+        assert store.counts() == mem_store.counts()
+        return ReMindRAG(embeddings=emb, store=store)
+
     engines = {
         "embedded": embedded,
-        "postgres": ReMindRAG(embeddings=emb, store=pg),
-        "postgres-sql": ReMindRAG(embeddings=emb, store=pg_sql),
+        "postgres": pg_engine(""),
+        "postgres-sql": pg_engine("-sql", graph_cache=False),
     }
+    if args.ef_search:  # what seed search's HNSW candidate list costs (not the default)
+        engines[f"postgres-ef{args.ef_search}"] = pg_engine("-ef", ef_search=args.ef_search)
+    pg = engines["postgres"].store
     for eng in engines.values():  # lexical index, graph matrix, the graph cache: built once
         eng.retrieve("warm up")
     emb.embed([q for q, _ in qs])  # the questions' vectors cached: no engine pays them first
@@ -240,8 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     out["load_avg_before_queries"] = load_avg()
     for rnd in range(args.rounds):
         order = labels if rnd % 2 == 0 else labels[::-1]
-        for label in order:
+        for label in order:  # --per-statement: the postgres engine's questions asked again
+            _Cursor.watch = args.per_statement and label == "postgres" and rnd > 0
             runs[label][rnd] = block(label, engines[label])
+            _Cursor.watch = False
         print("round", rnd, "done", load_avg(), flush=True)
     # memory: the first questions' gold passages named as support, on each engine
     writes: dict[str, list[float]] = {k: [] for k in labels}
@@ -299,7 +337,21 @@ def main(argv: list[str] | None = None) -> int:
         float(np.mean([a == b for a, b in zip(pg_got, sql_ref)])), 3
     )
     out["engines"] = rows
-    out["cache"] = {"reloads": pg._graph_cache.reloads, "catch_ups": pg._graph_cache.catch_ups}
+    n_pg = max(1, (args.rounds - 1) * len(qs))
+    out["per_statement_ms"] = {
+        k: {"per_query": round(c / n_pg, 2), "ms": round(ms / n_pg, 2)}
+        for k, (c, ms) in sorted(BY_CALLER.items(), key=lambda kv: -kv[1][1])
+    }
+    c = pg._graph_cache
+    out["cache"] = {
+        "reloads": c.reloads,
+        "catch_ups": c.catch_ups,
+        "link_nodes": len(c.links),
+        "link_entries": sum(map(len, c.links.values())),
+        "edge_nodes": len(c.edges),
+        "embeddings": len(c.embeddings),
+        "nodes": len(c.nodes),
+    }
     out["questions"] = len(qs)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"pg_real_text_{args.passages}{args.tag}.json").write_text(json.dumps(out, indent=2))
@@ -322,6 +374,20 @@ def main(argv: list[str] | None = None) -> int:
     for label, r in rows.items():
         print(label, "stage p50 ms (asked again):", r["stage_p50_ms_again"])
     print("load average:", out["load_avg_start"], "->", out["load_avg_after"])
+    for k, x in out["per_statement_ms"].items():  # postgres, asked again
+        print(f"  {k:60s} {x['per_query']:6.2f} {x['ms']:8.2f}")
+    out["explain"] = {}
+    for k in list(out["per_statement_ms"])[:4]:  # the heaviest callers' first statements
+        query, *params = FIRST_SQL[k]
+        if not isinstance(query, str):
+            continue
+        with pg._cursor() as cur:
+            cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + query, *params)
+            plan = [_VECTOR.sub("'[...]'", r[0]) for r in cur.fetchall()]
+        out["explain"][k] = plan
+        print(f"\nEXPLAIN (ANALYZE, BUFFERS), {k}:")
+        print("\n".join(plan))
+    (OUT / f"pg_real_text_{args.passages}{args.tag}.json").write_text(json.dumps(out, indent=2))
     return 0
 
 

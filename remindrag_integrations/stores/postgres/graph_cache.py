@@ -1,25 +1,26 @@
-"""The prior's graph in process memory, kept current by the database's change sequence.
+"""The graph a query walks, in process memory, kept current by the database's change sequence.
 
-The prior's push (:mod:`remindrag_integrations.core.push`) reads the graph round by round: on
-PostgreSQL one statement a round, 25-30 round trips a query on real text, two thirds of a
-zero-token query (issue 49). The embedded store answers the same reads from memory. This is
-the same pattern as the folder store's (:mod:`..sqlite_store`: an in-memory cache that
-catches up from a ``changes`` table), for the one structure the push reads:
+The prior's push (:mod:`remindrag_integrations.core.push`) reads the graph round by round and
+the walk reads each node's edges and embedding: on PostgreSQL one statement each, 37-53 a
+zero-token query on real text (issue 49), where the embedded store answers from memory. This
+is the folder store's pattern (:mod:`..sqlite_store`: an in-memory cache that catches up
+from a ``changes`` table) for what a query reads of the graph (:class:`GraphCache`); memory
+vectors stay in the database:
 
 - **Writers.** A transaction that changes edges (``add_graph``, a document replaced or
-  deleted, ``drop_namespace``) ends with :func:`note_change`: it bumps the namespace's row in
-  ``rr_graph_seq`` (a row lock held to commit, so graph writers of one namespace commit in
-  sequence order) and writes one ``rr_graph_changes`` row naming the nodes whose edges
-  changed (NULL: too many to name, or everything: read the whole graph again). Memory writes
-  and learned links (never spread over) write nothing here: many writers keep writing memory
-  at once.
-- **Readers.** A query's snapshot (``REPEATABLE READ``) reads its sequence number in the
-  statement that opens it (no extra round trip). The first spread read through a snapshot
-  newer than the cache brings it up to that number inside that snapshot (the changes
-  since, then the touched nodes' edges: two statements; or the whole graph once), so the
-  cache shows exactly what the snapshot sees; a snapshot older than the cache (another
-  thread caught it up meanwhile) reads through SQL as before. A write from any process is
-  therefore seen by the next query of every process.
+  deleted, a memory write that adds learned links, ``drop_namespace``) ends with
+  :func:`note_change`: it bumps the namespace's row in ``rr_graph_seq`` (a row lock held to
+  commit, so graph writers of one namespace commit in sequence order; taken last, so it
+  waits for nothing and nothing waits for it long) and writes one ``rr_graph_changes`` row
+  naming the nodes whose edges changed (NULL: too many to name, or everything: read the
+  whole graph again). Memory writes without new links write nothing here.
+- **Readers.** A query's snapshot (``REPEATABLE READ``) reads the sequence number in the
+  round trip that opens it. The first cached read through a snapshot newer than the cache
+  brings it up to that number inside that snapshot (the changes since, then the named
+  nodes' links: two statements; or the whole graph once), so the cache shows exactly what
+  the snapshot sees; a snapshot older than the cache (another thread caught it up
+  meanwhile) reads through SQL. A write from any process is therefore seen by the next
+  query of every process.
 """
 
 from __future__ import annotations
