@@ -155,6 +155,8 @@ def test_an_older_snapshot_keeps_its_own_graph_while_the_cache_moves_on(
         writer.delete(["d1"])
         with reader.snapshot() as new:  # catches the shared copy up past ``old``
             now = new.spread_links(ids)
+        cache = reader._graph_cache
+        assert cache is not None and (cache.reloads, cache.catch_ups) == (1, 1)
         assert now != before  # the deleted document's nodes lost their links
         assert old.spread_links(ids) == before  # read through SQL in its own snapshot
 
