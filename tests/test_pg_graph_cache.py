@@ -16,6 +16,7 @@ import pytest
 from test_round_trips import CountingPg
 
 from remindrag_integrations import ConfigError, Document, ReMindRAG
+from remindrag_integrations.core.types import Edge
 from remindrag_integrations.stores.postgres import PostgresGraphStore
 from remindrag_integrations.testing import HashEmbedder
 
@@ -94,6 +95,20 @@ def _sql(dsn: str, ns: str) -> dict[str, list[str]]:
         return _spread(sql)
 
 
+def _graph(store: PostgresGraphStore) -> tuple:
+    """Every node's edges, row and embedding through one snapshot (the cache's, filled by
+    the first call and read by the next ones, when the store has one)."""
+    ids = sorted(n.id for n in store.whole_graph()[0])
+    with store.snapshot() as view:
+        edges = view.adjacency(ids)
+        return edges, view.get_nodes(ids), view.node_embeddings(ids).round(5).tolist()
+
+
+def _same_graph(reader: PostgresGraphStore, dsn: str, ns: str) -> bool:
+    with PostgresGraphStore(dsn, namespace=ns, graph_cache=False) as sql:
+        return _graph(reader) == _graph(sql) and _spread(reader) == _spread(sql)
+
+
 def test_a_graph_write_from_another_process_is_seen_by_the_next_query(
     pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
 ) -> None:
@@ -103,6 +118,7 @@ def test_a_graph_write_from_another_process_is_seen_by_the_next_query(
     writer.insert([Document(i, t) for i, t in TEXTS[:2]])
     first = _spread(reader)
     assert first == _sql(pg_dsn, ns)  # first read: the whole graph
+    assert _same_graph(reader, pg_dsn, ns)  # and every node's edges, row, embedding
     cache = reader._graph_cache
     assert cache is not None and (cache.reloads, cache.catch_ups) == (1, 0)
     # another connection adds a document, replaces one, deletes one: each seen next time,
@@ -111,12 +127,21 @@ def test_a_graph_write_from_another_process_is_seen_by_the_next_query(
     got = _spread(reader)
     assert len(got) > len(first) and sum(map(len, got.values())) > sum(map(len, first.values()))
     assert got == _sql(pg_dsn, ns) and (cache.reloads, cache.catch_ups) == (1, 1)
+    assert _same_graph(reader, pg_dsn, ns)
     writer.insert([Document("d2", "Paris is the capital of France. Notre-Dame stands in Paris.")])
     assert _spread(reader) == _sql(pg_dsn, ns) and cache.catch_ups == 2
-    # a memory write with a learned link from another connection: memory, not the spread's
+    assert _same_graph(reader, pg_dsn, ns)
+    # a memory write from another connection; one that adds a learned link: in the node's
+    # edges at the next query, never in the spread
     r = writer.retrieve("Who cooked in Lyon?")
     writer.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
-    assert _spread(reader) == _sql(pg_dsn, ns)
+    anchors = sorted(n.id for n in reader.whole_graph()[0] if n.kind == "anchor")
+    link = Edge("l-test", anchors[0], anchors[-1], "learned", "")
+    writer.store.update_memory([], lambda current: current, links=[link])
+    assert _spread(reader) == _sql(pg_dsn, ns) and cache.catch_ups == 3
+    with reader.snapshot() as view:
+        assert link in view.adjacency([anchors[0]])[anchors[0]]
+    assert _same_graph(reader, pg_dsn, ns)
     # another process deletes a document
     code = (
         "import sys; from remindrag_integrations.stores.postgres import PostgresGraphStore as P;"
@@ -134,7 +159,7 @@ def test_a_graph_write_from_another_process_is_seen_by_the_next_query(
     assert "'documents': 1" in out.stdout
     after = _spread(reader)
     assert after == _sql(pg_dsn, ns) and not any("Curie" in k for k in after)
-    assert cache.reloads == 1
+    assert _same_graph(reader, pg_dsn, ns) and cache.reloads == 1
     # and through the engine: the deleted document's passage is no longer found
     eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=reader)
     found = eng.retrieve("Who discovered polonium?").chunks
