@@ -4,8 +4,10 @@ process, connection or thread: the next query sees it, an older snapshot keeps i
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -210,3 +212,50 @@ def test_graph_cache_must_be_a_bool(pg_dsn: str) -> None:
     bad: Any = "yes"
     with pytest.raises(ConfigError, match="graph_cache must be True or False"):
         PostgresGraphStore(pg_dsn, namespace="cache-arg", graph_cache=bad)
+
+
+def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
+    make_pg_store: Callable[..., PostgresGraphStore],
+) -> None:
+    """Each query's cached reads equal what SQL reads in the same snapshot, while threads
+    share one store (one cache) and another connection inserts, replaces and deletes."""
+    ns = "cache-threads"
+    reader = make_pg_store(ns)
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    writer.insert([Document(i, t) for i, t in TEXTS])
+    ids = sorted({n.id for n in reader.whole_graph()[0]} | {"e-missing"})
+    done = threading.Event()
+    failures: list[str] = []
+    checked = [0]
+
+    def write() -> None:
+        versions = ["Paris is the capital of France.", TEXTS[1][1]]
+        try:
+            for i in range(12):
+                writer.insert([Document("d2", versions[i % 2] + f" Round {i}.")])
+                if i % 3 == 0:
+                    writer.delete(["d3"])
+                else:
+                    writer.insert([Document("d3", TEXTS[2][1])])
+        finally:
+            done.set()
+
+    def read() -> None:
+        while not done.is_set() or checked[0] < 8:
+            with reader.snapshot() as view:
+                cached = view.spread_links(ids)
+                sql = copy.copy(view)
+                sql._graph_cache = None  # the same snapshot, read through SQL
+                if cached != sql.spread_links(ids):
+                    failures.append(f"snapshot at change {view._graph_seq}")
+                checked[0] += 1
+
+    threads = [threading.Thread(target=read) for _ in range(3)]
+    threads.append(threading.Thread(target=write))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not failures and checked[0] >= 8
+    cache = reader._graph_cache
+    assert cache is not None and cache.reloads == 1 and cache.catch_ups >= 2
