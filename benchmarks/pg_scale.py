@@ -42,6 +42,7 @@ from remindrag_integrations.core.memory.replay import replay  # noqa: E402
 from remindrag_integrations.core.memory.write import update  # noqa: E402
 from remindrag_integrations.core.navigate.zero_token import ZeroTokenNavigator  # noqa: E402
 from remindrag_integrations.core.pipeline import retrieve  # noqa: E402
+from remindrag_integrations.core.store import reading  # noqa: E402
 from remindrag_integrations.core.types import CostLedger, Retrieval  # noqa: E402
 from remindrag_integrations.core.walk import Walk, find_seeds  # noqa: E402
 from remindrag_integrations.stores.postgres import BulkOptions, PostgresGraphStore  # noqa: E402
@@ -159,13 +160,15 @@ def time_replay(store: Counting, qs: list[np.ndarray]) -> dict:
 
 def query(store: Any, q: np.ndarray, cfg: RetrievalConfig | None = None) -> Retrieval:
     """One zero-token query through the whole pipeline (the text "q", the vector given, not
-    embedded), on any store."""
-    step = retrieve(store, "q", cfg or RetrievalConfig(), ZeroTokenNavigator(), CostLedger())
-    next(step)  # the Embed request: answered with the precomputed vector
-    try:
-        step.send(q[None, :])
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+    embedded), on any store, read through its snapshot as the engine reads (on PostgreSQL
+    the snapshot is what lets the graph cache answer: issue 49)."""
+    with reading(store) as view:
+        step = retrieve(view, "q", cfg or RetrievalConfig(), ZeroTokenNavigator(), CostLedger())
+        next(step)  # the Embed request: answered with the precomputed vector
+        try:
+            step.send(q[None, :])
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
     raise RuntimeError("a zero-token query asked the LLM")
 
 

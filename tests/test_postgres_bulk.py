@@ -107,7 +107,7 @@ def test_a_bulk_load_builds_back_every_index_and_key_and_reports_its_phases(
     built = {p.split(" ", 1)[1] for p in phases if p.startswith(("index ", "fkey "))}
     assert built == {
         "rr_chunks_doc",
-        "rr_chunks_fts",
+        "rr_chunks_tsv",
         "rr_nodes_doc",
         "rr_edges_u",
         "rr_edges_v",

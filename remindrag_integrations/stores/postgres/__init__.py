@@ -7,7 +7,10 @@
 - Memory writes lock the edge rows (``SELECT ... FOR UPDATE`` in id order, one transaction),
   compute docs/method.md §3 with :func:`remindrag_integrations.memory.apply_updates` and write back, so
   writers in any number of processes serialise per edge and no update is lost.
-- Neighbour, memory and embedding lookups are indexed point queries; the graph is never loaded.
+- Neighbour, memory and embedding lookups are indexed point queries. Through a snapshot, the
+  graph a query walks (the push's links, nodes' edges, embeddings and rows) comes from the
+  store object's in-process copy, caught up from the change sequence every graph write
+  records (:mod:`.graph_cache`); memory vectors are always read from the database.
   :meth:`~.reads.Reads.neighborhoods` reads a whole frontier (and what memory leads to from
   it) in one statement, so replay costs one round trip.
 - A large ``add_graph`` batch (``BulkOptions.rows``) is bulk-loaded: COPY into tables with

@@ -14,7 +14,7 @@ from typing import Self, TypeVar
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg import errors
+from psycopg import errors, sql
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.pq import Format, TransactionStatus
@@ -23,6 +23,7 @@ from psycopg.types import TypeInfo
 from ...core.arguments import storable
 from ...core.errors import ConfigError, EmbeddingError, StoreError, UnknownNodeError
 from .bulk import BulkOptions
+from .graph_cache import GraphCache
 from .sql import LAST_SCHEMA_OBJECT, SCHEMA, SCHEMA_LOCK, SCHEMA_VERSION, hnsw_index_sql
 
 T = TypeVar("T")
@@ -90,6 +91,7 @@ class PgBase:
         journal: bool = False,
         ef_search: int = 800,
         bulk: BulkOptions | None = None,
+        graph_cache: bool = True,
     ) -> None:
         if not isinstance(namespace, str) or not namespace or not storable(namespace):
             raise ConfigError("namespace must be a non-empty string without NUL or surrogates")
@@ -100,6 +102,13 @@ class PgBase:
         self.bulk = bulk if bulk is not None else BulkOptions()
         if not isinstance(self.bulk, BulkOptions):
             raise ConfigError("bulk must be a BulkOptions")
+        if not isinstance(graph_cache, bool):
+            raise ConfigError(
+                f"graph_cache must be True or False, not {type(graph_cache).__name__}"
+            )
+        # the graph a query reads, in memory, caught up by the change sequence (.graph_cache)
+        self._graph_cache = GraphCache() if graph_cache else None
+        self._graph_seq: int | None = None  # a snapshot view's change sequence number
         self._create_schema(dim)
         self._pool = _Pool(dsn, pool_size, lambda conn: _configure(conn, self.ef_search))
 
@@ -182,11 +191,21 @@ class PgBase:
         try:
             with self._pool.connection() as conn:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                # the snapshot is taken by the first statement, not by BEGIN: take it now
-                conn.execute("SELECT 1 FROM rr_namespaces WHERE namespace = %s", (self.namespace,))
+                # the snapshot is taken by the first statement, not by BEGIN: take it now,
+                # with the graph's change sequence number as of it (.graph_cache), in the
+                # same round trip (two statements, no parameters: the simple protocol)
+                cur = conn.execute(
+                    sql.SQL(
+                        "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT coalesce("
+                        "(SELECT seq FROM rr_graph_seq WHERE namespace = {}), 0)"
+                    ).format(sql.Literal(self.namespace))
+                )
+                cur.nextset()
+                row = cur.fetchone()
                 try:
                     view = copy.copy(self)
                     view._pool = _Pinned(conn)  # type: ignore[assignment]
+                    view._graph_seq = int(row[0]) if row else None
                     yield view
                 finally:
                     if not conn.closed:

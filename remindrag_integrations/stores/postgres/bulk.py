@@ -64,7 +64,7 @@ def _fkey(table: str, name: str, body: str) -> Deferred:
 # what a bulk load strips, by table (the schema in sql.py creates the same objects)
 DEFERRED = (
     _index("rr_chunks", "rr_chunks_doc", "(namespace, doc_id)"),
-    _index("rr_chunks", "rr_chunks_fts", "USING gin (to_tsvector('english', text))"),
+    _index("rr_chunks", "rr_chunks_tsv", "USING gin (tsv)"),
     _index("rr_nodes", "rr_nodes_doc", "(namespace, doc_id)"),
     _fkey(
         "rr_edges",

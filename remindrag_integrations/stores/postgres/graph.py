@@ -17,6 +17,7 @@ from ...core.types import Chunk, Edge, Node
 from .. import validate
 from . import bulk
 from .base import PgBase, _bulk
+from .graph_cache import note_change
 from .sql import _ORPHAN_ENTITIES
 
 
@@ -55,11 +56,13 @@ class GraphWrites(PgBase):
             large = self.bulk.rows is not None and len(nodes) + len(edges) >= self.bulk.rows
             near: list[str] = []
             carried: dict[str, np.ndarray] = {}
+            # nodes whose edges (or aliases) change: the graph cache reads them again
+            touched = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
             if replace:  # the old versions go in this transaction, but not what the batch uses
                 keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
                 near = self._memory_at(cur, sorted(set(replace)))
                 carried = self._memory_rows(cur, sorted(moves))
-                self._delete(cur, sorted(set(replace)), sorted(keep))
+                self._delete(cur, sorted(set(replace)), sorted(keep), touched)
             # after the deletes: they cascade through the foreign keys a bulk load drops
             load = (
                 bulk.BulkLoad.start(cur, self.bulk, dim, _new_rows(chunks, nodes, edges))
@@ -88,6 +91,8 @@ class GraphWrites(PgBase):
             load.finish()
             moved = self._carry(cur, carried, moves)
             kept = len(self._memory_rows(cur, near))
+            if touched:  # last: the sequence's row lock is held only until the commit
+                note_change(cur, self.namespace, touched)
             return {"kept": kept, "moved": moved, "dropped": len(near) - kept - moved}
 
         return self._tx(write)
@@ -230,11 +235,22 @@ class GraphWrites(PgBase):
 
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
         ids = sorted(set(doc_ids))
-        return self._tx(lambda cur: self._delete(cur, ids, []))
 
-    def _delete(self, cur: psycopg.Cursor, ids: list[str], keep: list[str]) -> dict[str, int]:
+        def delete(cur: psycopg.Cursor) -> dict[str, int]:
+            touched: set[str] = set()
+            out = self._delete(cur, ids, [], touched)
+            if touched:
+                note_change(cur, self.namespace, touched)
+            return out
+
+        return self._tx(delete)
+
+    def _delete(
+        self, cur: psycopg.Cursor, ids: list[str], keep: list[str], touched: set[str]
+    ) -> dict[str, int]:
         """Delete documents (rows locked in id order) with their chunks, anchors and the
-        entities left with no mention, except the nodes in ``keep``."""
+        entities left with no mention, except the nodes in ``keep``; the nodes whose edges
+        this changes are added to ``touched``."""
         ns = self.namespace
         cur.execute(
             "SELECT id FROM rr_documents WHERE namespace = %s AND id = ANY(%s) "
@@ -254,11 +270,14 @@ class GraphWrites(PgBase):
         orphans = cur.execute(_ORPHAN_ENTITIES, {"ns": ns, "doomed": doomed})
         doomed += [r[0] for r in orphans if r[0] not in kept]
         cur.execute(
-            "SELECT count(*) FROM rr_edges WHERE namespace = %(ns)s "
+            "SELECT u, v FROM rr_edges WHERE namespace = %(ns)s "
             "AND (u = ANY(%(d)s) OR v = ANY(%(d)s))",
             {"ns": ns, "d": doomed},
         )
-        n_edges = cur.fetchone()[0]  # type: ignore[index]
+        ends = cur.fetchall()
+        n_edges = len(ends)
+        touched.update(doomed)
+        touched.update(x for end in ends for x in end)
         # the foreign keys cascade: edges, their memory and journal, entity names
         cur.execute("DELETE FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, doomed))
         n_nodes = cur.rowcount
@@ -290,6 +309,7 @@ class GraphWrites(PgBase):
             cur.execute(
                 "UPDATE rr_namespaces SET dim = NULL WHERE namespace = %s", (self.namespace,)
             )
+            note_change(cur, self.namespace, None)
             return out
 
         result = self._tx(drop)

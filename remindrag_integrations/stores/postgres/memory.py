@@ -15,6 +15,7 @@ from ...core.store import MemoryFn
 from ...core.types import Edge
 from .. import validate
 from .base import PgBase
+from .graph_cache import note_change
 
 
 class Memory(PgBase):
@@ -104,6 +105,8 @@ class Memory(PgBase):
                 "VALUES (%s, %s, %s, %s)",
                 entries,
             )
+        if links:  # last: the change sequence's row lock is held only until the commit
+            note_change(cur, ns, {x for e in links for x in (e.u, e.v)})
         return new
 
     def edge_successors(self, edge_ids: Sequence[str]) -> dict[str, str]:

@@ -15,6 +15,7 @@ from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, Node, NodeKind
 from .base import PgBase, _get
 from .filter_sql import where_sql
+from .graph_cache import GraphCache
 from .sql import (
     _ADJACENCY,
     _FRONTIER,
@@ -90,13 +91,24 @@ class Reads(PgBase):
         return self.get_nodes([node_id])[0]
 
     def get_nodes(self, node_ids: Sequence[str]) -> list[Node]:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
-                "WHERE namespace = %s AND id = ANY(%s)",
-                (self.namespace, list(node_ids)),
-            )
-            found = {r[0]: Node(r[0], r[1], r[2], r[3], r[4], tuple(r[5])) for r in cur}
+        ids = list(dict.fromkeys(node_ids))
+        found: dict[str, Node] = {}
+        cache = self._cache()
+        if cache is not None:
+            with cache.lock:
+                have = cache.nodes if cache.seq == self._graph_seq else {}
+                found = {n: have[n] for n in ids if n in have}
+        missing = [n for n in ids if n not in found]
+        if missing:
+            with self._cursor() as cur:
+                cur.execute(
+                    "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
+                    "WHERE namespace = %s AND id = ANY(%s)",
+                    (self.namespace, missing),
+                )
+                read = {r[0]: Node(r[0], r[1], r[2], r[3], r[4], tuple(r[5])) for r in cur}
+            found.update(read)
+            self._keep(cache, "nodes", read)
         return [_get(found, n, "node") for n in node_ids]
 
     def get_chunk(self, chunk_id: str) -> Chunk:
@@ -133,18 +145,48 @@ class Reads(PgBase):
             raise UnknownNodeError(f"unknown edge id {edge_id!r}")
         return Edge(*row)
 
+    def _cache(self) -> GraphCache | None:
+        """The store's graph cache, caught up to this snapshot view's change, or None (not
+        a snapshot, no cache, or a snapshot older than the cache: read through SQL)."""
+        cache, seq = self._graph_cache, self._graph_seq
+        if cache is None or seq is None:
+            return None
+        with cache.lock:
+            return cache if cache.at(self._cursor, self.namespace, seq) else None
+
+    def _keep(self, cache: GraphCache | None, what: str, rows: dict[str, Any]) -> None:
+        """Keep rows read through SQL in the cache, when it still stands at this view's
+        change (``what``: ``edges``, ``embeddings`` or ``nodes``)."""
+        if cache is not None and rows:
+            with cache.lock:
+                if cache.seq == self._graph_seq:
+                    getattr(cache, what).update(rows)
+
     def node_embeddings(self, node_ids: Sequence[str]) -> np.ndarray:
         if not node_ids:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT id, embedding FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)",
-                (self.namespace, list(dict.fromkeys(node_ids))),
-            )
-            found = {r[0]: r[1] for r in cur}
+        ids = list(dict.fromkeys(node_ids))
+        found: dict[str, np.ndarray] = {}
+        cache = self._cache()
+        if cache is not None:
+            with cache.lock:
+                have = cache.embeddings if cache.seq == self._graph_seq else {}
+                found = {n: have[n] for n in ids if n in have}
+        missing = [n for n in ids if n not in found]
+        if missing:
+            with self._cursor() as cur:
+                cur.execute(
+                    "SELECT id, embedding FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)",
+                    (self.namespace, missing),
+                )
+                read = {r[0]: r[1] for r in cur}
+            found.update(read)
+            self._keep(cache, "embeddings", read)
         return np.stack([_get(found, n, "node") for n in node_ids]).astype(np.float32)
 
     def neighbors(self, node_id: str) -> list[Edge]:
+        if self._graph_seq is not None and self._graph_cache is not None:
+            return self.adjacency([node_id])[node_id]  # a snapshot: through the cache
         with self._cursor() as cur:
             cur.execute(_NEIGHBORS, {"ns": self.namespace, "n": node_id})
             out = [Edge(*r) for r in cur]
@@ -165,25 +207,43 @@ class Reads(PgBase):
         if not ids:
             return {}
         out: dict[str, list[Edge]] = {}
+        cache = self._cache()
+        if cache is not None:  # a snapshot: the nodes read before from memory
+            with cache.lock:
+                have = cache.edges if cache.seq == self._graph_seq else {}
+                out = {n: list(have[n]) for n in ids if n in have}
+        missing = [n for n in ids if n not in out]
+        if not missing:
+            return {n: out[n] for n in ids}
+        read: dict[str, list[Edge]] = {}
         with self._cursor() as cur:
-            cur.execute(_ADJACENCY, {"ns": self.namespace, "ids": ids})
+            cur.execute(_ADJACENCY, {"ns": self.namespace, "ids": missing})
             rows = cur.fetchall()  # one call: iterating the cursor costs more per row
         for n, eid, u, v, kind, text, known in rows:
-            edges = out.setdefault(n, [])
+            edges = read.setdefault(n, [])
             if eid is not None:
                 edges.append(Edge(eid, u, v, kind, text))
             elif not known:
                 raise UnknownNodeError(f"unknown node id {n!r}")
-        for edges in out.values():
+        for edges in read.values():
             edges.sort(key=lambda e: e.id)
+        self._keep(cache, "edges", {n: list(e) for n, e in read.items()})
+        out.update(read)
         return {n: out[n] for n in ids}
 
     def spread_links(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
         """Per node the other ends of its corpus edges to entities and anchors, in edge id
-        order (what the prior's push spreads over), in one statement."""
+        order (what the prior's push spreads over), in one statement; through a snapshot,
+        from the store's in-memory copy caught up to it (no statement unless the graph
+        changed since the last query: :mod:`.graph_cache`)."""
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
+        cache = self._cache()
+        if cache is not None:  # a snapshot: from memory (.graph_cache)
+            with cache.lock:
+                if cache.seq == self._graph_seq:
+                    return cache.spread(ids)
         with self._cursor() as cur:
             cur.execute(_SPREAD_LINKS, {"ns": self.namespace, "ids": ids})
             rows = cur.fetchall()

@@ -51,12 +51,20 @@ CREATE INDEX IF NOT EXISTS rr_traces_seq ON rr_traces (namespace, seq);
 CREATE TABLE IF NOT EXISTS rr_settings (
   namespace text NOT NULL, key text NOT NULL, value jsonb NOT NULL, PRIMARY KEY (namespace, key));
 CREATE INDEX IF NOT EXISTS rr_documents_meta ON rr_documents USING gin (metadata jsonb_path_ops);
-CREATE INDEX IF NOT EXISTS rr_chunks_fts ON rr_chunks USING gin (to_tsvector('english', text));
+-- the chunks' words kept beside their text: ranking reads them instead of parsing every
+-- matching chunk's text again (issue 49; the expression index before this needed that)
+ALTER TABLE rr_chunks ADD COLUMN IF NOT EXISTS
+  tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED;
+DROP INDEX IF EXISTS rr_chunks_fts;
+CREATE INDEX IF NOT EXISTS rr_chunks_tsv ON rr_chunks USING gin (tsv);
 CREATE TABLE IF NOT EXISTS rr_edge_moves (
   namespace text NOT NULL, old_id text NOT NULL, new_id text NOT NULL,
   at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, old_id));
+CREATE TABLE IF NOT EXISTS rr_graph_seq (namespace text PRIMARY KEY, seq bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS rr_graph_changes (
+  namespace text NOT NULL, seq bigint NOT NULL, nodes text[], PRIMARY KEY (namespace, seq));
 """
-LAST_SCHEMA_OBJECT = "rr_edge_moves"  # missing: the schema (or its newest part) is to run
+LAST_SCHEMA_OBJECT = "rr_graph_changes"  # missing: the schema (or its newest part) is to run
 
 TABLES = (
     "rr_documents",
@@ -70,6 +78,8 @@ TABLES = (
     "rr_settings",
     "rr_namespaces",
     "rr_edge_moves",
+    "rr_graph_seq",
+    "rr_graph_changes",
 )
 
 

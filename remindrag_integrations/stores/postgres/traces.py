@@ -31,7 +31,11 @@ class Traces(PgBase):
                     {"ns": self.namespace, "n": self.max_traces},
                 )
 
-        self._tx(write)
+        if trim:
+            self._tx(write)
+        else:  # one statement: atomic on its own, one round trip (no BEGIN, no COMMIT)
+            with self._cursor() as cur:
+                write(cur)
 
     claim_timeout = 600.0  # seconds after which a claim of a crashed writer may be taken over
 

@@ -1,0 +1,261 @@
+"""The PostgreSQL store's in-process copy of the prior's graph (issue 49): a whole zero-token
+query on real text costs few statements, and the copy follows every graph write of any
+process, connection or thread: the next query sees it, an older snapshot keeps its own."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pg_fixture
+import psycopg
+import pytest
+from test_round_trips import CountingPg
+
+from remindrag_integrations import ConfigError, Document, ReMindRAG
+from remindrag_integrations.core.types import Edge
+from remindrag_integrations.stores.postgres import PostgresGraphStore
+from remindrag_integrations.testing import HashEmbedder
+
+pg_dsn = pg_fixture.pg_dsn
+make_pg_store = pg_fixture.make_pg_store
+pytestmark = pytest.mark.postgres
+
+DIM = 32
+# A whole zero-token query on the two real-text samples pooled (240 MuSiQue and HotpotQA
+# passages: many names per question, hub entities), counted 2026-11-29: 37-53 statements
+# before (the push reading the graph one statement a round, the walk every node's edges and
+# embedding); with the graph in memory 15-29 the first time a question's nodes are read and
+# 7-11 when asked again (seed and lexical search, title hop, names, replay's
+# memory reads, the trace).
+MAX_STATEMENTS = 32
+MAX_STATEMENTS_AGAIN = 12
+Rows = tuple[list[dict], dict[str, dict]]
+
+
+def _docs(*samples: Rows) -> list[Document]:
+    return [
+        Document(pid, f"{r['title']}. {r['text']}")
+        for _, rows in samples
+        for pid, r in sorted(rows.items())
+    ]
+
+
+def _questions(*samples: Rows) -> list[str]:
+    return [q["question"] for qs, _ in samples for q in qs]
+
+
+def test_a_whole_query_on_real_text_reads_the_graph_from_memory(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore], musique: Rows, hotpot: Rows
+) -> None:
+    make_pg_store("real-text")  # an empty namespace
+    store = CountingPg(pg_dsn, namespace="real-text")
+    sql = PostgresGraphStore(pg_dsn, namespace="real-text", graph_cache=False)
+    try:
+        eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=store)
+        eng.insert(_docs(musique, hotpot))
+        ref = ReMindRAG(embeddings=HashEmbedder(DIM), store=sql)
+        eng.retrieve("warm up")  # the first query reads the graph once
+        assert store._graph_cache is not None and store._graph_cache.reloads == 1
+        qs = _questions(musique, hotpot)
+        for i, q in enumerate(qs * 2):
+            bound = MAX_STATEMENTS if i < len(qs) else MAX_STATEMENTS_AGAIN
+            before = store.statements
+            r = eng.retrieve(q)
+            assert store.statements - before <= bound, (i, q, store.statements - before)
+            assert r.chunks and r.trace.costs.total_tokens == 0
+            # the same graph read through SQL: the same prior, the same chunks
+            same = ref.retrieve(q)
+            assert [c.chunk.id for c in r.chunks] == [c.chunk.id for c in same.chunks], q
+        assert store._graph_cache.reloads == 1  # no write: never read again
+    finally:
+        store.close()
+        sql.close()
+
+
+TEXTS = [
+    ("d1", "Marie Curie discovered polonium in Paris. Pierre Curie worked with Marie Curie."),
+    ("d2", "Paris is the capital of France. The Seine flows through Paris."),
+    ("d3", "Lyon is a city in France. Paul Bocuse cooked in Lyon."),
+]
+
+
+def _spread(store: PostgresGraphStore) -> dict[str, list[str]]:
+    """Every node's spread links through one snapshot (the cache when the store has one)."""
+    nodes, _ = store.whole_graph()
+    with store.snapshot() as view:
+        return view.spread_links(sorted(n.id for n in nodes) + ["e-missing"])
+
+
+def _sql(dsn: str, ns: str) -> dict[str, list[str]]:
+    with PostgresGraphStore(dsn, namespace=ns, graph_cache=False) as sql:
+        return _spread(sql)
+
+
+def _graph(store: PostgresGraphStore) -> tuple:
+    """Every node's edges, row and embedding through one snapshot (the cache's, filled by
+    the first call and read by the next ones, when the store has one)."""
+    ids = sorted(n.id for n in store.whole_graph()[0])
+    with store.snapshot() as view:
+        edges = view.adjacency(ids)
+        return edges, view.get_nodes(ids), view.node_embeddings(ids).round(5).tolist()
+
+
+def _same_graph(reader: PostgresGraphStore, dsn: str, ns: str) -> bool:
+    with PostgresGraphStore(dsn, namespace=ns, graph_cache=False) as sql:
+        return _graph(reader) == _graph(sql) and _spread(reader) == _spread(sql)
+
+
+def test_a_graph_write_from_another_process_is_seen_by_the_next_query(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    ns = "cache-follows"
+    reader = make_pg_store(ns)
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    writer.insert([Document(i, t) for i, t in TEXTS[:2]])
+    first = _spread(reader)
+    assert first == _sql(pg_dsn, ns)  # first read: the whole graph
+    assert _same_graph(reader, pg_dsn, ns)  # and every node's edges, row, embedding
+    cache = reader._graph_cache
+    assert cache is not None and (cache.reloads, cache.catch_ups) == (1, 0)
+    # another connection adds a document, replaces one, deletes one: each seen next time,
+    # caught up from the change sequence (only the touched nodes read again)
+    writer.insert([Document("d3", TEXTS[2][1])])
+    got = _spread(reader)
+    assert len(got) > len(first) and sum(map(len, got.values())) > sum(map(len, first.values()))
+    assert got == _sql(pg_dsn, ns) and (cache.reloads, cache.catch_ups) == (1, 1)
+    assert _same_graph(reader, pg_dsn, ns)
+    writer.insert([Document("d2", "Paris is the capital of France. Notre-Dame stands in Paris.")])
+    assert _spread(reader) == _sql(pg_dsn, ns) and cache.catch_ups == 2
+    assert _same_graph(reader, pg_dsn, ns)
+    # a memory write from another connection; one that adds a learned link: in the node's
+    # edges at the next query, never in the spread
+    r = writer.retrieve("Who cooked in Lyon?")
+    writer.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
+    anchors = sorted(n.id for n in reader.whole_graph()[0] if n.kind == "anchor")
+    link = Edge("l-test", anchors[0], anchors[-1], "learned", "")
+    writer.store.update_memory([], lambda current: current, links=[link])
+    assert _spread(reader) == _sql(pg_dsn, ns) and cache.catch_ups == 3
+    with reader.snapshot() as view:
+        assert link in view.adjacency([anchors[0]])[anchors[0]]
+    assert _same_graph(reader, pg_dsn, ns)
+    # another process deletes a document
+    code = (
+        "import sys; from remindrag_integrations.stores.postgres import PostgresGraphStore as P;"
+        "s = P(sys.argv[1], namespace=sys.argv[2]); print(s.delete_documents(['d1'])); s.close()"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", code, pg_dsn, ns],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "'documents': 1" in out.stdout
+    after = _spread(reader)
+    assert after == _sql(pg_dsn, ns) and not any("Curie" in k for k in after)
+    assert _same_graph(reader, pg_dsn, ns) and cache.reloads == 1
+    # and through the engine: the deleted document's passage is no longer found
+    eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=reader)
+    found = eng.retrieve("Who discovered polonium?").chunks
+    assert all(c.chunk.doc_id != "d1" for c in found)
+
+
+def test_an_older_snapshot_keeps_its_own_graph_while_the_cache_moves_on(
+    make_pg_store: Callable[..., PostgresGraphStore],
+) -> None:
+    ns = "cache-snapshots"
+    reader = make_pg_store(ns)
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    writer.insert([Document(i, t) for i, t in TEXTS[:2]])
+    nodes, _ = reader.whole_graph()
+    ids = sorted(n.id for n in nodes)
+    with reader.snapshot() as old:
+        before = old.spread_links(ids)
+        writer.delete(["d1"])
+        with reader.snapshot() as new:  # catches the shared copy up past ``old``
+            now = new.spread_links(ids)
+        cache = reader._graph_cache
+        assert cache is not None and (cache.reloads, cache.catch_ups) == (1, 1)
+        assert now != before  # the deleted document's nodes lost their links
+        assert old.spread_links(ids) == before  # read through SQL in its own snapshot
+
+
+def test_a_dropped_namespace_or_a_gap_in_the_changes_reads_the_graph_again(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    ns = "cache-reload"
+    reader = make_pg_store(ns)
+    writer = make_pg_store(ns)
+    eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=writer)
+    eng.insert([Document(i, t) for i, t in TEXTS])
+    assert _spread(reader) == _sql(pg_dsn, ns)
+    cache = reader._graph_cache
+    assert cache is not None and cache.reloads == 1
+    eng.delete(["d3"])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # the change rows trimmed away
+        conn.execute("DELETE FROM rr_graph_changes WHERE namespace = %s", (ns,))
+    assert _spread(reader) == _sql(pg_dsn, ns) and cache.reloads == 2
+    writer.drop_namespace()
+    assert all(v == [] for v in _spread(reader).values())
+    assert cache.reloads == 3 and cache.links == {}
+
+
+def test_graph_cache_must_be_a_bool(pg_dsn: str) -> None:
+    bad: Any = "yes"
+    with pytest.raises(ConfigError, match="graph_cache must be True or False"):
+        PostgresGraphStore(pg_dsn, namespace="cache-arg", graph_cache=bad)
+
+
+def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
+    make_pg_store: Callable[..., PostgresGraphStore],
+) -> None:
+    """Each query's cached reads equal what SQL reads in the same snapshot, while threads
+    share one store (one cache) and another connection inserts, replaces and deletes."""
+    ns = "cache-threads"
+    reader = make_pg_store(ns)
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    writer.insert([Document(i, t) for i, t in TEXTS])
+    ids = sorted({n.id for n in reader.whole_graph()[0]} | {"e-missing"})
+    done = threading.Event()
+    failures: list[str] = []
+    checked = [0]
+
+    def write() -> None:
+        versions = ["Paris is the capital of France.", TEXTS[1][1]]
+        try:
+            for i in range(12):
+                writer.insert([Document("d2", versions[i % 2] + f" Round {i}.")])
+                if i % 3 == 0:
+                    writer.delete(["d3"])
+                else:
+                    writer.insert([Document("d3", TEXTS[2][1])])
+        finally:
+            done.set()
+
+    def read() -> None:
+        while not done.is_set() or checked[0] < 8:
+            with reader.snapshot() as view:
+                cached = view.spread_links(ids)
+                sql = copy.copy(view)
+                sql._graph_cache = None  # the same snapshot, read through SQL
+                if cached != sql.spread_links(ids):
+                    failures.append(f"snapshot at change {view._graph_seq}")
+                checked[0] += 1
+
+    threads = [threading.Thread(target=read) for _ in range(3)]
+    threads.append(threading.Thread(target=write))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not failures and checked[0] >= 8
+    cache = reader._graph_cache
+    assert cache is not None and cache.reloads == 1 and cache.catch_ups >= 2
