@@ -23,6 +23,7 @@ from .memory.math import rank_scores
 from .memory.replay import replay, vouched
 from .navigate import Navigator, mode, navigate
 from .navigate.zero_token import ZeroTokenNavigator
+from .observe import Observer
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .selection import seed
 from .steps import Embed, Step, ask, done, timed
@@ -340,12 +341,59 @@ def retrieve(
     navigator: Navigator,
     ledger: CostLedger,
     pre_query_template: str = PRE_QUERY_PROMPT,
+    observer: Observer | None = None,
 ) -> Step:
     """The whole query as one step; ``ledger`` is the one the driver records into (the trace
-    keeps it). Seeds: :func:`.selection.seed`."""
+    keeps it). Seeds: :func:`.selection.seed`. ``observer`` is told each stage's start and
+    end (:mod:`.observe`); ``None``: nobody listens, and nothing is made for it."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidQueryError(f"the query must be a non-empty string, got {query!r}")
+    if observer is None:
+        return (yield from _retrieve(store, query, cfg, navigator, ledger, pre_query_template))
+    opened: list[str] = []
+    try:
+        return (
+            yield from _retrieve(
+                store, query, cfg, navigator, ledger, pre_query_template, observer, opened
+            )
+        )
+    except BaseException as exc:
+        if opened:  # the stage that raised: its span ends with the error
+            observer.end(opened.pop(), {}, exc)
+        raise
+
+
+def _spent(ledger: CostLedger) -> tuple[int, int]:
+    """LLM calls and tokens in ``ledger`` so far."""
+    return ledger.total_calls, sum(ledger.tokens.values())
+
+
+def _retrieve(
+    store: GraphStore,
+    query: str,
+    cfg: RetrievalConfig,
+    navigator: Navigator,
+    ledger: CostLedger,
+    pre_query_template: str,
+    obs: Observer | None = None,
+    opened: list[str] | None = None,
+) -> Step:
+    """:func:`retrieve`'s stages; with an observer, each stage's name is in ``opened`` while
+    it runs."""
+
+    def start(stage: str, inputs: dict) -> None:
+        obs.start(stage, inputs)  # type: ignore[union-attr]
+        opened.append(stage)  # type: ignore[union-attr]
+
+    def end(stage: str, outputs: dict) -> None:
+        opened.pop()  # type: ignore[union-attr]
+        obs.end(stage, outputs)  # type: ignore[union-attr]
+
+    if obs is not None and cfg.pre_query:
+        start("pre_query", {"query": query})
     subqs = yield from pre_query(query, cfg, pre_query_template)
+    if obs is not None and cfg.pre_query:
+        end("pre_query", {"subquestions": list(subqs), "llm_calls": ledger.total_calls})
     mentioned = mentioned_names(query)  # what the relevance looks for in a passage's text
     words = content_words(query)
     names = question_names(query, cfg, mentioned) if subqs else []
@@ -353,13 +401,24 @@ def retrieve(
     vecs, name_vecs = vecs[: len(vecs) - len(names)], vecs[len(vecs) - len(names) :]
     t0 = time.perf_counter()
     walk = Walk(store, vecs[0], cfg)
+    if obs is not None:
+        start("prior", {"query": query, "names": list(names)})
     if subqs:
         walk.prior = prior.build(walk, query, names, name_vecs)
+    if obs is not None:
+        end("prior", {"candidates": len(walk.prior.score) if walk.prior is not None else 0})
+        start("seed_search", {"query": query, "subquestions": len(subqs)})
     tp = time.perf_counter()
     seed(walk, vecs if subqs else vecs[:0])
     t1 = time.perf_counter()
+    if obs is not None:
+        end("seed_search", {"seeds": len(walk.seeds), "passages": len(walk.chunk_ids)})
+        start("replay", {"seeds": len(walk.seeds)})
     replay(walk)
     t2 = time.perf_counter()
+    if obs is not None:
+        n, held = len(walk.replayed_edges), len(vouched(walk))
+        end("replay", {"replayed_edges": n, "vouched": held, "passages": len(walk.chunk_ids)})
     navigating = [0.0]  # the navigator's own work, not its LLM calls
     if not walk.parents:
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
@@ -372,14 +431,34 @@ def retrieve(
         walk.navigation = mode.decide(walk, not isinstance(navigator, ZeroTokenNavigator))
         if not walk.navigation["llm"]:
             navigator = ZeroTokenNavigator()
+        if obs is not None:
+            spent = _spent(ledger)
+            start("walk", {"query": query, "llm": bool(walk.navigation["llm"])})
         yield from timed(navigate(walk, query, navigator, ledger), navigating)
+        if obs is not None:
+            calls, tokens = _spent(ledger)
+            end(
+                "walk",
+                {
+                    "hops": len(walk.moves),
+                    "passages": len(walk.chunk_ids),
+                    "llm_calls": calls - spent[0],
+                    "tokens": tokens - spent[1],
+                    "stop_reason": walk.stop_reason,
+                },
+            )
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
+    if obs is not None:
+        start("rank", {"candidates": len(walk.chunk_ids)})
     chunks = rank(walk, merged, mentioned, words) if walk.parents else []
     below = cfg.min_score is not None and bool(chunks) and chunks[0].score < cfg.min_score
     abstained = walk.stop_reason == "below_min_score" or below  # decided before the walk, or now
     if abstained:
         chunks, walk.stop_reason = [], "below_min_score"
+    if obs is not None:
+        ids = [rc.chunk.id for rc in chunks]
+        end("rank", {"passages": len(ids), "passage_ids": ids, "abstained": abstained})
     timings = {
         "prior": (tp - t0) * 1e3,
         "seed_search": (t1 - tp) * 1e3,
