@@ -350,17 +350,33 @@ def retrieve(
         raise InvalidQueryError(f"the query must be a non-empty string, got {query!r}")
     if observer is None:
         return (yield from _retrieve(store, query, cfg, navigator, ledger, pre_query_template))
-    opened: list[str] = []
+    stages = _Stages(observer)
     try:
         return (
-            yield from _retrieve(
-                store, query, cfg, navigator, ledger, pre_query_template, observer, opened
-            )
+            yield from _retrieve(store, query, cfg, navigator, ledger, pre_query_template, stages)
         )
     except BaseException as exc:
-        if opened:  # the stage that raised: its span ends with the error
-            observer.end(opened.pop(), {}, exc)
+        if stages.opened:  # the stage that raised: its span ends with the error
+            observer.end(stages.opened.pop(), {}, exc)
         raise
+
+
+class _Stages:
+    """The observer of one query, and the stage open now (made only when one listens)."""
+
+    __slots__ = ("observer", "opened")
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+        self.opened: list[str] = []
+
+    def start(self, stage: str, inputs: dict) -> None:
+        self.observer.start(stage, inputs)
+        self.opened.append(stage)
+
+    def end(self, stage: str, outputs: dict) -> None:
+        self.opened.pop()
+        self.observer.end(stage, outputs)
 
 
 def _spent(ledger: CostLedger) -> tuple[int, int]:
@@ -375,25 +391,14 @@ def _retrieve(
     navigator: Navigator,
     ledger: CostLedger,
     pre_query_template: str,
-    obs: Observer | None = None,
-    opened: list[str] | None = None,
+    obs: _Stages | None = None,
 ) -> Step:
-    """:func:`retrieve`'s stages; with an observer, each stage's name is in ``opened`` while
-    it runs."""
-
-    def start(stage: str, inputs: dict) -> None:
-        obs.start(stage, inputs)  # type: ignore[union-attr]
-        opened.append(stage)  # type: ignore[union-attr]
-
-    def end(stage: str, outputs: dict) -> None:
-        opened.pop()  # type: ignore[union-attr]
-        obs.end(stage, outputs)  # type: ignore[union-attr]
-
+    """:func:`retrieve`'s stages, each reported to ``obs`` when given."""
     if obs is not None and cfg.pre_query:
-        start("pre_query", {"query": query})
+        obs.start("pre_query", {"query": query})
     subqs = yield from pre_query(query, cfg, pre_query_template)
     if obs is not None and cfg.pre_query:
-        end("pre_query", {"subquestions": list(subqs), "llm_calls": ledger.total_calls})
+        obs.end("pre_query", {"subquestions": list(subqs), "llm_calls": ledger.total_calls})
     mentioned = mentioned_names(query)  # what the relevance looks for in a passage's text
     words = content_words(query)
     names = question_names(query, cfg, mentioned) if subqs else []
@@ -402,23 +407,23 @@ def _retrieve(
     t0 = time.perf_counter()
     walk = Walk(store, vecs[0], cfg)
     if obs is not None:
-        start("prior", {"query": query, "names": list(names)})
+        obs.start("prior", {"query": query, "names": list(names)})
     if subqs:
         walk.prior = prior.build(walk, query, names, name_vecs)
     if obs is not None:
-        end("prior", {"candidates": len(walk.prior.score) if walk.prior is not None else 0})
-        start("seed_search", {"query": query, "subquestions": len(subqs)})
+        obs.end("prior", {"candidates": len(walk.prior.score) if walk.prior is not None else 0})
+        obs.start("seed_search", {"query": query, "subquestions": len(subqs)})
     tp = time.perf_counter()
     seed(walk, vecs if subqs else vecs[:0])
     t1 = time.perf_counter()
     if obs is not None:
-        end("seed_search", {"seeds": len(walk.seeds), "passages": len(walk.chunk_ids)})
-        start("replay", {"seeds": len(walk.seeds)})
+        obs.end("seed_search", {"seeds": len(walk.seeds), "passages": len(walk.chunk_ids)})
+        obs.start("replay", {"seeds": len(walk.seeds)})
     replay(walk)
     t2 = time.perf_counter()
     if obs is not None:
         n, held = len(walk.replayed_edges), len(vouched(walk))
-        end("replay", {"replayed_edges": n, "vouched": held, "passages": len(walk.chunk_ids)})
+        obs.end("replay", {"replayed_edges": n, "vouched": held, "passages": len(walk.chunk_ids)})
     navigating = [0.0]  # the navigator's own work, not its LLM calls
     if not walk.parents:
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
@@ -433,11 +438,11 @@ def _retrieve(
             navigator = ZeroTokenNavigator()
         if obs is not None:
             spent = _spent(ledger)
-            start("walk", {"query": query, "llm": bool(walk.navigation["llm"])})
+            obs.start("walk", {"query": query, "llm": bool(walk.navigation["llm"])})
         yield from timed(navigate(walk, query, navigator, ledger), navigating)
         if obs is not None:
             calls, tokens = _spent(ledger)
-            end(
+            obs.end(
                 "walk",
                 {
                     "hops": len(walk.moves),
@@ -450,7 +455,7 @@ def _retrieve(
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
     if obs is not None:
-        start("rank", {"candidates": len(walk.chunk_ids)})
+        obs.start("rank", {"candidates": len(walk.chunk_ids)})
     chunks = rank(walk, merged, mentioned, words) if walk.parents else []
     below = cfg.min_score is not None and bool(chunks) and chunks[0].score < cfg.min_score
     abstained = walk.stop_reason == "below_min_score" or below  # decided before the walk, or now
@@ -458,7 +463,7 @@ def _retrieve(
         chunks, walk.stop_reason = [], "below_min_score"
     if obs is not None:
         ids = [rc.chunk.id for rc in chunks]
-        end("rank", {"passages": len(ids), "passage_ids": ids, "abstained": abstained})
+        obs.end("rank", {"passages": len(ids), "passage_ids": ids, "abstained": abstained})
     timings = {
         "prior": (tp - t0) * 1e3,
         "seed_search": (t1 - tp) * 1e3,
