@@ -285,3 +285,30 @@ def test_no_listener_no_stage_object_and_no_callback_work(store: Any, monkeypatc
     r.invoke(QUESTION, config={"callbacks": [runs]})
     assert counted.made == 2 and counted.given[-1] is not None  # the face's and core's
     assert [n for n, _, _ in runs.started] == STAGE_SPANS
+
+
+class _ModelRuns(_Runs):
+    def __init__(self) -> None:
+        super().__init__()
+        self.model_parents: list[Any] = []
+
+    def on_chat_model_start(
+        self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kw: Any
+    ) -> None:
+        self.model_parents.append(parent_run_id)
+
+
+def test_the_pre_query_stage_holds_its_llm_call(store: Any) -> None:
+    engine = ReMindRAG(
+        llm=_nav_model(),
+        embeddings=HashEmbedder(),
+        store=store,
+        retrieval_config={"pre_query": True, "llm_navigation": "never"},
+    )
+    runs = _ModelRuns()
+    ReMindRetriever(engine=engine).invoke(QUESTION, config={"callbacks": [runs]})
+    names = {run_id: name for name, run_id, _ in runs.started}
+    assert [n for n, _, _ in runs.started][0] == "ReMindRAG.pre_query"
+    assert [names.get(p) for p in runs.model_parents] == ["ReMindRAG.pre_query"]
+    pre = runs.outputs[next(i for n, i, _ in runs.started if n == "ReMindRAG.pre_query")]
+    assert pre["llm_calls"] == 1 and pre["subquestions"] == [QUESTION]  # an unreadable reply
