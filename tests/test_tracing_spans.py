@@ -312,3 +312,27 @@ def test_the_pre_query_stage_holds_its_llm_call(store: Any) -> None:
     assert [names.get(p) for p in runs.model_parents] == ["ReMindRAG.pre_query"]
     pre = runs.outputs[next(i for n, i, _ in runs.started if n == "ReMindRAG.pre_query")]
     assert pre["llm_calls"] == 1 and pre["subquestions"] == [QUESTION]  # an unreadable reply
+
+
+def test_the_memory_write_after_an_answer_is_a_span_under_the_synthesis(
+    llama_index_traced: InMemorySpanExporter,
+) -> None:
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    r = ReMindRetriever.from_texts(TEXTS, embeddings=HashEmbedder())  # its own memory
+    qe = RetrieverQueryEngine.from_args(r, llm=MockLLM(max_tokens=8))
+    with r.memory_event_handler() as handler:
+        response = qe.query(QUESTION)
+    spans = llama_index_traced.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    (memorize,) = [s for s in spans if s.name == "ReMindRAG.memorize"]
+    assert memorize.parent is not None
+    assert "synthesize" in by_id[memorize.parent.span_id].name
+    out = _out(memorize)
+    (write,) = handler.writes
+    trace_id = response.source_nodes[0].node.metadata["remindrag"]["trace_id"]
+    assert out["trace_ids"] == [write.trace_id] == [trace_id]
+    assert out["applied"] == int(write.applied) and out["errors"] == 0
+    assert out["enhanced_edges"] == len(write.enhanced)
+    assert {s.name for s in spans} >= set(STAGE_SPANS) - {"ReMindRAG.walk"}  # the retrieval's

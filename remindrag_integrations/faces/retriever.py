@@ -64,7 +64,7 @@ from .langchain.convert import (
     to_langchain_document,
     to_langchain_documents,
 )
-from .langchain.spans import LangChainStages, StagedLLM
+from .langchain.spans import LangChainStages
 from .langchain.spans import listening as lc_listening
 from .last_trace import LastTrace
 from .llama_index.convert import from_llamaindex_node, to_llamaindex_node, to_llamaindex_nodes
@@ -242,6 +242,21 @@ def _li_query(query: Any) -> str | QueryBundle:
 
 # ---------------------------------------------------------------------------------------------
 # the retriever
+
+
+class StagedLLM(LangChainLLM):
+    """The engine's LangChain model, its calls children of the stage that makes them
+    (:class:`.langchain.spans.LangChainStages`)."""
+
+    def __init__(self, model: Any, stages: LangChainStages) -> None:
+        super().__init__(model, None)
+        self.stages = stages
+
+    def with_callbacks(self, callbacks: Any) -> LangChainLLM:
+        return LangChainLLM(self.model, callbacks)
+
+    def _config(self) -> dict[str, Any]:
+        return {"callbacks": self.stages.callbacks()}
 
 
 class ReMindRetriever(DocumentIndex, LIBaseRetriever):

@@ -14,8 +14,6 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManager, CallbackManagerForChainRun
 
-from ...adapters.llm import LangChainLLM
-
 PREFIX = "ReMindRAG."
 """What a stage's run is named: ``ReMindRAG.walk``, ``ReMindRAG.rank``, ..."""
 
@@ -55,17 +53,3 @@ class LangChainStages:
         """The callbacks an LLM call made now runs under: the open stage's, else the
         retriever run's."""
         return (self._open[-1] if self._open else self._root).get_child()  # type: ignore[no-any-return]
-
-
-class StagedLLM(LangChainLLM):
-    """The engine's LangChain model, its calls children of the stage that makes them."""
-
-    def __init__(self, model: Any, stages: LangChainStages) -> None:
-        super().__init__(model, None)
-        self.stages = stages
-
-    def with_callbacks(self, callbacks: Any) -> LangChainLLM:
-        return LangChainLLM(self.model, callbacks)
-
-    def _config(self) -> dict[str, Any]:
-        return {"callbacks": self.stages.callbacks()}

@@ -21,7 +21,7 @@ from llama_index.core.instrumentation import get_dispatcher as _get_dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.span import active_span_id
 
-from .events import ReMindMemoryEventHandler
+from ..memory_hooks import MemoryWriter
 
 dispatcher = _get_dispatcher("remindrag_integrations")
 PREFIX = "ReMindRAG."
@@ -55,14 +55,19 @@ def _chain(d: Dispatcher) -> list[Dispatcher]:
     return out
 
 
+def _quiet(handler: Any) -> bool:
+    """An event handler that records no trace: LlamaIndex's null one, or one that says so
+    (``traces_nothing``, the memory hook)."""
+    return isinstance(handler, NullEventHandler) or bool(getattr(handler, "traces_nothing", False))
+
+
 def listening(d: Dispatcher = dispatcher) -> bool:
     """Whether a span or event handler (other than LlamaIndex's null ones and the memory
     hook) would see a stage."""
     for c in _chain(d):
         if any(not isinstance(h, NullSpanHandler) for h in c.span_handlers):
             return True
-        quiet = (NullEventHandler, ReMindMemoryEventHandler)
-        if any(not isinstance(h, quiet) for h in c.event_handlers):
+        if any(not _quiet(h) for h in c.event_handlers):
             return True
     return False
 
@@ -100,6 +105,32 @@ class LlamaIndexStages:
             ReMindStageEvent(stage=stage, stage_span_id=span_id, outputs=outputs, span_id=None)
         )
         self._d.span_exit(id_=span_id, bound_args=bound, result=dict(outputs))
+
+
+def traced_write(writer: MemoryWriter, trace_ids: list[str], answer: str, parent_id: str) -> None:
+    """The memory write after an answer (``writer.write``) as a ``ReMindRAG.memorize`` span
+    under ``parent_id`` (the synthesis's span): its result counts the writes applied, the
+    edges enhanced and penalised, and names the traces and supporting passages."""
+    stages = LlamaIndexStages(parent_id)
+    stages.start("memorize", {"trace_ids": list(trace_ids)})
+    done, failed = len(writer.writes), len(writer.errors)
+    try:
+        writer.write(trace_ids, answer)
+    except BaseException as exc:
+        stages.end("memorize", {}, exc)
+        raise
+    new = writer.writes[done:]
+    stages.end(
+        "memorize",
+        {
+            "trace_ids": [w.trace_id for w in new],
+            "applied": sum(w.applied for w in new),
+            "enhanced_edges": sum(len(w.enhanced) for w in new),
+            "penalised_edges": sum(len(w.penalised) for w in new),
+            "supporting_chunks": [c for w in new for c in w.supporting_chunks],
+            "errors": len(writer.errors) - failed,
+        },
+    )
 
 
 def current_span() -> str | None:
