@@ -19,10 +19,15 @@ PREFIX = "ReMindRAG."
 
 
 def listening(run_manager: Any) -> bool:
-    """Whether any callback handler would see a child run of ``run_manager``."""
-    return run_manager is not None and bool(
-        getattr(run_manager, "handlers", None) or getattr(run_manager, "inheritable_handlers", None)
-    )
+    """Whether a callback handler that records runs would see a child run of
+    ``run_manager`` (one that says ``traces_nothing``, the memory callback, does not count)."""
+    if run_manager is None:
+        return False
+    handlers = [
+        *(getattr(run_manager, "handlers", None) or ()),
+        *(getattr(run_manager, "inheritable_handlers", None) or ()),
+    ]
+    return any(not getattr(h, "traces_nothing", False) for h in handlers)
 
 
 class LangChainStages:
