@@ -47,6 +47,7 @@ from .memory.teach import Pairs, TeachReport
 from .memory.write import skipped
 from .navigate.llm import LLMNavigator
 from .navigate.zero_token import ZeroTokenNavigator
+from .observe import Observer
 from .progress import ProgressFn, as_progress, tqdm_bar
 from .prompts import Prompts
 from .protocols import ChatLLM, Embedder
@@ -569,15 +570,38 @@ class Engine(MemoryAdmin):
 
     # --- retrieve and answer ---------------------------------------------------------------
     def _retrieve_step(
-        self, query: str, cfg: RetrievalConfig, rt: Runtime, ledger: CostLedger
+        self,
+        query: str,
+        cfg: RetrievalConfig,
+        rt: Runtime,
+        ledger: CostLedger,
+        observer: Observer | None = None,
     ) -> Step:
         with reading(self.store) as view:  # one version of the graph for the whole query
             retrieval = yield from pipeline.retrieve(
-                view, query, cfg, self._navigator(rt), ledger, self.prompts.pre_query
+                view, query, cfg, self._navigator(rt), ledger, self.prompts.pre_query, observer
             )
             if cfg.filter and not retrieval.chunks:
                 self._check_filter(view, cfg.filter)
-        self._remember(retrieval.trace)
+        if observer is None:
+            self._remember(retrieval.trace)
+            return retrieval
+        trace = retrieval.trace
+        observer.start("save_trace", {"trace_id": trace.trace_id})
+        try:
+            self._remember(trace)
+        except BaseException as exc:
+            observer.end("save_trace", {}, exc)
+            raise
+        observer.end(
+            "save_trace",
+            {
+                "trace_id": trace.trace_id,
+                "passage_ids": list(trace.chunk_ids),
+                "replayed_edges": len(trace.replayed_edges),
+                "stop_reason": trace.stop_reason,
+            },
+        )
         return retrieval
 
     @staticmethod
@@ -611,13 +635,29 @@ class Engine(MemoryAdmin):
         ledger = CostLedger()
         return make(query, cfg, rt, ledger), rt, ledger
 
-    def retrieve(self, query: str, *, llm: Any = None, **overrides: Any) -> Retrieval:
+    def retrieve(
+        self, query: str, *, llm: Any = None, observer: Observer | None = None, **overrides: Any
+    ) -> Retrieval:
         """Seeds, memory replay, then the guided walk. ``llm`` overrides the engine's LLM for
-        this call; any :class:`RetrievalConfig` field can be overridden too."""
-        return drive(*self._call(self._retrieve_step, query, llm, overrides))
+        this call; any :class:`RetrievalConfig` field can be overridden too. ``observer``
+        (:class:`~.observe.Observer`) is told each stage's start and end: what the retriever
+        turns into tracing spans."""
+        step = (
+            self._retrieve_step
+            if observer is None
+            else partial(self._retrieve_step, observer=observer)
+        )
+        return drive(*self._call(step, query, llm, overrides))
 
-    async def aretrieve(self, query: str, *, llm: Any = None, **overrides: Any) -> Retrieval:
-        return await adrive(*self._call(self._retrieve_step, query, llm, overrides))
+    async def aretrieve(
+        self, query: str, *, llm: Any = None, observer: Observer | None = None, **overrides: Any
+    ) -> Retrieval:
+        step = (
+            self._retrieve_step
+            if observer is None
+            else partial(self._retrieve_step, observer=observer)
+        )
+        return await adrive(*self._call(step, query, llm, overrides))
 
     def answer(self, query: str, *, llm: Any = None, **overrides: Any) -> Answer:
         """Retrieve, then answer from the chunks and triples, citing chunk ids. Without an LLM

@@ -23,6 +23,7 @@ from .memory.math import rank_scores
 from .memory.replay import replay, vouched
 from .navigate import Navigator, mode, navigate
 from .navigate.zero_token import ZeroTokenNavigator
+from .observe import Observer
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .selection import seed
 from .steps import Embed, Step, ask, done, timed
@@ -340,12 +341,64 @@ def retrieve(
     navigator: Navigator,
     ledger: CostLedger,
     pre_query_template: str = PRE_QUERY_PROMPT,
+    observer: Observer | None = None,
 ) -> Step:
     """The whole query as one step; ``ledger`` is the one the driver records into (the trace
-    keeps it). Seeds: :func:`.selection.seed`."""
+    keeps it). Seeds: :func:`.selection.seed`. ``observer`` is told each stage's start and
+    end (:mod:`.observe`); ``None``: nobody listens, and nothing is made for it."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidQueryError(f"the query must be a non-empty string, got {query!r}")
+    if observer is None:
+        return (yield from _retrieve(store, query, cfg, navigator, ledger, pre_query_template))
+    stages = _Stages(observer)
+    try:
+        return (
+            yield from _retrieve(store, query, cfg, navigator, ledger, pre_query_template, stages)
+        )
+    except BaseException as exc:
+        if stages.opened:  # the stage that raised: its span ends with the error
+            observer.end(stages.opened.pop(), {}, exc)
+        raise
+
+
+class _Stages:
+    """The observer of one query, and the stage open now (made only when one listens)."""
+
+    __slots__ = ("observer", "opened")
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+        self.opened: list[str] = []
+
+    def start(self, stage: str, inputs: dict) -> None:
+        self.observer.start(stage, inputs)
+        self.opened.append(stage)
+
+    def end(self, stage: str, outputs: dict) -> None:
+        self.opened.pop()
+        self.observer.end(stage, outputs)
+
+
+def _spent(ledger: CostLedger) -> tuple[int, int]:
+    """LLM calls and tokens in ``ledger`` so far."""
+    return ledger.total_calls, sum(ledger.tokens.values())
+
+
+def _retrieve(
+    store: GraphStore,
+    query: str,
+    cfg: RetrievalConfig,
+    navigator: Navigator,
+    ledger: CostLedger,
+    pre_query_template: str,
+    obs: _Stages | None = None,
+) -> Step:
+    """:func:`retrieve`'s stages, each reported to ``obs`` when given."""
+    if obs is not None and cfg.pre_query:
+        obs.start("pre_query", {"query": query})
     subqs = yield from pre_query(query, cfg, pre_query_template)
+    if obs is not None and cfg.pre_query:
+        obs.end("pre_query", {"subquestions": list(subqs), "llm_calls": ledger.total_calls})
     mentioned = mentioned_names(query)  # what the relevance looks for in a passage's text
     words = content_words(query)
     names = question_names(query, cfg, mentioned) if subqs else []
@@ -353,13 +406,24 @@ def retrieve(
     vecs, name_vecs = vecs[: len(vecs) - len(names)], vecs[len(vecs) - len(names) :]
     t0 = time.perf_counter()
     walk = Walk(store, vecs[0], cfg)
+    if obs is not None:
+        obs.start("prior", {"query": query, "names": list(names)})
     if subqs:
         walk.prior = prior.build(walk, query, names, name_vecs)
+    if obs is not None:
+        obs.end("prior", {"candidates": len(walk.prior.score) if walk.prior is not None else 0})
+        obs.start("seed_search", {"query": query, "subquestions": len(subqs)})
     tp = time.perf_counter()
     seed(walk, vecs if subqs else vecs[:0])
     t1 = time.perf_counter()
+    if obs is not None:
+        obs.end("seed_search", {"seeds": len(walk.seeds), "passages": len(walk.chunk_ids)})
+        obs.start("replay", {"seeds": len(walk.seeds)})
     replay(walk)
     t2 = time.perf_counter()
+    if obs is not None:
+        n, held = len(walk.replayed_edges), len(vouched(walk))
+        obs.end("replay", {"replayed_edges": n, "vouched": held, "passages": len(walk.chunk_ids)})
     navigating = [0.0]  # the navigator's own work, not its LLM calls
     if not walk.parents:
         walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
@@ -372,14 +436,34 @@ def retrieve(
         walk.navigation = mode.decide(walk, not isinstance(navigator, ZeroTokenNavigator))
         if not walk.navigation["llm"]:
             navigator = ZeroTokenNavigator()
+        if obs is not None:
+            spent = _spent(ledger)
+            obs.start("walk", {"query": query, "llm": bool(walk.navigation["llm"])})
         yield from timed(navigate(walk, query, navigator, ledger), navigating)
+        if obs is not None:
+            calls, tokens = _spent(ledger)
+            obs.end(
+                "walk",
+                {
+                    "hops": len(walk.moves),
+                    "passages": len(walk.chunk_ids),
+                    "llm_calls": calls - spent[0],
+                    "tokens": tokens - spent[1],
+                    "stop_reason": walk.stop_reason,
+                },
+            )
     t3 = time.perf_counter()
     merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
+    if obs is not None:
+        obs.start("rank", {"candidates": len(walk.chunk_ids)})
     chunks = rank(walk, merged, mentioned, words) if walk.parents else []
     below = cfg.min_score is not None and bool(chunks) and chunks[0].score < cfg.min_score
     abstained = walk.stop_reason == "below_min_score" or below  # decided before the walk, or now
     if abstained:
         chunks, walk.stop_reason = [], "below_min_score"
+    if obs is not None:
+        ids = [rc.chunk.id for rc in chunks]
+        obs.end("rank", {"passages": len(ids), "passage_ids": ids, "abstained": abstained})
     timings = {
         "prior": (tp - t0) * 1e3,
         "seed_search": (t1 - tp) * 1e3,

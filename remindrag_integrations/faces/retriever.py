@@ -44,6 +44,7 @@ from ..core.errors import (
     warn_user,
 )
 from ..core.memory.teach import TeachReport
+from ..core.observe import Observer
 from ..core.types import (
     DeleteReport,
     Document,
@@ -63,9 +64,13 @@ from .langchain.convert import (
     to_langchain_document,
     to_langchain_documents,
 )
+from .langchain.spans import LangChainStages
+from .langchain.spans import listening as lc_listening
 from .last_trace import LastTrace
 from .llama_index.convert import from_llamaindex_node, to_llamaindex_node, to_llamaindex_nodes
 from .llama_index.events import ReMindMemoryEventHandler
+from .llama_index.spans import LlamaIndexStages, current_span
+from .llama_index.spans import listening as li_listening
 from .options import RetrieverOptions
 from .results import NAMESPACE
 from .search_args import call_overrides, construction_args, score_threshold
@@ -237,6 +242,21 @@ def _li_query(query: Any) -> str | QueryBundle:
 
 # ---------------------------------------------------------------------------------------------
 # the retriever
+
+
+class StagedLLM(LangChainLLM):
+    """The engine's LangChain model, its calls children of the stage that makes them
+    (:class:`.langchain.spans.LangChainStages`)."""
+
+    def __init__(self, model: Any, stages: LangChainStages) -> None:
+        super().__init__(model, None)
+        self.stages = stages
+
+    def with_callbacks(self, callbacks: Any) -> LangChainLLM:
+        return LangChainLLM(self.model, callbacks)
+
+    def _config(self) -> dict[str, Any]:
+        return {"callbacks": self.stages.callbacks()}
 
 
 class ReMindRetriever(DocumentIndex, LIBaseRetriever):
@@ -636,28 +656,35 @@ class ReMindRetriever(DocumentIndex, LIBaseRetriever):
             return r
         return replace(r, chunks=[rc for rc in r.chunks if rc.score >= cut])
 
-    def _child_llm(self, run_manager: Any) -> Any:
+    def _child_llm(self, run_manager: Any, stages: LangChainStages | None = None) -> Any:
         """The engine's LangChain model, bound to the retriever run's child callbacks so its
-        calls are children of the retriever run; ``None`` (use the engine's) otherwise."""
+        calls are children of the retriever run (of the stage that makes them, with
+        ``stages``); ``None`` (use the engine's) otherwise."""
         llm = self.engine.llm
+        if isinstance(llm, LangChainLLM) and stages is not None:
+            return StagedLLM(llm.model, stages)
         if isinstance(llm, LangChainLLM) and run_manager is not None:
             return llm.with_callbacks(run_manager.get_child())
         return None
 
-    def _run(self, query: str, llm: Any, kwargs: dict[str, Any]) -> Retrieval:
+    def _run(
+        self, query: str, llm: Any, kwargs: dict[str, Any], observer: Observer | None = None
+    ) -> Retrieval:
         overrides, cut = self._overrides(kwargs)
         seq, r = self._last.begin(), None
         try:
-            r = self.engine.retrieve(query, llm=llm, **overrides)
+            r = self.engine.retrieve(query, llm=llm, observer=observer, **overrides)
         finally:
             self._last.end(seq, r.trace_id if r is not None else None)
         return self._cut(r, cut)
 
-    async def _arun(self, query: str, llm: Any, kwargs: dict[str, Any]) -> Retrieval:
+    async def _arun(
+        self, query: str, llm: Any, kwargs: dict[str, Any], observer: Observer | None = None
+    ) -> Retrieval:
         overrides, cut = self._overrides(kwargs)
         seq, r = self._last.begin(), None
         try:
-            r = await self.engine.aretrieve(query, llm=llm, **overrides)
+            r = await self.engine.aretrieve(query, llm=llm, observer=observer, **overrides)
         finally:
             self._last.end(seq, r.trace_id if r is not None else None)
         return self._cut(r, cut)
@@ -676,15 +703,21 @@ class ReMindRetriever(DocumentIndex, LIBaseRetriever):
     def _nodes(self, r: Retrieval) -> list[NodeWithScore]:
         return to_llamaindex_nodes(self.engine.store, r)
 
+    # Each stage a span: a LangChain child run / a LlamaIndex span per stage when a handler
+    # listens (faces/langchain/spans.py, faces/llama_index/spans.py); none made otherwise.
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[LCDocument]:
-        return self._documents(self._run(query, self._child_llm(run_manager), kwargs))
+        stages = LangChainStages(run_manager) if lc_listening(run_manager) else None
+        llm = self._child_llm(run_manager, stages)
+        return self._documents(self._run(query, llm, kwargs, stages))
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[LCDocument]:
-        return self._documents(await self._arun(query, self._child_llm(run_manager), kwargs))
+        stages = LangChainStages(run_manager) if lc_listening(run_manager) else None
+        llm = self._child_llm(run_manager, stages)
+        return self._documents(await self._arun(query, llm, kwargs, stages))
 
     def retrieve(self, str_or_query_bundle: str | QueryBundle) -> list[NodeWithScore]:
         """LlamaIndex's ``retrieve``: a question (a string or a ``QueryBundle``) in,
@@ -695,10 +728,12 @@ class ReMindRetriever(DocumentIndex, LIBaseRetriever):
         return await LIBaseRetriever.aretrieve(self, _li_query(str_or_query_bundle))
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._nodes(self.search(query_bundle.query_str))
+        stages = LlamaIndexStages(current_span()) if li_listening() else None
+        return self._nodes(self._run(query_bundle.query_str, None, {}, stages))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._nodes(await self.asearch(query_bundle.query_str))
+        stages = LlamaIndexStages(current_span()) if li_listening() else None
+        return self._nodes(await self._arun(query_bundle.query_str, None, {}, stages))
 
     # --- memory --------------------------------------------------------------------------
     @property

@@ -111,6 +111,8 @@ class ReMindMemoryCallback(BaseCallbackHandler):
     ``writes`` lists the :class:`MemoryWrite` s made; ``errors`` what failed while writing.
     """
 
+    traces_nothing = True  # attached alone, it does not make the stages runs
+
     def __init__(self, retriever: Memorizing) -> None:
         self._writer = MemoryWriter(retriever, "ReMindMemoryCallback")
         self._lock = threading.Lock()

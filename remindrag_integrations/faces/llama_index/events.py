@@ -25,7 +25,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.instrumentation import get_dispatcher
@@ -38,6 +38,7 @@ from pydantic import PrivateAttr
 from ...core.errors import ConfigError
 from ...core.types import MemoryWrite
 from ..memory_hooks import Memorizing, MemoryWriter, log, trace_ids
+from .spans import listening, traced_write
 
 MAX_NOTED = 4096  # node hashes remembered for fusions that drop the trace id (the newest)
 
@@ -53,6 +54,7 @@ class ReMindMemoryEventHandler(BaseEventHandler):
     """
 
     retriever: Any
+    traces_nothing: ClassVar[bool] = True  # attached, it does not make the stages spans
 
     _writer: MemoryWriter = PrivateAttr()
     _dispatcher: Any = PrivateAttr(default=None)
@@ -133,7 +135,7 @@ class ReMindMemoryEventHandler(BaseEventHandler):
         if not isinstance(event, SynthesizeEndEvent):
             return
         try:
-            self._on_answer(event.response)
+            self._on_answer(event.response, event.span_id)
         except Exception as exc:  # noqa: BLE001 - the dispatcher would swallow it
             log.warning("ReMindRAG memory handler failed on %s: %s", type(event).__name__, exc)
             self._writer.errors.append(exc)
@@ -180,7 +182,7 @@ class ReMindMemoryEventHandler(BaseEventHandler):
             found |= got
         return sorted(found)
 
-    def _on_answer(self, response: Any) -> None:
+    def _on_answer(self, response: Any, span_id: str | None = None) -> None:
         nodes = getattr(response, "source_nodes", None) or []
         named = trace_ids([getattr(n.node, "metadata", None) for n in nodes])
         ids = self._writer.claim([*named, *self._recovered(nodes)])
@@ -189,27 +191,37 @@ class ReMindMemoryEventHandler(BaseEventHandler):
         # the source nodes are what the answer was written from, not what it used: the
         # answer's own word (its citations, else the passages holding it) is the support
         if isinstance(response, StreamingResponse) and response.response_txt is None:
-            response.response_gen = self._after_stream(response.response_gen, ids)
+            response.response_gen = self._after_stream(response.response_gen, ids, span_id)
         elif isinstance(response, AsyncStreamingResponse) and response.response_txt is None:
-            response.response_gen = self._after_async_stream(response.response_gen, ids)
+            response.response_gen = self._after_async_stream(response.response_gen, ids, span_id)
         else:
-            self._writer.write(ids, str(response))
+            self._write(ids, str(response), span_id)
 
-    def _after_stream(self, gen: Iterator[str], trace_ids: list[str]) -> Generator[str, None, None]:
+    def _write(self, trace_ids: list[str], answer: str, span_id: str | None) -> None:
+        """Memorize, as a ``ReMindRAG.memorize`` span under the synthesis's span (``span_id``)
+        when a handler listens (:mod:`.spans`)."""
+        if span_id is not None and listening():
+            traced_write(self._writer, trace_ids, answer, span_id)
+        else:
+            self._writer.write(trace_ids, answer)
+
+    def _after_stream(
+        self, gen: Iterator[str], trace_ids: list[str], span_id: str | None = None
+    ) -> Generator[str, None, None]:
         parts: list[str] = []
         for token in gen:
             parts.append(token)
             yield token
-        self._writer.write(trace_ids, "".join(parts))
+        self._write(trace_ids, "".join(parts), span_id)
 
     async def _after_async_stream(
-        self, gen: AsyncIterator[str], trace_ids: list[str]
+        self, gen: AsyncIterator[str], trace_ids: list[str], span_id: str | None = None
     ) -> AsyncGenerator[str, None]:
         parts: list[str] = []
         async for token in gen:
             parts.append(token)
             yield token
-        self._writer.write(trace_ids, "".join(parts))
+        self._write(trace_ids, "".join(parts), span_id)
 
 
 __all__ = ["ReMindMemoryEventHandler"]
