@@ -500,13 +500,13 @@ class Engine(MemoryAdmin):
         out: list[Document] = []
         seen: set[str] = set()
         for d in ids:
-            for x in self._stored_ids(d)[:1]:
-                if x in seen:
-                    continue
-                seen.add(x)
-                chunks = self.store.document_chunks(x)
-                if chunks:
-                    out.append(indexing.stored_document(x, chunks))
+            stored = self._stored_ids(d)
+            if not stored or stored[0] in seen:
+                continue
+            seen.add(stored[0])
+            chunks = self.store.document_chunks(stored[0])
+            if chunks:
+                out.append(indexing.stored_document(stored[0], chunks))
         return out
 
     def document_ids(self) -> list[str]:

@@ -1030,9 +1030,7 @@ class ReMindVectorStore(VectorStore):
             raise InvalidArgumentError(
                 f"add_documents takes documents and ids, not {sorted(kwargs)}"
             )
-        docs = _tagged(list(documents), self.id_key)
-        if ids is not None:
-            docs = [d.model_copy(update={"id": i}) for d, i in zip(docs, self._ids(ids, len(docs)))]
+        docs = _named(_tagged(list(documents), self.id_key), ids)
         return list(self.retriever.upsert(docs)["succeeded"])
 
     def add_texts(
@@ -1049,13 +1047,6 @@ class ReMindVectorStore(VectorStore):
                 {**m, "doc_id": m[self.id_key]} if self.id_key in m else m for m in metadatas
             ]
         return self.retriever.add_texts(texts, metadatas, ids=ids, **kwargs)
-
-    @staticmethod
-    def _ids(ids: Any, n: int) -> list[str]:
-        ids = list(ids)
-        if len(ids) != n:
-            raise InvalidArgumentError(f"ids must have one entry per document ({len(ids)} for {n})")
-        return [str(i) for i in ids]
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         self.retriever.delete(ids, **kwargs)

@@ -102,9 +102,9 @@ def to_siblings(store: GraphStore, doomed: Sequence[str]) -> dict[str, str]:
     stored documents' metadata is read once."""
     gone = set(doomed)
     own: dict[str, str] = {}  # a doomed document's file, when it is not named by that file
-    for d in gone:
-        first = store.document_chunks(d)[:1]
-        src = source_of(first[0].metadata) if first else None
+    read = {d: store.document_chunks(d) for d in gone}  # read once, reused below
+    for d, chunks in read.items():
+        src = source_of(chunks[0].metadata) if chunks else None
         if src and d not in (src, canonical_source(src)):
             own[d] = src
     if not own:  # documents named by their file (or by nothing): no siblings to read
@@ -121,7 +121,7 @@ def to_siblings(store: GraphStore, doomed: Sequence[str]) -> dict[str, str]:
     nodes: dict[str, str] = {}
     for src in sources:
         family = [d for d, meta in metas.items() if source_of(meta) == src]
-        old = [c for d in family if d in gone for c in store.document_chunks(d)]
+        old = [c for d in family if d in gone for c in read[d]]
         new = [c for d in family if d not in gone for c in store.document_chunks(d)]
         if not old or not new:
             continue
