@@ -16,11 +16,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from ...core.errors import (
+    ConfigError,
     EmbeddingError,
     InvalidArgumentError,
+    InvalidDocumentError,
     InvalidQueryError,
     InvalidTeachPairError,
     ReMindError,
+    SourceNotFoundError,
     UnknownNodeError,
     UnknownTraceError,
 )
@@ -48,10 +51,19 @@ def status_of(exc: BaseException) -> int:
         return 413
     if isinstance(exc, BadBody):
         return 400
-    if isinstance(exc, (UnknownNodeError, UnknownTraceError, UnknownActionError, UnknownJobError)):
+    unknown = (UnknownNodeError, UnknownTraceError, UnknownActionError, UnknownJobError)
+    if isinstance(exc, (*unknown, SourceNotFoundError)):
         return 404
     if isinstance(
-        exc, (InvalidArgumentError, InvalidQueryError, InvalidTeachPairError, EmbeddingError)
+        exc,
+        (
+            InvalidArgumentError,
+            InvalidQueryError,
+            InvalidTeachPairError,
+            InvalidDocumentError,
+            EmbeddingError,
+            ConfigError,
+        ),
     ):
         return 422
     return 500

@@ -187,7 +187,11 @@ class Console:
         t = self.engine.trace(trace_id)  # UnknownTraceError / InvalidArgumentError
         view = self._view()
         names = {n.id: n.name for n in view.get_nodes(list(t.parents))}
-        chunks = {c: view.get_chunk(c) for c in t.chunk_ids if _has_chunk(view, c)}
+        # what the retrieval returned (ranked), else what the walk read
+        ev = t.rank_evidence
+        returned = sorted((c for c in ev if "relevance" in ev[c]), key=lambda c: -ev[c]["score"])
+        shown = returned or list(t.chunk_ids)
+        chunks = {c: view.get_chunk(c) for c in shown if _has_chunk(view, c)}
         return {
             **trace_summary(t),
             "seeds": [{"id": s, "name": names.get(s, s)} for s in t.seeds],
@@ -209,8 +213,9 @@ class Console:
                     "text": chunks[c].text[:600] if c in chunks else "(deleted)",
                     "evidence": t.rank_evidence.get(c, {}),
                 }
-                for c in t.chunk_ids
+                for c in shown
             ],
+            "walk_read": list(t.chunk_ids),
             "memory_result": t.memory_result,
             "navigation": t.navigation,
             "stop_reason": t.stop_reason,

@@ -220,7 +220,7 @@ async function docs() {
     `<button class="ddel" data-id="${esc(x.id)}">Delete</button> <button class="dre" data-id="${esc(x.id)}">Re-index</button>`]));
   document.querySelectorAll(".ddel").forEach((b) => b.addEventListener("click", async () => {
     if (!confirm(`Delete ${b.dataset.id}? (undo on the Correct page)`)) return;
-    await api("/api/documents/delete", { id: b.dataset.id });
+    await api("/api/documents/delete", { doc_id: b.dataset.id });
     docs();
   }));
   document.querySelectorAll(".dre").forEach((b) => b.addEventListener("click", () => reindex(b.dataset.id)));
