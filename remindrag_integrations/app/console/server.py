@@ -114,7 +114,7 @@ def build_app(engine: Any, *, token: str | None = None, who: str | None = None) 
     it (``Authorization: Bearer``, or the cookie set by opening any page with ``?token=``)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.responses import HTMLResponse, JSONResponse
+    from starlette.responses import HTMLResponse, JSONResponse, Response
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
@@ -200,8 +200,13 @@ def build_app(engine: Any, *, token: str | None = None, who: str | None = None) 
             status_code=405,
         )
 
+    async def no_icon(request: Any) -> Any:
+        del request
+        return Response(status_code=204)
+
     c = console
     routes = [
+        Route("/favicon.ico", no_icon),
         Route("/", page("overview")),
         *(Route(f"/{p}", page(p)) for p in PAGES[1:]),
         Route("/queries/{trace_id}", trace_page),

@@ -108,6 +108,7 @@ class Console:
                     "trace_id": t.trace_id,
                     "replayed": replayed,
                     "moves": moves,
+                    "decisions": t.decisions,
                     "replay_share": replayed / (replayed + moves) if replayed + moves else 0.0,
                     "tokens_spent": t.costs.stages["traversal"].tokens,
                     "tokens_saved": round(replayed * mean),

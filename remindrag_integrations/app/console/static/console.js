@@ -27,9 +27,10 @@ function table(el, head, rows) {
 // --- overview ------------------------------------------------------------------------------
 function plot(series, key, colour, height, width, max) {
   if (!series.length) return "";
-  const step = series.length > 1 ? (width - 40) / (series.length - 1) : 0;
-  const pts = series.map((p, i) => `${30 + i * step},${height - 20 - (p[key] / (max || 1)) * (height - 40)}`);
-  return `<polyline fill="none" stroke="${colour}" stroke-width="2" points="${pts.join(" ")}"/>`;
+  const step = series.length > 1 ? (width - 60) / (series.length - 1) : 0;
+  const xy = series.map((p, i) => [30 + i * step, height - 24 - (p[key] / (max || 1)) * (height - 54)]);
+  return `<polyline fill="none" stroke="${colour}" stroke-width="2" points="${xy.map((p) => p.join(",")).join(" ")}"/>` +
+    xy.map(([x, y]) => `<circle cx="${x}" cy="${y}" r="3" fill="${colour}"/>`).join("");
 }
 
 async function overview() {
@@ -42,18 +43,21 @@ async function overview() {
     card("memory size", `${(o.memory_bytes / 1024).toFixed(1)} KiB`);
   const s = o.series;
   const tokMax = Math.max(1, ...s.map((p) => Math.max(p.tokens_spent, p.tokens_saved)));
-  const w = 720, h = 220;
+  const decMax = Math.max(1, ...s.map((p) => Math.max(p.decisions, p.replayed)));
+  const w = 760, h = 240;
   $("#plot").innerHTML = s.length
     ? `<svg id="plotsvg" width="${w}" height="${h}" class="plot">
-      <line x1="30" y1="${h - 20}" x2="${w - 10}" y2="${h - 20}" stroke="#999"/>
+      <line x1="30" y1="${h - 24}" x2="${w - 10}" y2="${h - 24}" stroke="#999"/>
       ${plot(s, "replay_share", "#2a7", h, w, 1)}
+      ${plot(s, "decisions", "#a6c", h, w, decMax)}
       ${plot(s, "tokens_spent", "#c33", h, w, tokMax)}
       ${plot(s, "tokens_saved", "#36c", h, w, tokMax)}
-      <text x="32" y="14" fill="#2a7">replay share (0-1)</text>
-      <text x="200" y="14" fill="#c33">traversal tokens spent</text>
-      <text x="390" y="14" fill="#36c">tokens saved (est., max ${tokMax})</text>
-      <text x="30" y="${h - 4}" fill="#666">oldest query</text>
-      <text x="${w - 80}" y="${h - 4}" fill="#666">newest</text></svg>`
+      <text x="30" y="14" fill="#2a7">replay share (0-1)</text>
+      <text x="170" y="14" fill="#a6c">walk decisions (max ${decMax})</text>
+      <text x="360" y="14" fill="#c33">traversal tokens spent</text>
+      <text x="540" y="14" fill="#36c">saved (est.; max ${tokMax})</text>
+      <text x="30" y="${h - 6}" fill="#666">oldest query</text>
+      <text x="${w - 70}" y="${h - 6}" fill="#666">newest</text></svg>`
     : "<p>No queries yet.</p>";
   $("#plot-note").textContent = `${s.length} saved queries. Saved tokens are estimated: replayed ` +
     `edges x ${o.tokens_per_decision.toFixed(0)} tokens per LLM traversal decision seen here. ` +
