@@ -15,6 +15,7 @@ import numpy as np
 from ...core.errors import InvalidArgumentError, ReMindError, UnknownNodeError
 from ...core.store import LexicalStore
 from ...core.types import Document, Edge, Node, Trace
+from ...stores import InMemoryGraphStore
 from .audit import ActionLog, pack, unpack
 
 MAX_NEIGHBOURS = 200
@@ -347,12 +348,21 @@ class Console:
             raise InvalidArgumentError("offset must be 0 or more")
         k = limit_arg(limit, 100)
         page = ids[start : start + k]
+        return {"total": len(ids), "offset": start, "documents": self._chunk_counts(page)}
+
+    def _chunk_counts(self, doc_ids: list[str]) -> list[dict[str, Any]]:
+        """Each document with its number of chunks: one pass over the nodes of an
+        in-process store (a lookup per document there scans every chunk), else a query per
+        document (PostgreSQL's is an index lookup)."""
         view = self._view()
-        return {
-            "total": len(ids),
-            "offset": start,
-            "documents": [{"id": d, "chunks": len(view.document_chunks(d))} for d in page],
-        }
+        if isinstance(view, InMemoryGraphStore):
+            wanted = set(doc_ids)
+            n: dict[str, int] = dict.fromkeys(doc_ids, 0)
+            for node in view.whole_graph()[0]:
+                if node.kind == "chunk" and node.doc_id in wanted:
+                    n[node.doc_id] += 1
+            return [{"id": d, "chunks": n[d]} for d in doc_ids]
+        return [{"id": d, "chunks": len(view.document_chunks(d))} for d in doc_ids]
 
     def delete_document(self, doc_id: Any) -> dict[str, Any]:
         doc_id = text_arg(doc_id, "document id", max_len=4000)
