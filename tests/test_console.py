@@ -14,18 +14,16 @@ from typing import Any
 
 import mcp_fixture
 import numpy as np
+import pg_fixture
 import pytest
 from mcp_fixture import QUESTION
+from starlette.testclient import TestClient  # the test extra (and the console extra)
 
 from remindrag_integrations import ReMindRAG
+from remindrag_integrations.app.console import audit
+from remindrag_integrations.app.console.server import MAX_BODY, build_app
 from remindrag_integrations.core.errors import EmbeddingError, UnknownNodeError
 from remindrag_integrations.stores import SQLiteGraphStore
-
-pytest.importorskip("starlette")
-from starlette.testclient import TestClient  # noqa: E402
-
-from remindrag_integrations.app.console import audit  # noqa: E402
-from remindrag_integrations.app.console.server import MAX_BODY, build_app  # noqa: E402
 
 indexed_store = mcp_fixture.indexed_store
 fresh_store = mcp_fixture.fresh_store
@@ -375,3 +373,46 @@ def test_serve_answers_over_http(fresh_store: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+# --- PostgreSQL: the same console over a DSN, the log in the namespace's settings ---------
+pg_dsn = pg_fixture.pg_dsn
+own_pg_database = pg_fixture.own_pg_database
+
+
+@pytest.mark.postgres
+def test_the_console_over_postgres_records_and_undoes(
+    own_pg_database: str, indexed_store: Path
+) -> None:
+    from remindrag_integrations.app.cli import main
+    from remindrag_integrations.stores import open_store
+
+    dsn, ns = own_pg_database, "console"
+    docs = indexed_store.parent / "docs"
+    assert main(["index", str(docs), "--store", dsn, "--namespace", ns, "--no-cache"]) == 0
+    store = open_store(dsn, namespace=ns)
+    engine = ReMindRAG(store=store)
+    try:
+        c = TestClient(build_app(engine, who="pg-tester"))
+        assert c.get("/api/overview").json()["counts"]["documents"] == 10
+        a = ask(c)
+        up = c.post(f"/api/traces/{a['trace_id']}/feedback", json={"helpful": True}).json()
+        assert up["result"]["enhanced"] > 0
+        wrote = engine.memory_vectors()
+        edge = next(iter(wrote))
+        forgot = c.post(f"/api/edges/{edge}/forget", json={}).json()
+        other = open_store(dsn, namespace=ns)  # another connection sees the change and the log
+        assert not np.any(other.memory([edge])[0])
+        row = other.settings()[audit.PREFIX + forgot["id"]]  # type: ignore[attr-defined]
+        assert row["who"] == "pg-tester" and row["what"] == "forget edge"
+        c.post(f"/api/actions/{forgot['id']}/undo", json={})
+        assert np.allclose(other.memory([edge])[0], wrote[edge])
+        assert [x["what"] for x in c.get("/api/actions").json()] == [
+            "undo",
+            "forget edge",
+            "confirm trace",
+        ]
+        other.close()
+    finally:
+        store.drop_namespace()  # type: ignore[attr-defined]
+        engine.close()
