@@ -225,13 +225,16 @@ class Console:
 
     # --- corrections (each recorded, each undoable) ----------------------------------------
     def _memory_action(
-        self, what: str, args: dict[str, Any], change: Callable[[], Any]
+        self, what: str, args: dict[str, Any], change: Callable[[], dict[str, Any]]
     ) -> dict[str, Any]:
         """Run a memory write, keeping the vectors of every edge it changed (before) so the
-        action can be undone with :meth:`ReMindRAG.restore_memory`."""
+        action can be undone with :meth:`ReMindRAG.restore_memory`: the difference of the
+        memory before and after it (a write another process made to memory in between is
+        counted in, and the undo would put those edges back too; a forget, :meth:`_forget`,
+        knows exactly what it zeroed)."""
         with self._write:
             before = self.engine.memory_vectors()
-            result = change()
+            summary = change()
             after = self.engine.memory_vectors()
             changed = {
                 e: before.get(e, [0.0] * len(v))
@@ -239,27 +242,32 @@ class Console:
                 if e not in before or not np.array_equal(before[e], v)
             }
             changed.update({e: v for e, v in before.items() if e not in after})
-            summary = result if isinstance(result, dict) else {"result": result}
             summary = {**summary, "edges_changed": len(changed)}
             undo = {"kind": "memory", "vectors": pack(changed)} if changed else None
+            return self.log.record(self.who, what, args, summary, undo)
+
+    def _forget(
+        self, what: str, args: dict[str, Any], forget: Callable[[], dict[str, list[float]]]
+    ) -> dict[str, Any]:
+        """A forget: what it zeroed is what its undo puts back, exactly."""
+        with self._write:
+            held = forget()
+            summary = {"forgot": list(held), "edges_changed": len(held)}
+            undo = {"kind": "memory", "vectors": pack(held)} if held else None
             return self.log.record(self.who, what, args, summary, undo)
 
     def forget_edge(self, edge_id: Any) -> dict[str, Any]:
         edge_id = text_arg(edge_id, "edge", max_len=200)
         self._view().get_edge(edge_id)  # 404 before anything is recorded
-
-        def run() -> dict[str, Any]:
-            return {"forgot": list(self.engine.forget_edges([edge_id]))}
-
-        return self._memory_action("forget edge", {"edge": edge_id}, run)
+        return self._forget(
+            "forget edge", {"edge": edge_id}, lambda: self.engine.forget_edges([edge_id])
+        )
 
     def forget_trace(self, trace_id: Any) -> dict[str, Any]:
         self.engine.trace(trace_id)
-
-        def run() -> dict[str, Any]:
-            return {"forgot": list(self.engine.forget_trace(trace_id))}
-
-        return self._memory_action("forget trace", {"trace": trace_id}, run)
+        return self._forget(
+            "forget trace", {"trace": trace_id}, lambda: self.engine.forget_trace(trace_id)
+        )
 
     def feedback(self, trace_id: Any, helpful: Any, chunk_ids: Any = None) -> dict[str, Any]:
         if not isinstance(helpful, bool):
