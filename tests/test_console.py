@@ -416,3 +416,16 @@ def test_the_console_over_postgres_records_and_undoes(
     finally:
         store.drop_namespace()  # type: ignore[attr-defined]
         engine.close()
+
+
+def test_the_browser_test_fails_rather_than_skips_without_a_browser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import shutil
+
+    import test_console_browser
+
+    monkeypatch.delenv("REMINDRAG_CHROMIUM", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(pytest.fail.Exception, match="no Chromium found"):
+        test_console_browser.chromium_path()
