@@ -99,8 +99,11 @@ def test_overview_counts_and_series(client: TestClient, engine: ReMindRAG) -> No
     ask(client)  # the confirmed path replayed
     o = client.get("/api/overview").json()
     assert o["counts"]["documents"] == 10 and o["counts"]["edges"] > 0
-    assert o["remembered_edges"] == engine.store.touched_edges() > 0
-    assert o["memory_bytes"] == o["remembered_edges"] * o["dim"] * 4
+    assert o["remembered_edges"] == len(engine.memory_vectors()) > 0
+    assert o["memory_bytes"] == o["touched_edges"] * o["dim"] * 4
+    edge = next(iter(engine.memory_vectors()))
+    client.post(f"/api/edges/{edge}/forget", json={})  # the count drops: no memory left there
+    assert client.get("/api/overview").json()["remembered_edges"] == o["remembered_edges"] - 1
     assert [p["trace_id"] for p in o["series"]][-2:] == [
         first["trace_id"],
         client.get("/api/traces?limit=1").json()[0]["trace_id"],

@@ -90,7 +90,8 @@ class Console:
     def overview(self, traces: int = 200) -> dict[str, Any]:
         view = self._view()
         counts = view.counts()
-        touched = view.touched_edges()
+        touched = view.touched_edges()  # rows kept, a forgotten edge's zero vector included
+        remembered = sum(1 for v in view.export_memory().values() if any(v))
         dim = view.dim or 0
         recent = [Trace.from_dict(t) for t in view.recent_traces(traces)]
         recent.reverse()  # oldest first, as the plot reads
@@ -117,7 +118,8 @@ class Console:
             )
         return {
             "counts": counts,
-            "remembered_edges": touched,
+            "remembered_edges": remembered,
+            "touched_edges": touched,
             "memory_bytes": touched * dim * 4,
             "dim": dim,
             "tokens_per_decision": mean,
