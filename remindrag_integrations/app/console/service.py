@@ -91,7 +91,7 @@ class Console:
         view = self._view()
         counts = view.counts()
         touched = view.touched_edges()  # rows kept, a forgotten edge's zero vector included
-        remembered = sum(1 for v in view.export_memory().values() if any(v))
+        remembered = sum(1 for _, norm in view.top_memory(None, touched) if norm > 0)
         dim = view.dim or 0
         recent = [Trace.from_dict(t) for t in view.recent_traces(traces)]
         recent.reverse()  # oldest first, as the plot reads
