@@ -1,4 +1,4 @@
-"""The ``remindrag`` command line: index, ask, inspect, trace, demo, bench.
+"""The ``remindrag`` command line: index, ask, inspect, trace, mcp, serve, demo, bench.
 
 A store is a directory holding an SQLite database (``ReMindRAG(store=DIR)``: every write is
 committed as it is made, and commands on one store may run at once) or a PostgreSQL DSN; the
@@ -361,6 +361,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return serve(args)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .console.server import serve
+
+    return serve(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
@@ -389,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
             "memory": cmd_memory,
             "trace": cmd_trace,
             "mcp": cmd_mcp,
+            "serve": cmd_serve,
             "demo": cmd_demo,
             "bench": cmd_bench,
         }
