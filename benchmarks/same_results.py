@@ -233,6 +233,23 @@ def main() -> None:
     else:
         summary = compare(args.kb, {"before": args.before, "after": args.after}, args.rounds)
         summary["command"] = " ".join(sys.argv)
+        summary["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        for label in ("before", "after"):
+            tree = getattr(args, label)
+            rev = subprocess.run(
+                ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+            )
+            dirty = subprocess.run(
+                ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+            )
+            summary[f"{label}_tree"] = str(tree.resolve())
+            summary[f"{label}_commit"] = (
+                rev.stdout.strip() + ("+dirty" if dirty.stdout else "")
+            ) or None
         args.out.write_text(json.dumps(summary, indent=1))
         if summary["differences"]:
             sys.exit(1)
