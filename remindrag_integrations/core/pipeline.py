@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -64,7 +63,7 @@ def rank(
     merged: bool = False,
     names: Sequence[str] = (),
     words: frozenset[str] | set[str] = frozenset(),
-) -> tuple[list[RetrievedChunk], dict[str, dict[str, float]]]:
+) -> ranking.Ranked:
     """The chunks the walk read, ranked by the rules of :data:`.ranking.RULES`: their
     first-pass score (:func:`.prior.first_pass`) plus ``memory.rank_weight`` ×
     :func:`.ranking.score_span` times the memory evidence of each, then (``fill_to_k``) the
@@ -123,7 +122,7 @@ def rank(
         RetrievedChunk(ch, r, how, s)  # type: ignore[arg-type]
         for ch, (_, s, how), r in zip(chunks, top, rel)
     ]
-    return out, evidence
+    return ranking.Ranked(out, evidence)
 
 
 def _evidence(walk: Walk, chunk_id: str, cos: float, mem: float, score: float) -> dict:
@@ -141,7 +140,7 @@ def make_trace(
     timings: dict[str, float],
     stop: Stop | None = None,
     evidence: dict[str, dict[str, float]] | None = None,
-    navigation: dict[str, Any] | None = None,
+    navigation: mode.Navigation | None = None,
 ) -> Trace:
     """The trace of a query: the walk's subgraph with each stage's result (``stop``: the
     walk's, ``evidence``: the ranking's score parts, ``navigation``: who walked and why)."""
@@ -160,7 +159,7 @@ def make_trace(
         decisions=walk.asks,
         timings_ms=timings,
         rank_evidence=dict(evidence or {}),
-        navigation=dict(navigation or {}),
+        navigation=navigation.to_dict() if navigation else {},
     )
 
 
@@ -262,7 +261,7 @@ def _retrieve(
         n, held = len(walk.replayed_edges), len(vouched(walk))
         obs.end("replay", {"replayed_edges": n, "vouched": held, "passages": len(walk.chunk_ids)})
     navigating = [0.0]  # the navigator's own work, not its LLM calls
-    navigation: dict[str, Any] = {}  # who walks, why (navigate/mode.py)
+    navigation = None  # who walks, why (navigate/mode.py)
     if not walk.parents:
         stop = Stop(StopReason.NO_RETRIEVAL_NEEDED if not subqs else StopReason.EMPTY_GRAPH)
     elif (
@@ -272,14 +271,14 @@ def _retrieve(
         stop = Stop(StopReason.BELOW_MIN_SCORE)  # no walk (no LLM call): off the corpus
     elif ("replay" in walk.sources.values() or vouched(walk)) and not cfg.verify_replay:
         stop = Stop(StopReason.REPLAY)
-        navigation = {"mode": cfg.llm_navigation, "llm": False, "reason": "memory replay"}
+        navigation = mode.Navigation(cfg.llm_navigation, False, "memory replay")
     else:
         navigation = mode.decide(walk, navigator.spends_tokens)
-        if not navigation["llm"]:
+        if not navigation.llm:
             navigator = ZeroTokenNavigator()
         if obs is not None:
             spent = _spent(ledger)
-            obs.start("walk", {"query": query, "llm": bool(navigation["llm"])})
+            obs.start("walk", {"query": query, "llm": navigation.llm})
         stop = yield from timed(navigate(walk, query, navigator, ledger), navigating)
         if obs is not None:
             calls, tokens = _spent(ledger)
@@ -297,7 +296,8 @@ def _retrieve(
     merged = not navigator.spends_tokens and walk.prior is not None  # zero-token mode
     if obs is not None:
         obs.start("rank", {"candidates": len(walk.chunk_ids)})
-    chunks, evidence = rank(walk, merged, mentioned, words) if walk.parents else ([], {})
+    ranked = rank(walk, merged, mentioned, words) if walk.parents else ranking.Ranked()
+    chunks = ranked.chunks
     below = cfg.min_score is not None and bool(chunks) and chunks[0].score < cfg.min_score
     abstained = stop.reason is StopReason.BELOW_MIN_SCORE or below  # before the walk, or now
     if abstained:
@@ -312,6 +312,6 @@ def _retrieve(
         "navigate": navigating[0] * 1e3,
         "bookkeeping": (time.perf_counter() - t3) * 1e3,
     }
-    trace = make_trace(walk, query, subqs, ledger, timings, stop, evidence, navigation)
+    trace = make_trace(walk, query, subqs, ledger, timings, stop, ranked.evidence, navigation)
     trace.abstained = abstained
     return Retrieval(query=query, chunks=chunks, triples=path_triples(walk), trace=trace)

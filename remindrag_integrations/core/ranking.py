@@ -13,13 +13,25 @@ the method is of a passage, in [0, 1] (its ``score``), is :mod:`.calibration`'s.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import prior
 from .memory.math import rank_scores
+from .types import RetrievedChunk
 from .walk import Prior, Walk
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The rank stage's result: the returned chunks, best first, and every candidate's score
+    parts (the trace's ``rank_evidence``: cosine, memory, the prior's parts, score, and
+    ``title`` / ``seat`` / ``relevance`` where a rule or the calibration gave one)."""
+
+    chunks: list[RetrievedChunk] = field(default_factory=list)
+    evidence: dict[str, dict[str, float]] = field(default_factory=dict)
+
 
 Scored = tuple[str, float, str]
 """A ranked candidate: (chunk id, rank score, how it was found)."""

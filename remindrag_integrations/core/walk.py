@@ -1,8 +1,9 @@
 """The state of one query (docs/method.md §2), in rooms: the growing subgraph (:class:`Walk`:
 seeds, then nodes added by replay or by the navigator, each through one edge), its read cache
 (:class:`StoreReads`: store reads are kept per query, so a remote store pays each lookup once),
-and each stage's immutable result (:class:`Prior`, :class:`Stop`; the navigation decision and the
-ranking are :mod:`.navigate.mode`'s and :mod:`.pipeline`'s return values)."""
+and each stage's immutable result (:class:`Prior` here, then :class:`.navigate.mode.Navigation`,
+:class:`Stop` and :class:`.ranking.Ranked`, each returned by its stage, none written on the
+walk)."""
 
 from __future__ import annotations
 
