@@ -152,6 +152,13 @@ def test_stop_reasons_keep_the_strings_stored_traces_hold(the_prior: Prior) -> N
         the_prior.score = {}  # type: ignore[misc]
 
 
+def test_every_stop_reason_is_documented() -> None:
+    text = (DOCS.parent / "engine.md").read_text()
+    for reason in StopReason:
+        if reason.value:
+            assert f"`{reason.value}" in text, reason
+
+
 def test_the_walk_reads_through_its_cache_once(engine: ReMindRAG, ids: dict[str, str]) -> None:
     """The read cache is the walk's room: a second read of the same nodes asks the store
     nothing."""
