@@ -16,7 +16,8 @@ vouching run). It dumps, per setting and question, the returned chunk ids in ord
 scores, the trace's stop reason and rank evidence, recall@5, and whole-query wall times.
 ``compare`` runs ``run`` for two code trees in alternating subprocesses (``--rounds``
 each), checks ids and order identical, scores within 1e-9, stop reasons and recall equal,
-and prints whole-query p50 / p95 of both side by side; the summary goes to
+and prints whole-query p50 / p95 of both side by side, wall clock and process CPU time (less
+moved by other jobs on a shared machine), per setting and pooled; the summary goes to
 ``benchmarks/results/same_results.json``.
 """
 
@@ -101,9 +102,10 @@ def run(kb: Path) -> dict:
                     rag.teach(pairs[:TAUGHT])
                 rows = []
                 for q in qs:
-                    t = time.perf_counter()
+                    t, c = time.perf_counter(), time.process_time()
                     r = rag.retrieve(q["question"], **overrides)
                     ms = (time.perf_counter() - t) * 1e3
+                    cpu = (time.process_time() - c) * 1e3
                     docs = [rc.chunk.doc_id for rc in r.chunks]
                     rows.append(
                         {
@@ -116,6 +118,7 @@ def run(kb: Path) -> dict:
                             "evidence": r.trace.rank_evidence,
                             "recall5": recall(docs, q["gold_pids"]),
                             "ms": ms,
+                            "cpu_ms": cpu,
                         }
                     )
                 out[f"{name}/{setting}"] = rows
@@ -181,22 +184,29 @@ def compare(kb: Path, trees: dict[str, Path], rounds: int) -> dict:
             for d in _same(runs[label][0], r)
         ]
     table = []
-    print(f"{'setting':34} {'recall@5 b/a':>14} {'p50 ms b/a':>16} {'p95 ms b/a':>16}")
-    for key in before:
+    head = f"{'setting':30} {'recall@5 b/a':>13} {'wall p50 b/a':>13} {'wall p95 b/a':>13}"
+    print(head + f" {'cpu p50 b/a':>13} {'cpu p95 b/a':>13}")
+    pooled: dict[str, dict[str, list[float]]] = {t: {"ms": [], "cpu_ms": []} for t in trees}
+    for key in [*before, "all"]:
         row: dict[str, Any] = {"setting": key}
         for label in trees:
-            ms = [q["ms"] for r in runs[label] for q in r[key]]
-            rec = [q["recall5"] for q in runs[label][0][key]]
-            row[label] = {
-                "recall5": sum(rec) / len(rec),
-                "p50_ms": _pct(ms, 50),
-                "p95_ms": _pct(ms, 95),
-            }
+            if key == "all":
+                got = pooled[label]
+                rec = [q["recall5"] for k in before for q in runs[label][0][k]]
+            else:
+                got = {f: [q[f] for r in runs[label] for q in r[key]] for f in ("ms", "cpu_ms")}
+                rec = [q["recall5"] for q in runs[label][0][key]]
+                for f in got:
+                    pooled[label][f] += got[f]
+            row[label] = {"recall5": sum(rec) / len(rec), "queries": len(got["ms"])}
+            for f in ("ms", "cpu_ms"):
+                row[label][f"p50_{f}"] = _pct(got[f], 50)
+                row[label][f"p95_{f}"] = _pct(got[f], 95)
         b, a = row["before"], row["after"]
-        print(
-            f"{key:34} {b['recall5']:6.3f}/{a['recall5']:6.3f} "
-            f"{b['p50_ms']:7.1f}/{a['p50_ms']:7.1f} {b['p95_ms']:7.1f}/{a['p95_ms']:7.1f}"
-        )
+        cells = [f"{b['recall5']:6.3f}/{a['recall5']:6.3f}"]
+        for f in ("p50_ms", "p95_ms", "p50_cpu_ms", "p95_cpu_ms"):
+            cells.append(f"{b[f]:6.1f}/{a[f]:6.1f}")
+        print(f"{key:30} " + " ".join(f"{c:>13}" for c in cells))
         table.append(row)
     print(f"differences: {len(diffs)}")
     for d in diffs[:20]:
