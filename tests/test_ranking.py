@@ -63,7 +63,7 @@ def _walk(engine: ReMindRAG, first: Prior | None = None, **cfg: Any) -> Walk:
 
 
 def test_every_rule_names_a_documented_config_field() -> None:
-    """Each rule's knob is a RetrievalConfig field with its row in docs/config.md."""
+    """Each rule's knobs are RetrievalConfig fields, each with its row in docs/config.md."""
     cfg = RetrievalConfig().model_dump()
     rows = DOCS.read_text()
     assert [r.name for r in ranking.RULES] == [
@@ -74,11 +74,12 @@ def test_every_rule_names_a_documented_config_field() -> None:
         "dense_seat",
     ]
     for rule in ranking.RULES:
-        node: Any = cfg
-        for part in rule.knob.split("."):
-            assert part in node, rule
-            node = node[part]
-        assert re.search(rf"^\| `{re.escape(rule.knob)}` \|", rows, re.M), rule.knob
+        for knob in rule.knobs:
+            node: Any = cfg
+            for part in knob.split("."):
+                assert part in node, (rule.name, knob)
+                node = node[part]
+            assert re.search(rf"^\| `{re.escape(knob)}` \|", rows, re.M), knob
         assert callable(rule.apply) and rule.doc
 
 
@@ -150,6 +151,33 @@ def test_stop_reasons_keep_the_strings_stored_traces_hold(the_prior: Prior) -> N
         Stop().reason = StopReason.ENOUGH  # type: ignore[misc]
     with pytest.raises(AttributeError):
         the_prior.score = {}  # type: ignore[misc]
+
+
+def test_one_function_word_list_decides_what_is_a_name() -> None:
+    """A span of function words alone is no name, for the prior as for the extractor: the
+    prior reads the extractor's list (it had a 94-word one of its own)."""
+    from remindrag_integrations.core import prior
+    from remindrag_integrations.core.entity_words import FUNCTION_WORDS
+
+    assert not any(prior.is_name(w.capitalize()) for w in FUNCTION_WORDS)
+    assert not prior.is_name("However Then") and prior.is_name("Then Nine Inch Nails")
+    assert not hasattr(prior, "_FUNCTION_WORDS")
+
+
+def test_one_word_tokenizer() -> None:
+    from remindrag_integrations.core.calibration import name_share
+    from remindrag_integrations.core.text import word_list, words
+
+    assert word_list("Trent Reznor's band, Nine-Inch") == [
+        "Trent",
+        "Reznor",
+        "s",
+        "band",
+        "Nine",
+        "Inch",
+    ]
+    assert words("A a B") == frozenset({"a", "b"})
+    assert name_share(["Nine Inch", "Kansas"], "the nine-inch nails of it") == 0.5
 
 
 def test_every_stop_reason_is_documented() -> None:

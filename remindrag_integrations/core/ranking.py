@@ -39,10 +39,11 @@ Scored = tuple[str, float, str]
 
 @dataclass(frozen=True)
 class Rule:
-    """A named ranking rule and the config field it reads (``RetrievalConfig`` path)."""
+    """A named ranking rule and the config fields it reads (``RetrievalConfig`` paths, its
+    own knob first; each has its row in docs/config.md)."""
 
     name: str
-    knob: str
+    knobs: tuple[str, ...]
     apply: Callable[..., object]
     doc: str
 
@@ -137,11 +138,21 @@ def dense_seat(
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("first_pass", "prior.lexical_weight", first_pass_scores, "the first pass's fused score"),
-    Rule("memory", "memory.rank_weight", memory_scores, "plus the memory evidence, weighed"),
-    Rule("title_hop", "prior.title_hop", title_hop_gains, "pages the best passage names gain"),
-    Rule("fill", "fill_to_k", fill, "the next best unread candidates fill up to k"),
-    Rule("dense_seat", "prior.dense_seat", dense_seat, "the nearest candidate keeps a seat"),
+    Rule(
+        "first_pass",
+        ("prior.enabled", "prior.lexical_weight", "prior.graph_weight"),
+        first_pass_scores,
+        "the first pass's fused score (the cosine without a prior)",
+    ),
+    Rule(
+        "memory",
+        ("memory.rank_weight", "prior.lexical_weight", "prior.graph_weight"),
+        memory_scores,
+        "plus rank_weight x score_span x the memory evidence",
+    ),
+    Rule("title_hop", ("prior.title_hop",), title_hop_gains, "pages the best passage names gain"),
+    Rule("fill", ("fill_to_k", "k"), fill, "the next best unread candidates fill up to k"),
+    Rule("dense_seat", ("prior.dense_seat",), dense_seat, "the nearest candidate keeps a seat"),
 )
 """The ranking rules in the order :func:`.pipeline.rank` applies them (``title_hop`` and
 ``dense_seat`` only when the read and unread candidates compete on one score: a zero-token
