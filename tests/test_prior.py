@@ -406,15 +406,12 @@ def test_memory_takes_the_seat_away() -> None:
     pass's, without the seat."""
     from types import SimpleNamespace
 
-    from remindrag_integrations.core.config import RetrievalConfig
-    from remindrag_integrations.core.pipeline import _dense_seat
+    from remindrag_integrations.core.ranking import dense_seat
 
     scored = [("a", 3.0, "read"), ("b", 2.0, "read"), ("c", 1.0, "read"), ("d", 0.5, "read")]
     cos = {"a": 0.5, "b": 0.4, "c": 0.3, "d": 0.9}
     prior = SimpleNamespace(parts={c: {"cosine": x} for c, x in cos.items()}, score={})
-    cfg = RetrievalConfig.build(k=5, prior={"dense_seat": 2})
-    for vouched, order in ((None, "adbc"), ("c", "abcd"), ("a", "abcd")):
-        evidence = {c: {"memory": 0.4 * (c == vouched), "score": s} for c, s, _ in scored}
-        walk = SimpleNamespace(cfg=cfg, prior=prior, evidence=evidence)
-        got = _dense_seat(walk, list(scored), {})  # type: ignore[arg-type]
+    for vouched, order in ((False, "adbc"), (True, "abcd")):
+        got, seat = dense_seat(2, prior, list(scored), {}, vouched)  # type: ignore[arg-type]
         assert "".join(c for c, _, _ in got) == order
+        assert (seat is None) == vouched

@@ -24,9 +24,9 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 
 from remindrag_integrations import ReMindRAG, ReMindRetriever
 from remindrag_integrations.app.cli import main as cli_main
+from remindrag_integrations.core.calibration import combined, coverage, relevance
 from remindrag_integrations.core.config import RECOMMENDED_MIN_SCORE, RetrievalConfig
 from remindrag_integrations.core.errors import ConfigError
-from remindrag_integrations.core.pipeline import combined, coverage, relevance
 from remindrag_integrations.core.types import Trace
 from remindrag_integrations.testing import HashEmbedder
 

@@ -77,12 +77,12 @@ CORE_ROOMS = ("parts", "halves", "stages", "facade")
 def core_room(module: str) -> int:
     """Inside ``core``, from the ground up: 0 the parts (types, ids, config, prompts, the
     walk, the prior, the runtime ...), 1 the method's two halves (``navigate``, ``memory``),
-    2 the stages that chain them (``pipeline``, ``insert``, ``answer``), 3 the facade
-    (``engine``)."""
+    2 the stages that chain them (``pipeline`` with its ranking rules and score calibration,
+    ``insert``, ``answer``), 3 the facade (``engine``)."""
     parts = module.split(".")[2:]
     if parts[:1] in (["navigate"], ["memory"]):
         return 1
-    if parts in (["pipeline"], ["insert"], ["answer"]):
+    if parts in (["pipeline"], ["ranking"], ["calibration"], ["insert"], ["answer"]):
         return 2
     return 3 if parts == ["engine"] else 0
 

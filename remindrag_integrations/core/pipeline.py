@@ -6,20 +6,18 @@ Each stage is a function the engine, the bench harness and the scale benchmark a
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Sequence
 
 import numpy as np
 
-from . import prior
+from . import calibration, prior, ranking
 from .config import RetrievalConfig
 from .errors import InvalidQueryError, LLMError, LLMOutputError
 from .extract_rules import rule_based_extraction
-from .ids import anchor_of, is_anchor
+from .ids import anchor_of
 from .memory.grounding import content_words
-from .memory.math import rank_scores
 from .memory.replay import replay, vouched
 from .navigate import Navigator, mode, navigate
 from .navigate.zero_token import ZeroTokenNavigator
@@ -29,7 +27,7 @@ from .selection import seed
 from .steps import Embed, Step, ask, done, timed
 from .store import GraphStore
 from .types import CostLedger, Retrieval, RetrievedChunk, Trace
-from .walk import Walk, path_triples
+from .walk import Stop, StopReason, Walk, path_triples
 
 
 def pre_query(query: str, cfg: RetrievalConfig, template: str = PRE_QUERY_PROMPT) -> Step:
@@ -60,242 +58,71 @@ def question_names(
     return mentioned_names(query) if mentioned is None else mentioned
 
 
-def score_span(walk: Walk) -> float:
-    """How far first-pass scores reach above cosine: 1 + the prior's lexical and graph
-    weights (1 without a prior). Memory evidence is weighed on that scale, so a remembered
-    path outranks the prior as it outranks cosine alone."""
-    if walk.prior is None:
-        return 1.0
-    return 1.0 + walk.cfg.prior.lexical_weight + walk.cfg.prior.graph_weight
-
-
-def _fill(
-    walk: Walk, have: set[str], n: int, hop: dict[str, float] | None = None
-) -> list[tuple[str, float]]:
-    """Up to ``n`` unread chunks to fill the result: the prior's next best (with their title
-    hop, ``hop``), or the nearest by dense search without a prior."""
-    if walk.prior is not None:
-        score, hop = walk.prior.score, hop or {}
-        unread = [(c, score[c] + hop.get(c, 0.0)) for c in score if c not in have]
-        return sorted(unread, key=lambda t: (-t[1], t[0]))[:n]
-    out: list[tuple[str, float]] = []
-    for anchor, sim in walk.search(walk.q_hat, n + len(have), ("anchor",)):
-        cid = walk.nodes([anchor])[0].chunk_id
-        if cid and cid not in have and len(out) < n:
-            have = have | {cid}
-            out.append((cid, sim))
-    return out
-
-
 def rank(
     walk: Walk,
     merged: bool = False,
     names: Sequence[str] = (),
     words: frozenset[str] | set[str] = frozenset(),
-) -> list[RetrievedChunk]:
-    """The chunks the walk read, by their first-pass score (:func:`.prior.first_pass`) plus
-    ``memory.rank_weight`` × :func:`score_span` times the memory evidence of each (how
-    strongly a remembered edge vouches for it), then (``fill_to_k``) the prior's next best unread chunks; at most ``k``.
-    ``merged``: the read and the unread candidates compete on one score (a zero-token walk
-    follows the prior, so reading a chunk adds no judgement of its own), and the pages the
-    best of them names by their title gain the title hop (:func:`.prior.title_hop`, the
-    ``title`` part), and the candidate nearest the question keeps its seat
-    (:func:`_dense_seat`, the ``seat`` part); otherwise what the navigator read comes first,
-    by its first-pass score.
-    The score parts are kept in ``walk.evidence``. ``names`` and
-    ``words``: the question's names and content words, which the relevance looks for
-    (:func:`question_relevance`)."""
+) -> ranking.Ranked:
+    """The chunks the walk read, ranked by the rules of :data:`.ranking.RULES`: their
+    first-pass score (:func:`.prior.first_pass`) plus ``memory.rank_weight`` ×
+    :func:`.ranking.score_span` times the memory evidence of each, then (``fill_to_k``) the
+    prior's next best unread chunks; at most ``k``. ``merged``: the read and the unread
+    candidates compete on one score (a zero-token walk follows the prior, so reading a chunk
+    adds no judgement of its own), the pages the best of them names by their title gain the
+    title hop (the ``title`` part), and the candidate nearest the question keeps its seat
+    (the ``seat`` part); otherwise what the navigator read comes first, by its first-pass
+    score. Returns the chunks, each with its relevance (:mod:`.calibration`; ``names`` and
+    ``words``: the question's names and content words, which it looks for), and every
+    candidate's score parts (the trace's ``rank_evidence``)."""
     cfg, ids = walk.cfg, walk.chunk_ids
-    sims = walk.sims(ids)
+    sims = walk.reads.sims(ids)
     cos = np.asarray(sims, dtype=np.float32)
-    base = np.asarray(prior.first_pass(walk, ids, sims), dtype=np.float32)
+    base = ranking.first_pass_scores(walk, ids, sims)
     vouch = vouched(walk)
     mem = np.asarray([vouch.get(c, 0.0) for c in ids], dtype=np.float32)
-    final = rank_scores(base, mem, cfg.memory.rank_weight * score_span(walk))
-    hop = _title_hop(walk, ids, final.tolist()) if merged else {}
+    span = ranking.score_span(walk.prior, cfg.prior.lexical_weight, cfg.prior.graph_weight)
+    final = ranking.memory_scores(base, mem, cfg.memory.rank_weight * span)
+    hop = ranking.title_hop_gains(walk, ids, final.tolist()) if merged else {}
     final = final + np.asarray([hop.get(c, 0.0) for c in ids], dtype=np.float32)
     scored = [(c, s, walk.sources[c]) for c, s in zip(ids, final.tolist())]
-    walk.evidence = {c: _evidence(walk, c, x, m, s) for c, s, x, m in zip(ids, final, cos, mem)}
+    evidence = {c: _evidence(walk, c, x, m, s) for c, s, x, m in zip(ids, final, cos, mem)}
     n = cfg.k if merged else cfg.k - len(ids)
-    fill = _fill(walk, set(ids), n, hop) if cfg.fill_to_k else []
-    for (cid, s), sim in zip(fill, walk.sims([anchor_of(c) for c, _ in fill])):  # one read
-        walk.evidence[cid] = _evidence(walk, cid, sim, 0.0, s)
+    filled = ranking.fill(walk, set(ids), n, hop) if cfg.fill_to_k else []
+    for (cid, s), sim in zip(filled, walk.reads.sims([anchor_of(c) for c, _ in filled])):
+        evidence[cid] = _evidence(walk, cid, sim, 0.0, s)  # one read above
     for cid, gain in hop.items():
-        if cid in walk.evidence:
-            walk.evidence[cid]["title"] = gain
+        if cid in evidence:
+            evidence[cid]["title"] = gain
     if merged:
-        scored = sorted([*scored, *((c, s, "dense_fill") for c, s in fill)], key=lambda t: -t[1])
-        scored = _dense_seat(walk, scored, hop)
+        ranked = sorted([*scored, *((c, s, "dense_fill") for c, s in filled)], key=lambda t: -t[1])
+        ranked, seat = ranking.dense_seat(
+            cfg.prior.dense_seat, walk.prior, ranked, hop, bool(np.any(mem > 0))
+        )
+        if seat is not None:
+            if seat.added:
+                cosine = walk.prior.parts[seat.chunk]["cosine"]  # type: ignore[union-attr]
+                evidence[seat.chunk] = _evidence(walk, seat.chunk, cosine, 0.0, seat.before)
+            evidence[seat.chunk]["seat"] = seat.lifted - seat.before
+            evidence[seat.chunk]["score"] = seat.lifted
     else:
-        scored = sorted(scored, key=lambda t: -t[1]) + [(c, s, "dense_fill") for c, s in fill]
-    top = scored[: cfg.k]
-    chunks = walk.chunks([c for c, _, _ in top])  # one read
-    own = [_own(walk.evidence[c], names, ch.text) for (c, _, _), ch in zip(top, chunks)]
-    meaning, texts = _meaning(walk, names)
+        ranked = sorted(scored, key=lambda t: -t[1]) + [(c, s, "dense_fill") for c, s in filled]
+    top = ranked[: cfg.k]
+    chunks = walk.reads.chunks([c for c, _, _ in top])  # one read
+    own = [calibration.own(evidence[c], names, ch.text) for (c, _, _), ch in zip(top, chunks)]
+    meaning, texts = calibration.meaning(walk, names)
     texts.update((c, ch.text) for (c, _, _), ch in zip(top, chunks))  # each passage read once
-    best = combined(max([meaning, *own]), coverage(words, list(texts.values())))
-    rel = relevance(best, [s for _, s, _ in top])
+    best = calibration.combined(
+        max([meaning, *own]), calibration.coverage(words, [*texts.values()])
+    )
+    rel = calibration.relevance(best, [s for _, s, _ in top])
     for (c, _, _), r in zip(top, rel):
-        walk.evidence[c]["relevance"] = r
-    return [
+        evidence[c]["relevance"] = r
+    out = [
         RetrievedChunk(ch, r, how, s)  # type: ignore[arg-type]
         for ch, (_, s, how), r in zip(chunks, top, rel)
     ]
-
-
-def _dense_seat(
-    walk: Walk, scored: list[tuple[str, float, str]], hop: dict[str, float]
-) -> list[tuple[str, float, str]]:
-    """The zero-token ranking with the candidate nearest the question (the best cosine, what a
-    plain vector search returns first) at ``prior.dense_seat`` or better: when the fused score
-    ranks it lower, it is lifted to the score of the passage at that place and ranks right
-    before it (the lift is kept as the ``seat`` part). 0 = off. Memory outranks this safety
-    net of the first pass: when memory vouches for any candidate, there is no seat (it would
-    move a taught passage down a place, out of the first five when it was fifth)."""
-    place = walk.cfg.prior.dense_seat
-    p = walk.prior
-    if place <= 0 or p is None or not p.parts:
-        return scored
-    if any(e.get("memory", 0.0) > 0 for e in walk.evidence.values()):
-        return scored
-    best = max(p.parts, key=lambda c: (p.parts[c]["cosine"], c))
-    pos = next((i for i, t in enumerate(scored) if t[0] == best), None)
-    if pos is not None and pos < place:
-        return scored
-    if pos is None:
-        entry = (best, p.score[best] + hop.get(best, 0.0), "dense_fill")
-        walk.evidence[best] = _evidence(walk, best, p.parts[best]["cosine"], 0.0, entry[1])
-    else:
-        entry = scored.pop(pos)
-    i = min(place, len(scored) + 1) - 1
-    lifted = max(entry[1], scored[i][1]) if i < len(scored) else entry[1]
-    walk.evidence[best]["seat"] = lifted - entry[1]
-    walk.evidence[best]["score"] = lifted
-    return [*scored[:i], (best, lifted, entry[2]), *scored[i:]]
-
-
-def _title_hop(walk: Walk, ids: Sequence[str], scores: Sequence[float]) -> dict[str, float]:
-    """The title hop's gains (:func:`.prior.title_hop`) over every candidate: the chunks read,
-    at their rank scores, and the prior's unread ones, at their first-pass scores."""
-    if walk.prior is None:
-        return {}
-    pool = dict(walk.prior.score)
-    pool.update(zip(ids, scores))
-    return prior.title_hop(walk, pool)
-
-
-FALL_OFF = 0.5
-"""How fast relevance falls below the first passage's: with the square root of the share of
-its rank score (benchmarks/score_calibration.py)."""
-NAME_WEIGHT = 0.2
-"""What a passage that holds every name the question mentions adds to its cosine (the
-share of the names it holds, times this): a name written out is evidence a cosine over a
-long passage blurs, and unlike the best cosine it does not grow with the corpus
-(benchmarks/score_calibration.py)."""
-
-
-def _words(text: str) -> str:
-    return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
-
-
-def name_share(names: Sequence[str], text: str) -> float:
-    """The share of ``names`` that ``text`` holds as whole words (case-insensitive); 0 with
-    no name."""
-    if not names:
-        return 0.0
-    words = _words(text)
-    return sum(_words(n) in words for n in names) / len(names)
-
-
-def _own(parts: dict, names: Sequence[str] = (), text: str | None = None) -> float:
-    """A passage's own relevance in [0, 1]: its cosine to the question plus
-    :data:`NAME_WEIGHT` times the share of the question's names it holds (when its
-    ``text`` is given), or memory's vouching for it (``q̂ · v`` of the remembered edge that
-    leads to it), whichever is higher."""
-    cos = float(parts.get("cosine", 0.0))
-    if text is not None:
-        cos += NAME_WEIGHT * name_share(names, text)
-    return min(1.0, max(0.0, cos, float(parts.get("memory", 0.0))))
-
-
-COVER_TOP = 10
-"""How many of the first pass's best candidates :func:`coverage` reads the question's words in."""
-
-
-def coverage(words: set[str] | frozenset[str], texts: Sequence[str]) -> float | None:
-    """The share of the question's content ``words`` (:func:`.memory.grounding.content_words`)
-    that ``texts`` hold, with one word's grace: ``(held + 1) / (words + 1)``, so a short
-    question is not taken off the corpus for one word no passage uses ("How do I *make*
-    carbonara?": 2/3, not 1/2); ``None`` when the question has no content word. An
-    off-corpus question shares its meaning loosely with many passages but its own words
-    with few: a name, a title, a rare term it asks about stands in none of them."""
-    if not words:
-        return None
-    held: set[str] = set()
-    for text in texts:
-        held |= content_words(text) & words
-        if len(held) == len(words):
-            break
-    return (len(held) + 1) / (len(words) + 1)
-
-
-def combined(meaning: float, share: float | None) -> float:
-    """The question's relevance in [0, 1]: the geometric mean of the best passage's
-    relevance in meaning (:func:`_meaning`) and the share of the question's words the best
-    passages hold (:func:`coverage`); the meaning alone when the question has no content
-    word. Either being low makes it low: a passage near in meaning to a question whose
-    names no passage holds, or passages that share the words but not the meaning
-    (benchmarks/score_calibration.py)."""
-    if share is None:
-        return meaning
-    return float(np.sqrt(max(0.0, meaning) * share))
-
-
-def _meaning(walk: Walk, names: Sequence[str] = ()) -> tuple[float, dict[str, str]]:
-    """The best own relevance (:func:`_own`) among the first pass's candidates (the
-    prior's; the chunks the seeds read without one), with the names counted in its best
-    :data:`COVER_TOP` passages, and memory's vouching; and those passages' texts by id."""
-    if walk.prior is not None:
-        parts = walk.prior.parts
-        cands = [_own(p) for p in parts.values()]
-        best = walk.prior.ranked()[:COVER_TOP]
-        texts = {c: ch.text for c, ch in zip(best, walk.chunks(best))}
-        cands += [_own(parts[c], names, t) for c, t in texts.items()]
-    else:
-        read = [*(n for n in walk.seeds if is_anchor(n)), *walk.chunk_ids]
-        cands = [max(0.0, s) for s in walk.sims(read)]
-        ids = list(dict.fromkeys(walk.chunk_ids))[:COVER_TOP]
-        texts = {c: ch.text for c, ch in zip(ids, walk.chunks(ids))}
-        cands += [_own({"cosine": x}, names, t) for x, t in zip(walk.sims(ids), texts.values())]
-    mem = vouched(walk)
-    return min(1.0, max([0.0, *cands, *mem.values()])), texts
-
-
-def question_relevance(
-    walk: Walk, names: Sequence[str] = (), words: set[str] | frozenset[str] = frozenset()
-) -> float:
-    """How relevant the graph is to the question, in [0, 1] (:func:`combined`): its best
-    passage's relevance in meaning (:func:`_meaning`) with the share of the question's
-    content ``words`` that the first pass's best :data:`COVER_TOP` passages hold. Absolute,
-    not scaled to the best hit: an off-corpus question scores low on any corpus."""
-    meaning, texts = _meaning(walk, names)
-    return combined(meaning, coverage(words, list(texts.values())))
-
-
-def relevance(best: float, rank_scores: list[float]) -> list[float]:
-    """The relevance in [0, 1] of each returned passage, in the returned order: the
-    question's relevance ``best`` (the best own relevance the graph holds for it) for the
-    first, times ``sqrt(rank score / the first's rank score)`` for the others (the fused rank
-    score says how far below the first the method puts it), never above a passage returned
-    before it. So the scores fall as the ranking does, and an off-corpus question scores low
-    on every passage."""
-    out: list[float] = []
-    first = rank_scores[0] if rank_scores else 0.0
-    for i, s in enumerate(rank_scores):
-        share = 1.0 if i == 0 else (min(1.0, max(0.0, s / first)) if first > 0 else 0.0)
-        r = best * share**FALL_OFF
-        out.append(min(r, out[-1]) if out else r)
-    return out
+    return ranking.Ranked(out, evidence)
 
 
 def _evidence(walk: Walk, chunk_id: str, cos: float, mem: float, score: float) -> dict:
@@ -306,8 +133,17 @@ def _evidence(walk: Walk, chunk_id: str, cos: float, mem: float, score: float) -
 
 
 def make_trace(
-    walk: Walk, query: str, subqs: list[str], ledger: CostLedger, timings: dict[str, float]
+    walk: Walk,
+    query: str,
+    subqs: list[str],
+    ledger: CostLedger,
+    timings: dict[str, float],
+    stop: Stop | None = None,
+    evidence: dict[str, dict[str, float]] | None = None,
+    navigation: mode.Navigation | None = None,
 ) -> Trace:
+    """The trace of a query: the walk's subgraph with each stage's result (``stop``: the
+    walk's, ``evidence``: the ranking's score parts, ``navigation``: who walked and why)."""
     return Trace(
         trace_id=uuid.uuid4().hex,
         query=query,
@@ -318,12 +154,12 @@ def make_trace(
         parents=walk.parents,
         chunk_ids=walk.chunk_ids,
         costs=ledger,
-        stop_reason=walk.stop_reason,
+        stop_reason=str(stop or Stop()),
         subquestions=list(subqs),
         decisions=walk.asks,
         timings_ms=timings,
-        rank_evidence=dict(walk.evidence),
-        navigation=dict(walk.navigation),
+        rank_evidence=dict(evidence or {}),
+        navigation=navigation.to_dict() if navigation else {},
     )
 
 
@@ -425,21 +261,25 @@ def _retrieve(
         n, held = len(walk.replayed_edges), len(vouched(walk))
         obs.end("replay", {"replayed_edges": n, "vouched": held, "passages": len(walk.chunk_ids)})
     navigating = [0.0]  # the navigator's own work, not its LLM calls
+    navigation = None  # who walks, why (navigate/mode.py)
     if not walk.parents:
-        walk.stop_reason = "no_retrieval_needed" if not subqs else "empty_graph"
-    elif cfg.min_score is not None and question_relevance(walk, mentioned, words) < cfg.min_score:
-        walk.stop_reason = "below_min_score"  # no walk (no LLM call) for an off-corpus question
+        stop = Stop(StopReason.NO_RETRIEVAL_NEEDED if not subqs else StopReason.EMPTY_GRAPH)
+    elif (
+        cfg.min_score is not None
+        and calibration.question_relevance(walk, mentioned, words) < cfg.min_score
+    ):
+        stop = Stop(StopReason.BELOW_MIN_SCORE)  # no walk (no LLM call): off the corpus
     elif ("replay" in walk.sources.values() or vouched(walk)) and not cfg.verify_replay:
-        walk.stop_reason = "replay"
-        walk.navigation = {"mode": cfg.llm_navigation, "llm": False, "reason": "memory replay"}
+        stop = Stop(StopReason.REPLAY)
+        navigation = mode.Navigation(cfg.llm_navigation, False, "memory replay")
     else:
-        walk.navigation = mode.decide(walk, not isinstance(navigator, ZeroTokenNavigator))
-        if not walk.navigation["llm"]:
+        navigation = mode.decide(walk, navigator.spends_tokens)
+        if not navigation.llm:
             navigator = ZeroTokenNavigator()
         if obs is not None:
             spent = _spent(ledger)
-            obs.start("walk", {"query": query, "llm": bool(walk.navigation["llm"])})
-        yield from timed(navigate(walk, query, navigator, ledger), navigating)
+            obs.start("walk", {"query": query, "llm": navigation.llm})
+        stop = yield from timed(navigate(walk, query, navigator, ledger), navigating)
         if obs is not None:
             calls, tokens = _spent(ledger)
             obs.end(
@@ -449,18 +289,19 @@ def _retrieve(
                     "passages": len(walk.chunk_ids),
                     "llm_calls": calls - spent[0],
                     "tokens": tokens - spent[1],
-                    "stop_reason": walk.stop_reason,
+                    "stop_reason": str(stop),
                 },
             )
     t3 = time.perf_counter()
-    merged = isinstance(navigator, ZeroTokenNavigator) and walk.prior is not None
+    merged = not navigator.spends_tokens and walk.prior is not None  # zero-token mode
     if obs is not None:
         obs.start("rank", {"candidates": len(walk.chunk_ids)})
-    chunks = rank(walk, merged, mentioned, words) if walk.parents else []
+    ranked = rank(walk, merged, mentioned, words) if walk.parents else ranking.Ranked()
+    chunks = ranked.chunks
     below = cfg.min_score is not None and bool(chunks) and chunks[0].score < cfg.min_score
-    abstained = walk.stop_reason == "below_min_score" or below  # decided before the walk, or now
+    abstained = stop.reason is StopReason.BELOW_MIN_SCORE or below  # before the walk, or now
     if abstained:
-        chunks, walk.stop_reason = [], "below_min_score"
+        chunks, stop = [], Stop(StopReason.BELOW_MIN_SCORE)
     if obs is not None:
         ids = [rc.chunk.id for rc in chunks]
         obs.end("rank", {"passages": len(ids), "passage_ids": ids, "abstained": abstained})
@@ -471,6 +312,6 @@ def _retrieve(
         "navigate": navigating[0] * 1e3,
         "bookkeeping": (time.perf_counter() - t3) * 1e3,
     }
-    trace = make_trace(walk, query, subqs, ledger, timings)
+    trace = make_trace(walk, query, subqs, ledger, timings, stop, ranked.evidence, navigation)
     trace.abstained = abstained
     return Retrieval(query=query, chunks=chunks, triples=path_triples(walk), trace=trace)

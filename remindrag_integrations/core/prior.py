@@ -30,6 +30,7 @@ import numpy as np
 
 from . import pagerank, push
 from .config import RetrievalConfig
+from .entity_words import FUNCTION_WORDS
 from .errors import warn_deprecated
 from .extract_rules import question_links
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
@@ -37,19 +38,11 @@ from .store import GraphMatrixView, LexicalStore, MatrixStore, find_entities
 from .types import Chunk
 from .walk import Prior, Walk
 
-# words that make no name on their own (a span of only these is never looked up)
-_FUNCTION_WORDS = frozenset(
-    """a an the of in on at to for from by with and or but not no is are was were be been
-    being do does did has have had who whom whose which what when where why how that this
-    these those there it its he she they his her their him them i you we me my our your
-    as than then so if also both either neither one two many much more most other another
-    same such any all each every some few after before during while about into over under""".split()
-)
-
 
 def is_name(text: str) -> bool:
-    """Whether a span can be a name: it has a word that is not a function word."""
-    return any(w not in _FUNCTION_WORDS for w in norm_name(text).split())
+    """Whether a span can be a name: it has a word that is not a function word (the
+    extractor's :data:`.entity_words.FUNCTION_WORDS`: one list decides it everywhere)."""
+    return any(w not in FUNCTION_WORDS for w in norm_name(text).split())
 
 
 def first_pass(walk: Walk, chunk_ids: Sequence[str], cosines: Sequence[float]) -> list[float]:
@@ -75,7 +68,7 @@ def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -
     known = find_entities(walk.store, [norm_name(n) for n in names])  # one read
     for name, vec in zip(names, name_vecs):
         exact = known.get(norm_name(name))
-        hits = [(exact, 1.0)] if exact is not None else walk.search(vec, 1, ("entity",))
+        hits = [(exact, 1.0)] if exact is not None else walk.reads.search(vec, 1, ("entity",))
         for node, sim in hits:
             found[node] = max(found.get(node, 0.0), float(sim))
     cap = walk.cfg.prior.max_degree
@@ -89,21 +82,21 @@ def question_entities(walk: Walk, names: Sequence[str], name_vecs: np.ndarray) -
 
 def _mentions(walk: Walk, entity: str) -> int:
     """How many chunks mention ``entity`` (its specificity is the inverse)."""
-    return sum(1 for e in walk.neighbors(entity) if e.kind == "mention")
+    return sum(1 for e in walk.reads.neighbors(entity) if e.kind == "mention")
 
 
 def hybrid(walk: Walk, query: str) -> tuple[dict[str, float], dict[str, float]]:
     """(dense cosine, lexical score scaled to the best) of the candidate chunks: the top
     ``prior.candidates`` of each search."""
     n = walk.cfg.prior.candidates
-    dense = {chunk_of(a): s for a, s in walk.search(walk.q_hat, n, ("anchor",))}
+    dense = {chunk_of(a): s for a, s in walk.reads.search(walk.q_hat, n, ("anchor",))}
     lex: dict[str, float] = {}
     if walk.cfg.prior.lexical_weight > 0 and isinstance(walk.store, LexicalStore):
         hits = walk.store.lexical_search(query, n, where=walk.cfg.filter)
         top = max((s for _, s in hits), default=0.0)
         lex = {c: s / top for c, s in hits if top > 0}
     missing = [c for c in lex if c not in dense]
-    for c, s in zip(missing, walk.sims([anchor_of(c) for c in missing])):
+    for c, s in zip(missing, walk.reads.sims([anchor_of(c) for c in missing])):
         dense[c] = s
     return dense, lex
 
@@ -115,13 +108,13 @@ def neighbourhood(walk: Walk, start: Sequence[str]) -> list[str]:
     cfg = walk.cfg
     nodes, seen, frontier = list(start), set(start), list(start)
     for _ in range(cfg.prior.hops):
-        walk.prefetch_edges(frontier)
+        walk.reads.prefetch_edges(frontier)
         nxt: list[str] = []
         room = cfg.prior.max_nodes - len(nodes)
         for u in frontier:
             if len(nxt) >= room:
                 break
-            edges = walk.neighbors(u)
+            edges = walk.reads.neighbors(u)
             if is_entity(u) and len(edges) > cfg.prior.max_degree:
                 continue
             for e in edges:
@@ -129,8 +122,8 @@ def neighbourhood(walk: Walk, start: Sequence[str]) -> list[str]:
                 if w not in seen and not is_chunk(w) and len(nxt) < room:
                     seen.add(w)
                     nxt.append(w)
-        if walk.filter is not None:  # never through a filtered-out document's anchors
-            nxt = [w for w, ok in zip(nxt, walk.allowed(nxt)) if ok]
+        if walk.reads.filter is not None:  # never through a filtered-out document's anchors
+            nxt = [w for w, ok in zip(nxt, walk.reads.allowed(nxt)) if ok]
         nodes += nxt
         frontier = nxt
     return nodes
@@ -172,7 +165,7 @@ def whole_graph(walk: Walk) -> GraphMatrixView | None:
     release, whose matrix ran the PageRank itself) is not used: a deprecation warning, and
     the walk's reads instead."""
     store = walk.store
-    if walk.filter is not None or not isinstance(store, MatrixStore):
+    if walk.reads.filter is not None or not isinstance(store, MatrixStore):
         return None
     matrix = store.graph_matrix()
     if isinstance(matrix, GraphMatrixView):
@@ -196,7 +189,7 @@ def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:
     count: list[int] = []
     flat: list[int] = []
     for u in nodes:
-        edges = walk.cached_neighbors(u) or []
+        edges = walk.reads.cached_neighbors(u) or []
         before = len(flat)
         if not is_entity(u) or len(edges) <= walk.cfg.prior.max_degree:  # a hub spreads nothing:
             for e in edges:  # what reaches it is lost, as it says little
@@ -254,13 +247,13 @@ def feedback_restart(
         return {}
     found: dict[str, float] = {}
     anchors = [anchor_of(c) for c in top]
-    walk.prefetch_edges(anchors)
+    walk.reads.prefetch_edges(anchors)
     for c, a in zip(top, anchors):
-        for e in walk.neighbors(a):
+        for e in walk.reads.neighbors(a):
             ent = e.other(a)
             if e.kind == "mention" and ent not in ents and ent not in known:
                 found[ent] = found.get(ent, 0.0) + scores[c] / total
-    walk.prefetch_edges(list(found))
+    walk.reads.prefetch_edges(list(found))
     out = {}
     for ent, share in found.items():
         mentions = _mentions(walk, ent)
@@ -331,7 +324,7 @@ def title_hop(walk: Walk, scores: Mapping[str, float]) -> dict[str, float]:
     ranked = sorted(scores, key=lambda c: (-scores[c], c))
     if w <= 0 or len(ranked) < 2:
         return {}
-    chunks = walk.chunks(ranked)  # one read
+    chunks = walk.reads.chunks(ranked)  # one read
     best, own = chunks[0], title_of(chunks[0])
     text = best.text.replace(own, "\0") if own else best.text
     seen = {own}
@@ -352,7 +345,7 @@ def title_hop(walk: Walk, scores: Mapping[str, float]) -> dict[str, float]:
     top = max(0.0, scores[ranked[0]])
     known = find_entities(walk.store, [norm_name(t) for _, t in pages])  # one read
     ents = [known.get(norm_name(t)) for _, t in pages]
-    walk.prefetch_edges([e for e in ents if e is not None])
+    walk.reads.prefetch_edges([e for e in ents if e is not None])
     gains = {}
     for (c, _), ent in zip(pages, ents):
         mentions = _mentions(walk, ent) if ent is not None else 0
@@ -420,13 +413,15 @@ def _fuse(
     graph = spread(walk, restart, seen) if restart and cfg.prior.graph_weight > 0 else {}
     best = max((v for n, v in graph.items() if is_anchor(n)), default=0.0)
     reached = [n for n in graph if is_anchor(n) and chunk_of(n) not in dense]
-    for a, cos in zip(reached, walk.sims(reached)):
+    for a, cos in zip(reached, walk.reads.sims(reached)):
         dense[chunk_of(a)] = cos
-    prior = Prior(graph={n: v / best for n, v in graph.items()} if best else {}, graph_scale=scale)
+    mass = {n: v / best for n, v in graph.items()} if best else {}
     gw = cfg.prior.graph_weight * scale
+    score: dict[str, float] = {}
+    parts: dict[str, dict[str, float]] = {}
     for c, cos in dense.items():
-        g = prior.graph.get(anchor_of(c), 0.0)
+        g = mass.get(anchor_of(c), 0.0)
         lx = lex.get(c, 0.0)
-        prior.score[c] = cos + cfg.prior.lexical_weight * lx + gw * g
-        prior.parts[c] = {"cosine": cos, "lexical": lx, "graph": g}
-    return prior
+        score[c] = cos + cfg.prior.lexical_weight * lx + gw * g
+        parts[c] = {"cosine": cos, "lexical": lx, "graph": g}
+    return Prior(score, parts, mass, scale)

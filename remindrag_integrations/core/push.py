@@ -139,16 +139,16 @@ def _read(walk: Walk, nodes: list[str], max_degree: int) -> tuple[dict[str, list
     """The neighbours in the spread of ``nodes`` (their edges read in one store call; a hub
     entity's: none), and the nodes the metadata filter shuts out (their edges not read)."""
     shut: list[str] = []
-    if walk.filter is not None:
-        ok = walk.allowed(nodes)
+    if walk.reads.filter is not None:
+        ok = walk.reads.allowed(nodes)
         shut = [n for n, passes in zip(nodes, ok) if not passes]
         nodes = [n for n, passes in zip(nodes, ok) if passes]
     if isinstance(walk.store, SpreadStore):  # one statement, other ends only (PostgreSQL)
         links = walk.store.spread_links(nodes)
     else:  # the walk's cached reads (the embedded store: no round trip)
-        walk.prefetch_edges(nodes)
+        walk.reads.prefetch_edges(nodes)
         links = {
-            u: [w for e in walk.neighbors(u) if not is_chunk(w := e.v if u == e.u else e.u)]
+            u: [w for e in walk.reads.neighbors(u) if not is_chunk(w := e.v if u == e.u else e.u)]
             for u in nodes
         }
     for u, out in links.items():

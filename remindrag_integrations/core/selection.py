@@ -20,10 +20,10 @@ def seed(walk: Walk, query_vecs: np.ndarray) -> None:
         return
     if walk.prior is not None:
         start = [anchor_of(c) for c in walk.prior.ranked()[:n]]
-        more = find_seeds(walk, list(query_vecs[1:]), n)
+        more = find_seeds(walk.reads, list(query_vecs[1:]), n)
     else:
-        start, more = [], find_seeds(walk, list(query_vecs), n)
-    walk.nodes([*start, *more])  # one read
+        start, more = [], find_seeds(walk.reads, list(query_vecs), n)
+    walk.reads.nodes([*start, *more])  # one read
     for s in dict.fromkeys([*start, *more]):
         walk.add(s, None, None, "seed")
 

@@ -95,9 +95,16 @@ def first_sentence(text: str, max_chars: int = 120) -> str:
 _WORD = re.compile(r"\w+")
 
 
+def word_list(text: str) -> list[str]:
+    """The words of ``text`` in order, as written: the one word tokenizer that names, the
+    question's content words and passage overlap are read with (runs of letters, digits and
+    ``_``)."""
+    return _WORD.findall(text)
+
+
 def words(text: str) -> frozenset[str]:
     """The distinct words of ``text``, lower-cased (what passage overlap compares)."""
-    return frozenset(w.lower() for w in _WORD.findall(text))
+    return frozenset(w.lower() for w in word_list(text))
 
 
 def overlap(a: frozenset[str], b: frozenset[str]) -> float:

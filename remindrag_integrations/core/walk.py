@@ -1,12 +1,15 @@
-"""The growing subgraph of one query (docs/method.md §2): seeds, then nodes added by replay or by the
-navigator, each through one edge. Store reads go through per-walk caches, so a remote store
-pays each lookup once per query."""
+"""The state of one query (docs/method.md §2), in rooms: the growing subgraph (:class:`Walk`:
+seeds, then nodes added by replay or by the navigator, each through one edge), its read cache
+(:class:`StoreReads`: store reads are kept per query, so a remote store pays each lookup once),
+and each stage's immutable result (:class:`Prior` here, then :class:`.navigate.mode.Navigation`,
+:class:`Stop` and :class:`.ranking.Ranked`, each returned by its stage, none written on the
+walk)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
 
 import numpy as np
 
@@ -20,7 +23,7 @@ from .types import Chunk, Edge, Move, Node, NodeKind, Triple
 Parents = dict[str, tuple[str | None, str | None]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prior:
     """The first pass's scores (built by :func:`.prior.build`, kept by the walk): per chunk
     the fused score and its parts; per node the graph (PPR) mass."""
@@ -35,46 +38,57 @@ class Prior:
         return sorted(self.score, key=lambda c: (-self.score[c], c))
 
 
-@dataclass
-class Walk:
-    """Every node but the seeds was added through one edge (``parents``: node -> (parent,
-    edge)); ``sources`` says how each chunk arrived (seed, replay or traversal)."""
+class StopReason(StrEnum):
+    """Why a query's walk ended (the trace's ``stop_reason``: these values are what stored
+    traces hold, so they never change; ``llm_error`` is written with the error after it)."""
 
-    store: GraphStore
-    q_hat: np.ndarray
-    cfg: RetrievalConfig
-    parents: Parents = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    moves: list[Move] = field(default_factory=list)
-    replayed_edges: list[str] = field(default_factory=list)
-    hops: int = 0
-    asks: int = 0
-    stop_reason: str = ""
-    # chunk -> {"cosine", "memory", "score"}: the parts of its final ranking score
-    evidence: dict[str, dict[str, float]] = field(default_factory=dict)
-    prior: Prior | None = None  # the first pass's fused scores (core/prior.py)
-    navigation: dict[str, Any] = field(default_factory=dict)  # who walks, why (navigate/mode.py)
-    _nbrs: dict[str, list[Edge]] = field(default_factory=dict)
-    _plain: dict[str, list[Edge]] = field(default_factory=dict)  # _nbrs without learned edges
-    _edges: dict[str, Edge] = field(default_factory=dict)
-    _nodes: dict[str, Node] = field(default_factory=dict)
-    _chunks: dict[str, Chunk] = field(default_factory=dict)
-    _sims: dict[str, float] = field(default_factory=dict)
-    _embs: dict[str, np.ndarray] = field(default_factory=dict)
-    _memory: dict[str, np.ndarray] = field(default_factory=dict)
-    _read: set[str] = field(default_factory=set)  # nodes whose neighbourhood was read
-    _doc_ok: dict[str, bool] = field(default_factory=dict)
-    # the zero-token navigator's node values (navigate/zero_token.py): an anchor's never
-    # changes within a query; another node's with the anchor it comes from (None: its own)
-    anchor_values: dict[str, float] = field(default_factory=dict)
-    node_values: dict[str, tuple[float, str | None]] = field(default_factory=dict)
-    # and the anchors among an entity's first edges it looks at (a walk's edges never change)
-    lookahead: dict[str, list[str]] = field(default_factory=dict)
+    NONE = ""
+    NO_RETRIEVAL_NEEDED = "no_retrieval_needed"  # the pre-query said no retrieval is needed
+    EMPTY_GRAPH = "empty_graph"  # no seed: nothing indexed (or nothing the filter allows)
+    BELOW_MIN_SCORE = "below_min_score"  # abstained: the question is off the corpus
+    REPLAY = "replay"  # memory answered: no walk
+    MAX_HOPS = "max_hops"
+    MAX_ITERATIONS = "max_iterations"
+    TOKEN_BUDGET = "token_budget"
+    NO_PROGRESS = "no_progress"  # max_idle_decisions without a new chunk
+    EXHAUSTED = "exhausted"  # nothing left to explore
+    ENOUGH = "enough"  # the navigator said so
+    INVALID_LLM_OUTPUT = "invalid_llm_output"
+    FALLBACK_ENOUGH = "fallback_enough"  # the zero-token fallback said enough
+    LLM_ERROR = "llm_error"
 
-    def __post_init__(self) -> None:
-        self.filter = filters.parse(self.cfg.filter)
 
-    # --- graph access with per-walk caches ------------------------------------------------
+@dataclass(frozen=True)
+class Stop:
+    """The walk stage's result: why it ended, and the error's words for ``llm_error``."""
+
+    reason: StopReason = StopReason.NONE
+    detail: str = ""
+
+    def __str__(self) -> str:
+        """What the trace keeps (``"llm_error: <the error>"`` with a detail)."""
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
+
+
+class StoreReads:
+    """The read cache of one query: every store read the stages make goes through it, so a
+    remote store pays each lookup once per query (node, edges, embeddings, memory, chunks,
+    cosine to the question, and whether the metadata filter lets a document in)."""
+
+    def __init__(self, store: GraphStore, q_hat: np.ndarray, where: dict | None) -> None:
+        self.store, self.q_hat, self.where = store, q_hat, where
+        self.filter = filters.parse(where)
+        self._nbrs: dict[str, list[Edge]] = {}
+        self._plain: dict[str, list[Edge]] = {}  # _nbrs without learned edges
+        self._edges: dict[str, Edge] = {}
+        self._nodes: dict[str, Node] = {}
+        self._chunks: dict[str, Chunk] = {}
+        self._sims: dict[str, float] = {}
+        self._embs: dict[str, np.ndarray] = {}
+        self._memory: dict[str, np.ndarray] = {}
+        self._read: set[str] = set()  # nodes whose neighbourhood was read
+        self._doc_ok: dict[str, bool] = {}
+
     def neighbors(self, node_id: str, learned: bool = False) -> list[Edge]:
         """The node's edges; ``learned`` edges (links memory made) only when asked for:
         replay follows them, the prior and the navigators see the corpus's graph alone."""
@@ -172,17 +186,6 @@ class Walk:
             self._sims.update(zip(missing, (float(v) for v in vals)))
         return [self._sims[n] for n in node_ids]
 
-    def frontier(self, node_id: str, learned: bool = False) -> list[Edge]:
-        """Edges from ``node_id`` to nodes not yet in the subgraph that the filter allows
-        (``learned`` edges too when asked for: replay)."""
-        edges = [
-            e for e in self.neighbors(node_id, learned) if e.other(node_id) not in self.parents
-        ]
-        if self.filter is None or not edges:
-            return edges
-        ok = self.allowed([e.other(node_id) for e in edges])
-        return [e for e, keep in zip(edges, ok) if keep]
-
     def allowed(self, node_ids: Sequence[str]) -> list[bool]:
         """Whether the metadata filter lets the walk enter each node: entities always, an
         anchor or chunk when its document passes (decided once per document)."""
@@ -204,7 +207,42 @@ class Walk:
     ) -> list[tuple[str, float]]:
         """The store's top-``n`` nodes of ``kinds`` that the filter allows (the store applies
         it: in SQL for PostgreSQL)."""
-        return self.store.search(query, n, kinds, where=self.cfg.filter)
+        return self.store.search(query, n, kinds, where=self.where)
+
+
+@dataclass
+class Walk:
+    """The growing subgraph of one query: every node but the seeds was added through one edge
+    (``parents``: node -> (parent, edge)); ``sources`` says how each chunk arrived (seed,
+    replay or traversal). ``reads`` is the query's read cache (:class:`StoreReads`);
+    ``prior`` the first pass's result (set once, before the seeds)."""
+
+    store: GraphStore
+    q_hat: np.ndarray
+    cfg: RetrievalConfig
+    parents: Parents = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    moves: list[Move] = field(default_factory=list)
+    replayed_edges: list[str] = field(default_factory=list)
+    hops: int = 0
+    asks: int = 0
+    prior: Prior | None = None  # the first pass's fused scores (core/prior.py)
+    reads: StoreReads = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.reads = StoreReads(self.store, self.q_hat, self.cfg.filter)
+
+    def frontier(self, node_id: str, learned: bool = False) -> list[Edge]:
+        """Edges from ``node_id`` to nodes not yet in the subgraph that the filter allows
+        (``learned`` edges too when asked for: replay)."""
+        reads = self.reads
+        edges = [
+            e for e in reads.neighbors(node_id, learned) if e.other(node_id) not in self.parents
+        ]
+        if reads.filter is None or not edges:
+            return edges
+        ok = reads.allowed([e.other(node_id) for e in edges])
+        return [e for e, keep in zip(edges, ok) if keep]
 
     # --- growing the subgraph ---------------------------------------------------------------
     def add(self, node_id: str, parent: str | None, edge: Edge | None, source: str) -> None:
@@ -213,13 +251,13 @@ class Walk:
         the next step's options read) in one call on a store that answers neighbourhoods in
         one round trip (PostgreSQL: one statement instead of three)."""
         if source == "traversal" and isinstance(self.store, FrontierStore):
-            self.prefetch([node_id])
+            self.reads.prefetch([node_id])
         self.parents[node_id] = (parent, edge.id if edge else None)
-        (node,) = self.nodes([node_id])
+        (node,) = self.reads.nodes([node_id])
         if node.kind == "chunk":
             self.sources.setdefault(node_id, source)
         elif node.kind == "anchor" and node.chunk_id and node.chunk_id not in self.parents:
-            contains = next(e for e in self.neighbors(node_id) if e.kind == "contains")
+            contains = next(e for e in self.reads.neighbors(node_id) if e.kind == "contains")
             self.parents[node.chunk_id] = (node_id, contains.id)
             self.sources.setdefault(node.chunk_id, source)
             if source == "traversal":
@@ -241,9 +279,11 @@ class Walk:
         return [n for n in self.parents if not is_chunk(n)]
 
 
-def find_seeds(store: GraphStore | Walk, query_vecs: Sequence[np.ndarray], n: int) -> list[str]:
+def find_seeds(
+    store: GraphStore | StoreReads, query_vecs: Sequence[np.ndarray], n: int
+) -> list[str]:
     """Top-``n`` entity / anchor nodes per (sub)query, best first, without repeats (given a
-    :class:`Walk`, only those its filter allows)."""
+    :class:`StoreReads`, only those its filter allows)."""
     seeds: list[str] = []
     for q in query_vecs:
         for node_id, _ in store.search(q, n, ("entity", "anchor")):
@@ -258,8 +298,8 @@ def path_triples(walk: Walk) -> list[Triple]:
     for _, eid in walk.parents.values():
         if eid is None:
             continue
-        e = walk.edge(eid)
+        e = walk.reads.edge(eid)
         if e.kind == "relation":
-            u, v = walk.nodes([e.u, e.v])
+            u, v = walk.reads.nodes([e.u, e.v])
             out.append(Triple(u.name, e.text, v.name, e.id))
     return out

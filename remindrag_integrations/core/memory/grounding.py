@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from ..entity_words import FUNCTION_WORDS
 from ..extract_rules import rule_based_extraction
 from ..ids import norm_name
+from ..text import word_list
 
 MIN_COVERAGE = 0.5  # share of the answer's key words the support must hold
 
@@ -168,7 +169,6 @@ ANSWER_WORDS = frozenset(
     source sources cite cited citation question questions chunk chunks
     """.split()
 )
-_WORD = re.compile(r"\w+")
 _NODE_ID = re.compile(r"\b[cae]-[0-9a-f]{4,40}\b")  # a cited id is no word of the answer
 _CITED = re.compile(r"\s*\[?\s*\b[cae]-[0-9a-f]{4,40}\b\s*\]?")
 
@@ -188,9 +188,9 @@ def abstains(answer: str | None) -> str | None:
     if answer is None:
         return None
     text = normal(_CITED.sub(" ", answer))  # "the passages [c-1] do not say" reads as refusal
-    if not _WORD.search(text):
+    if not word_list(text):
         return "empty answer"
-    if " ".join(_WORD.findall(text)) in BARE_ABSTENTIONS:
+    if " ".join(word_list(text)) in BARE_ABSTENTIONS:
         return "says only that it has no answer"
     for name, rx in _RULES:
         if rx.search(text):
@@ -206,7 +206,7 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that carry content (see the module doc)."""
-    words = (_stem(w) for w in _WORD.findall(_NODE_ID.sub(" ", normal(text))))
+    words = (_stem(w) for w in word_list(_NODE_ID.sub(" ", normal(text))))
     return {
         w
         for w in words

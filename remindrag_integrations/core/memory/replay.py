@@ -33,28 +33,28 @@ def replay(walk: Walk) -> None:
     stack = list(reversed(starts(walk)))
     added = 0
     # the starts and all that memory may lead to from them (edges with q̂ · v > need): one read
-    walk.prefetch(stack, Follow(walk.q_hat, need, cfg.memory.max_replay_nodes))
+    walk.reads.prefetch(stack, Follow(walk.q_hat, need, cfg.memory.max_replay_nodes))
     while stack and added < cfg.memory.max_replay_nodes:
         u = stack.pop()
         edges = walk.frontier(u, learned=True)
         if not edges:
             continue
-        memory = walk.memory([e.id for e in edges])
+        memory = walk.reads.memory([e.id for e in edges])
         live = [i for i, m in enumerate(memory @ walk.q_hat) if m > need]
         if not live:
             continue
         cands = [edges[i] for i in live]
         scores = replay_scores(
             walk.q_hat,
-            walk.embeddings([u])[0],
-            walk.embeddings([e.other(u) for e in cands]),
+            walk.reads.embeddings([u])[0],
+            walk.reads.embeddings([e.other(u) for e in cands]),
             memory[live],
             cfg.memory.alpha,
         )
         order = [i for i in np.argsort(-scores) if scores[i] > cfg.memory.lam]
         if order and u not in walk.parents:  # a further start that memory leads on from
             walk.add(u, None, None, "replay")
-        walk.prefetch([cands[i].other(u) for i in order])  # read ahead above: usually cached
+        walk.reads.prefetch([cands[i].other(u) for i in order])  # read ahead above: usually cached
         for i in order:
             e, w = cands[i], cands[i].other(u)
             if w not in walk.parents and added < cfg.memory.max_replay_nodes:
@@ -75,6 +75,6 @@ def vouched(walk: Walk, chunk_ids: list[str] | None = None) -> dict[str, float]:
     replayed = set(walk.replayed_edges)
     into = [walk.parents.get(walk.parents[c][0] or "", (None, None))[1] for c in ids]
     into = [e if e in replayed else edges[i] for i, e in enumerate(into)]
-    align = np.maximum(walk.memory(edges) @ walk.q_hat, walk.memory(into) @ walk.q_hat)  # type: ignore[arg-type]
+    align = np.maximum(walk.reads.memory(edges) @ walk.q_hat, walk.reads.memory(into) @ walk.q_hat)  # type: ignore[arg-type]
     ev = memory_evidence(align, walk.cfg.memory.alpha, walk.cfg.memory.lam)
     return {c: float(e) for c, e in zip(ids, ev) if e > 0}

@@ -12,9 +12,9 @@ from typing import Protocol
 from ..errors import LLMError, LLMOutputError
 from ..steps import Step
 from ..types import CostLedger, Move
-from ..walk import Walk
+from ..walk import Stop, StopReason, Walk
 from .move import FALLBACK_NOTE, MoveChoice, Option, apply, options, resolve
-from .zero_token import choose
+from .zero_token import ZeroTokenNavigator
 
 
 class Navigator(Protocol):
@@ -38,28 +38,30 @@ def _spent(ledger: CostLedger | None) -> int:
     return ledger.stages["traversal"].tokens if ledger and "traversal" in ledger.stages else 0
 
 
-def _bound(walk: Walk, spent: int, next_cost: int, idle: int | None) -> str:
-    """The bound that ends the walk before the next decision, or '' (``idle``: None for a
-    navigator that spends no tokens)."""
+def _bound(walk: Walk, spent: int, next_cost: int, idle: int | None) -> StopReason:
+    """The bound that ends the walk before the next decision, or ``StopReason.NONE``
+    (``idle``: None for a navigator that spends no tokens)."""
     cfg = walk.cfg
     if walk.hops >= cfg.max_hops:
-        return "max_hops"
+        return StopReason.MAX_HOPS
     if walk.asks >= cfg.max_iterations:
-        return "max_iterations"
+        return StopReason.MAX_ITERATIONS
     if (
         cfg.max_traversal_tokens is not None
         and spent
         and spent + next_cost > cfg.max_traversal_tokens
     ):
-        return "token_budget"
+        return StopReason.TOKEN_BUDGET
     if idle is not None and idle >= cfg.max_idle_decisions:
-        return "no_progress"
-    return ""
+        return StopReason.NO_PROGRESS
+    return StopReason.NONE
 
 
-def _fallback(walk: Walk, current: str, opts: list[Option]) -> str | None:
+def _fallback(
+    walk: Walk, current: str, opts: list[Option], fallback: ZeroTokenNavigator
+) -> str | None:
     """The zero-token navigator's move in place of an unusable reply; None when it stops."""
-    choice = choose(walk, current, opts)
+    choice = fallback.choose(walk, current, opts)
     if choice.enough:
         walk.moves.append(Move(len(walk.moves), "stop", None, current, None, FALLBACK_NOTE))
         return None
@@ -71,32 +73,31 @@ def navigate(
 ) -> Step:
     """Walk until the navigator says enough or a bound ends it (``max_hops`` new nodes,
     ``max_iterations`` decisions, the traversal token budget, ``max_idle_decisions`` without
-    a new chunk, nothing left to explore); ``walk.stop_reason`` says which. An unusable reply
+    a new chunk, nothing left to explore); returns the :class:`~..walk.Stop` that says which. An unusable reply
     gets one re-ask listing why; a second one is replaced by the zero-token choice
     (``on_invalid_move="fallback"``) or stops the walk (``"stop"``)."""
     cfg = walk.cfg
     current = next(iter(walk.parents))
     feedback, spent0, idle = "", _spent(ledger), 0
+    fallback: ZeroTokenNavigator | None = None  # made at the first unusable reply
     limit = None if navigator.spends_tokens else ZERO_TOKEN_OPTIONS
     last_cost = growth = 0  # the prompt grows each step: the next call costs about the
     # last one plus the largest growth seen (a step that reads a passage grows it most)
     while True:
         next_cost = last_cost + growth
         idling = idle if navigator.spends_tokens else None
-        walk.stop_reason = _bound(walk, _spent(ledger) - spent0, next_cost, idling)
-        if walk.stop_reason:
-            return
+        bound = _bound(walk, _spent(ledger) - spent0, next_cost, idling)
+        if bound is not StopReason.NONE:
+            return Stop(bound)
         opts = options(walk, current, limit)
         if not opts and not any(walk.frontier(n) for n in walk.graph_nodes()):
-            walk.stop_reason = "exhausted"
-            return
+            return Stop(StopReason.EXHAUSTED)
         walk.asks += 1
         before, read_before = _spent(ledger), len(walk.chunk_ids)
         try:
             choice = yield from navigator.decide(walk, query, current, opts, feedback)
             if choice.enough:
-                walk.stop_reason = "enough"
-                return
+                return Stop(StopReason.ENOUGH)
             current = apply(walk, resolve(walk, choice, current, opts), current)
             feedback = ""
         except LLMOutputError as exc:
@@ -104,18 +105,16 @@ def navigate(
             if not feedback:
                 feedback = f"your last reply was not usable: {exc}"
             elif cfg.on_invalid_move == "stop":
-                walk.stop_reason = "invalid_llm_output"
-                return
+                return Stop(StopReason.INVALID_LLM_OUTPUT)
             else:
                 feedback = ""
-                moved = _fallback(walk, current, opts)
+                fallback = fallback or ZeroTokenNavigator()
+                moved = _fallback(walk, current, opts, fallback)
                 if moved is None:
-                    walk.stop_reason = "fallback_enough"
-                    return
+                    return Stop(StopReason.FALLBACK_ENOUGH)
                 current = moved
         except LLMError as exc:
-            walk.stop_reason = f"llm_error: {exc}"
-            return
+            return Stop(StopReason.LLM_ERROR, str(exc))
         cost = _spent(ledger) - before
         growth = max(growth, cost - last_cost) if last_cost else growth
         last_cost = cost

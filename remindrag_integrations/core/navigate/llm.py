@@ -18,7 +18,7 @@ from ..steps import Ask, Step
 from ..types import Node
 from ..walk import Walk
 from .move import FALLBACK_NOTE, MoveChoice, Option, read_reply
-from .zero_token import choose, value
+from .zero_token import Values, ZeroTokenNavigator
 
 
 def _label(node: Node) -> str:
@@ -33,7 +33,7 @@ def _short(text: str, limit: int = 90) -> str:
 
 
 def _text(walk: Walk, chunk_id: str) -> str:
-    return " ".join(walk.chunk(chunk_id).text.split())[: walk.cfg.prompt.chunk_chars]
+    return " ".join(walk.reads.chunk(chunk_id).text.split())[: walk.cfg.prompt.chunk_chars]
 
 
 def _read_line(walk: Walk, node: Node) -> list[str]:
@@ -47,30 +47,31 @@ def walk_log(walk: Walk) -> str:
     moved = {m.node_id for m in walk.moves if m.action in ("forward", "read")}
     lines: list[str] = []
     initial = [n for n in walk.parents if n not in moved and not is_chunk(n)]
-    for node in walk.nodes(initial):
+    for node in walk.reads.nodes(initial):
         how = "start" if walk.parents[node.id][0] is None else "from memory"
         lines += [f"- {how}: {_label(node)}", *_read_line(walk, node)]
     for m in walk.moves:
         if m.action not in ("forward", "backward") or m.node_id is None:
             continue
-        (node,) = walk.nodes([m.node_id])
+        (node,) = walk.reads.nodes([m.node_id])
         note = " (suggested move, after an unusable reply)" if m.note == FALLBACK_NOTE else ""
         if m.action == "backward":
             lines.append(f"- went back to {_label(node)}{note}")
             continue
-        edge = walk.edge(m.edge_id) if m.edge_id else None
+        edge = walk.reads.edge(m.edge_id) if m.edge_id else None
         via = f', via "{_short(edge.text)}"' if edge and edge.kind == "relation" else ""
         lines += [f"- went to {_label(node)}{via}{note}", *_read_line(walk, node)]
     return "\n".join(lines) or "(nothing yet)"
 
 
-def _choices(walk: Walk, current: str, opts: list[Option]) -> list[tuple[str, str]]:
+def _choices(values: Values, current: str, opts: list[Option]) -> list[tuple[str, str]]:
     """(node, line) for every choice: forward options by zero-token value, then the subgraph
     nodes worth going back to."""
+    walk, value = values.walk, values.value
     cfg = walk.cfg
-    fwd = sorted(opts, key=lambda o: -value(walk, o.node))
+    fwd = sorted(opts, key=lambda o: -value(o.node))
     memory = walk.store.memory([o.edge.id for o in fwd]) if fwd else np.zeros((0, 1))
-    nodes = walk.nodes([o.node for o in fwd])
+    nodes = walk.reads.nodes([o.node for o in fwd])
     out = []
     for o, node, mem in zip(fwd, nodes, memory):
         via = f', via "{_short(o.edge.text)}"' if o.edge.kind == "relation" else ""
@@ -82,10 +83,10 @@ def _choices(walk: Walk, current: str, opts: list[Option]) -> list[tuple[str, st
             continue
         others = [w for e in walk.frontier(n) if not is_chunk(w := e.other(n))]
         if others:
-            back.append((max(value(walk, w) for w in others), n, len(others)))
+            back.append((max(value(w) for w in others), n, len(others)))
     back.sort(key=lambda t: -t[0])
     back = back[: cfg.prompt.max_back_choices]
-    for (_, n, count), node in zip(back, walk.nodes([b[1] for b in back])):
+    for (_, n, count), node in zip(back, walk.reads.nodes([b[1] for b in back])):
         out.append((n, f"go back to {_label(node)} ({count} unexplored neighbours)"))
     return out
 
@@ -93,7 +94,7 @@ def _choices(walk: Walk, current: str, opts: list[Option]) -> list[tuple[str, st
 def render_choices(
     walk: Walk, current: str, choices: list[tuple[str, str]], suggested: MoveChoice
 ) -> str:
-    (here,) = walk.nodes([current])
+    (here,) = walk.reads.nodes([current])
     lines = [f"You are at: {_label(here)}.", "Choices:"]
     lines += [f"{i}. {line}" for i, (_, line) in enumerate(choices, 1)]
     if not choices:
@@ -115,12 +116,14 @@ class LLMNavigator:
 
     def __init__(self, template: str = TRAVERSAL_PROMPT) -> None:
         self.template = template
+        self.suggest = ZeroTokenNavigator()  # orders the choices and marks its own pick
 
     def decide(
         self, walk: Walk, query: str, current: str, opts: list[Option], feedback: str
     ) -> Step:
-        choices = _choices(walk, current, opts)
-        suggested = choose(walk, current, opts)
+        values = self.suggest.values(walk)
+        choices = _choices(values, current, opts)
+        suggested = self.suggest.choose(walk, current, opts)
         if feedback:
             feedback = (
                 f"\nNote: {feedback}. Legal replies: "

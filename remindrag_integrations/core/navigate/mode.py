@@ -15,6 +15,8 @@ margin 0.50, agreement 0.61): benchmarks/RESULTS.md §9.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..walk import Walk
@@ -36,17 +38,32 @@ def certainty(walk: Walk) -> dict[str, float | None]:
     return {"outside": outside, "margin": margin, "agreement": agreement}
 
 
-def decide(walk: Walk, has_llm: bool) -> dict[str, Any]:
-    """Whether this query's walk asks the LLM, and why: ``{"mode", "llm", "reason", ...the
-    signals}`` (kept in the trace as ``navigation``)."""
+@dataclass(frozen=True)
+class Navigation:
+    """The decision who walks (a stage's frozen result): the ``llm_navigation`` mode, whether
+    the LLM walks, why, and the first pass's signals (:func:`certainty`) when they were read;
+    the trace keeps :meth:`to_dict` as ``navigation``."""
+
+    mode: str
+    llm: bool
+    reason: str
+    signals: Mapping[str, float | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "llm": self.llm, "reason": self.reason, **self.signals}
+
+
+def decide(walk: Walk, has_llm: bool) -> Navigation:
+    """Whether this query's walk asks the LLM, and why (``has_llm``: the navigator's
+    declared ``spends_tokens``)."""
     cfg = walk.cfg
     mode = cfg.llm_navigation
     if not has_llm:
-        return {"mode": mode, "llm": False, "reason": "no LLM: zero-token walk"}
+        return Navigation(mode, False, "no LLM: zero-token walk")
     if mode == "always":
-        return {"mode": mode, "llm": True, "reason": "llm_navigation='always'"}
+        return Navigation(mode, True, "llm_navigation='always'")
     if mode == "never":
-        return {"mode": mode, "llm": False, "reason": "llm_navigation='never'"}
+        return Navigation(mode, False, "llm_navigation='never'")
     signals = certainty(walk)
     outside, t = signals["outside"], cfg.navigator.llm_threshold
     if walk.prior is None or not walk.prior.graph:
@@ -61,4 +78,4 @@ def decide(walk: Walk, has_llm: bool) -> dict[str, Any]:
     else:
         reason = f"sure: graph pull beyond the top {cfg.k} is {outside:.2f} <= {t}"
         ask = False
-    return {"mode": mode, "llm": ask, "reason": reason, **signals}
+    return Navigation(mode, ask, reason, signals)

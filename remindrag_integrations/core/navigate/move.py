@@ -66,9 +66,9 @@ def options(walk: Walk, current: str, limit: int | None = None) -> list[Option]:
     others = [e.other(current) for e in edges]
     scores = replay_scores(  # through the walk's caches: each read once per query
         walk.q_hat,
-        walk.embeddings([current])[0],
-        walk.embeddings(others),
-        walk.memory([e.id for e in edges]),
+        walk.reads.embeddings([current])[0],
+        walk.reads.embeddings(others),
+        walk.reads.memory([e.id for e in edges]),
         walk.cfg.memory.alpha,
     )
     best: dict[str, Option] = {}
@@ -124,7 +124,7 @@ def read_target(target: str, choices: list[tuple[str, str]], walk: Walk) -> str:
     if target in known:
         return target
     wanted = norm_name(re.sub(r'^(go back to |passage )|"', "", target.strip()))
-    for node in walk.nodes(known):
+    for node in walk.reads.nodes(known):
         if wanted and norm_name(node.name) == wanted:
             return node.id
     raise LLMOutputError(f"{target!r} is not one of the choices")
