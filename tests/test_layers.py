@@ -37,7 +37,7 @@ def package_edges() -> list:
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     """A toy package of the same name, with the same floors, to break the rules on."""
     root = tmp_path / "remindrag_integrations"
-    for name in ("", "core", "stores", "app", "bench", *files):
+    for name in ("", "core", "stores", "app", *files):
         path = root / name if name.endswith(".py") else root / name / "__init__.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
@@ -144,10 +144,37 @@ def test_the_engine_never_imports_the_faces(tmp_path: Path) -> None:
     assert floors.violations(floors.edges(root)) == ["import runs up: engine:1 -> faces (top)"]
 
 
-def test_the_harness_does_not_import_the_command_line(tmp_path: Path) -> None:
-    root = _package(tmp_path, {"bench/cli.py": "def f():\n    from ..app import specs\n"})
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def f():\n    from benchmarks.harness.cli import main\n",
+        "import benchmarks.harness\n",
+        "from benchmarks import harness\n",
+    ],
+)
+def test_the_library_never_imports_the_benchmark_harness(tmp_path: Path, code: str) -> None:
+    """The harness lives beside the package (``benchmarks/harness``): no floor imports it, not
+    even the command line, not even lazily."""
+    root = _package(tmp_path, {"app/cli.py": code})
     broken = floors.violations(floors.edges(root))
-    assert broken and all(line.startswith("bench imports app") for line in broken)
+    assert len(broken) == 1 and broken[0].startswith("the library imports the benchmarks: app.cli:")
+    assert "-> benchmarks" in broken[0] and "benchmarks" not in floors.mermaid(floors.edges(root))
+
+
+def test_the_librarys_own_tests_never_import_the_harness() -> None:
+    """Only the harness's own tests (tests/harness/) import ``benchmarks``; the library's
+    tests get their helpers from the library or from tests/ (conftest.py's ``sample_set``,
+    ``testing.synthetic_graph``)."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if "harness" in path.relative_to(ROOT / "tests").parts[:1]:
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(r"\s*(from|import) benchmarks\b", line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == []
+    assert not (ROOT / "remindrag_integrations" / "bench").exists()
+    assert (ROOT / "benchmarks" / "harness" / "__main__.py").exists()
 
 
 def test_every_allowed_exception_is_still_in_the_code(package_edges: list) -> None:
@@ -187,10 +214,9 @@ def test_architecture_names_every_store_capability() -> None:
 
 
 def test_the_store_protocols_have_one_door() -> None:
-    """The package imports the store protocols from ``core.store`` only; the old address,
-    ``core.protocols``, still gives them for one release, with a deprecation warning."""
-    from remindrag_integrations.core import store
-    from remindrag_integrations.errors import ReMindDeprecationWarning
+    """The package imports the store protocols from ``core.store`` only; ``core.protocols``
+    holds the chat LLM and the embedder, nothing of the store's."""
+    from remindrag_integrations.core import protocols, store
 
     pkg = ROOT / "remindrag_integrations"
     moved = {"GraphStore", "LexicalStore", "MemoryFn", "SettingsStore", "SnapshotStore"}
@@ -200,9 +226,7 @@ def test_the_store_protocols_have_one_door() -> None:
             if re.match(r"from [.\w]*protocols import", line):
                 names = {n.strip() for n in line.split("import", 1)[1].split(",")}
                 assert not names & moved, f"{path.relative_to(ROOT)}: {line}"
-    with pytest.warns(ReMindDeprecationWarning, match="core.store"):
-        from remindrag_integrations.core.protocols import GraphStore
-    assert GraphStore is store.GraphStore
+    assert not moved & set(vars(protocols)) and hasattr(store, "GraphStore")
 
 
 def test_a_query_from_the_users_door_enters_each_face_once_going_down() -> None:

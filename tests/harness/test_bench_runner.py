@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from remindrag_integrations.bench.cli import main
-from remindrag_integrations.bench.data import Dataset, load_dataset
-from remindrag_integrations.bench.resources import make_embedder
-from remindrag_integrations.bench.runner import Bench, run_learning_curve, run_retrieval
-from remindrag_integrations.bench.scale import measure_point
+from benchmarks.harness.cli import main
+from benchmarks.harness.data import Dataset, load_dataset
+from benchmarks.harness.resources import make_embedder
+from benchmarks.harness.runner import Bench, run_learning_curve, run_retrieval
+from benchmarks.harness.scale import measure_point
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 METHODS = ["bm25", "dense", "ppr", "remindrag"]
 
 
@@ -43,7 +43,7 @@ def test_per_question_run_scores_every_method(hotpot_ds: Dataset) -> None:
     for m in METHODS:  # CPU time beside the wall clock, which a loaded machine stretches
         cpu = res["summary"][m]["latency_ms"]["cpu"]
         assert 0.0 <= cpu["p50"] <= cpu["p95"]
-    from remindrag_integrations.bench.report import to_markdown
+    from benchmarks.harness.report import to_markdown
 
     assert to_markdown(res).count(" (CPU ") == len(METHODS)
 
@@ -55,7 +55,7 @@ def test_a_baseline_is_timed_without_building_its_index(
     latency (it was, and per-question baselines looked 10-50x slower than pooled ones)."""
     import time
 
-    from remindrag_integrations.bench import runner
+    from benchmarks.harness import runner
 
     class SlowToBuild(runner.BM25Baseline):
         def __init__(self, chunks: list) -> None:
@@ -157,7 +157,7 @@ class _CountingEmbedder:
 
 
 def test_embedding_cache_persists_between_runs(tmp_path: Path) -> None:
-    from remindrag_integrations.bench.resources import CachedEmbedder
+    from benchmarks.harness.resources import CachedEmbedder
 
     first = _CountingEmbedder()
     cache = CachedEmbedder(first, tmp_path / "e.npz")
@@ -186,7 +186,7 @@ def _moments(path: Path, dim: int) -> str:
 
 
 def test_synthetic_embeddings_follow_the_fitted_moments(tmp_path: Path) -> None:
-    from remindrag_integrations.bench.scale_vectors import synthetic_embeddings
+    from benchmarks.harness.scale_vectors import synthetic_embeddings
 
     m = _moments(tmp_path / "m.npz", 16)
     emb = synthetic_embeddings(300, 16, 0, m, n_entities=200)
@@ -205,7 +205,7 @@ def test_scale_point_with_fitted_embeddings_scores_its_own_seeds(tmp_path: Path)
 
 
 def test_fitting_moments_on_too_few_passages_is_a_clear_error(tmp_path: Path) -> None:
-    from remindrag_integrations.bench.scale_vectors import minilm_moments
+    from benchmarks.harness.scale_vectors import minilm_moments
 
     corpus = DATA / "hotpotqa_train100_sample.corpus.jsonl"
     with pytest.raises(ValueError, match="cannot fit a covariance"):

@@ -1,4 +1,4 @@
-"""The paper's protocol with a real LLM, per question (``remindrag bench real``).
+"""The paper's protocol with a real LLM, per question (``python -m benchmarks.harness real``).
 
 For every question a small graph is built from its own passages with zero-token (rule-based)
 indexing; then, on that graph:
@@ -23,13 +23,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import ReMindRAG
-from ..core.config import RetrievalConfig
-from ..core.errors import LLMError
-from ..core.indexing import make_chunks
-from ..core.text import count_tokens
-from ..core.types import Chunk, Retrieval
-from ..testing import RecordingLLM
+from remindrag_integrations import ReMindRAG
+from remindrag_integrations.core.config import RetrievalConfig
+from remindrag_integrations.core.errors import LLMError
+from remindrag_integrations.core.indexing import make_chunks
+from remindrag_integrations.core.text import count_tokens
+from remindrag_integrations.core.types import Chunk, Retrieval
+from remindrag_integrations.testing import RecordingLLM
+
 from . import metrics as M
 from .baselines import BM25Baseline, DenseBaseline
 from .data import Dataset

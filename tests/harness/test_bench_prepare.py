@@ -1,4 +1,4 @@
-"""``remindrag bench prepare``: HotpotQA, MuSiQue and 2WikiMultihopQA files in their original
+"""``python -m benchmarks.harness prepare``: HotpotQA, MuSiQue and 2WikiMultihopQA files in their original
 formats (small synthetic samples in tests/data/raw) become benchmark sets that ``bench run``
 reads with ``--data``."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import DATA, load_jsonl
 
-from remindrag_integrations.bench.cli import main as bench_main
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.prepare import PrepareError, detect, pid_of, prepare
+from benchmarks.harness.cli import main as bench_main
+from benchmarks.harness.data import load_dataset
+from benchmarks.harness.prepare import PrepareError, detect, pid_of, prepare
 
 RAW = DATA / "raw"
 

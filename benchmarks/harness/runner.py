@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import ReMindRAG
-from ..core.config import IndexConfig, RetrievalConfig
-from ..core.indexing import make_chunks
-from ..core.types import STAGES, Chunk, Retrieval
+from remindrag_integrations import ReMindRAG
+from remindrag_integrations.core.config import IndexConfig, RetrievalConfig
+from remindrag_integrations.core.indexing import make_chunks
+from remindrag_integrations.core.types import STAGES, Chunk, Retrieval
+
 from . import learning
 from . import metrics as M
 from .baselines import BM25Baseline, DenseBaseline, PPRBaseline, graph_edges

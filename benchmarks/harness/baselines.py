@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..core.store import GraphStore
-from ..core.types import Chunk
+from remindrag_integrations.core.store import GraphStore
+from remindrag_integrations.core.types import Chunk
 
 
 class Retriever(Protocol):
@@ -95,7 +95,7 @@ class PPRBaseline:
         self.anchor_rows = np.array([i for i, n in enumerate(ids) if n.startswith("a-")])
 
     def seed_entities(self, query: str, query_vec: np.ndarray) -> list[tuple[str, float]]:
-        from ..core.extract_rules import rule_based_extraction
+        from remindrag_integrations.core.extract_rules import rule_based_extraction
 
         names = rule_based_extraction(query).entities if self.embedder is not None else []
         if not names:

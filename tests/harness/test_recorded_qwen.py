@@ -1,7 +1,7 @@
 """What a real model says, in every CI run: Qwen2.5-Coder-1.5B-Instruct's replies on the first
 HotpotQA sample questions, recorded once by
 
-    python -m remindrag_integrations.bench real --data tests/data \
+    python -m benchmarks.harness real --data tests/data \
         --set hotpotqa_train100_sample --llm local:qwen2.5-1.5b --embedder hash --limit 2 \
         --k 5 --record tests/data/qwen2.5-1.5b_replies.json
 
@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.real import run_real
-from remindrag_integrations.bench.resources import make_embedder
+from benchmarks.harness.data import load_dataset
+from benchmarks.harness.real import run_real
+from benchmarks.harness.resources import make_embedder
 from remindrag_integrations.core import indexing
 from remindrag_integrations.testing import RecordedLLM
 
-DATA = Path(__file__).parent / "data"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+DATA = Path(__file__).resolve().parents[1] / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from legacy_extractor import legacy_extraction  # noqa: E402  (benchmarks/: not shipped)
 
 FIXTURE = DATA / "qwen2.5-1.5b_replies.json"

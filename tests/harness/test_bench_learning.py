@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.learning import holds_answer, judge_stats
-from remindrag_integrations.bench.resources import make_embedder
-from remindrag_integrations.bench.runner import run_learning_curve
+from benchmarks.harness.data import load_dataset
+from benchmarks.harness.learning import holds_answer, judge_stats
+from benchmarks.harness.resources import make_embedder
+from benchmarks.harness.runner import run_learning_curve
 from remindrag_integrations.testing import RecordedLLM, RecordingLLM, ScriptedLLM
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_holds_answer_normalises_and_matches_whole_words() -> None:
@@ -130,7 +130,7 @@ def test_recorded_qwen_replies_replay_through_the_reader() -> None:
     """Qwen2.5-Coder-1.5B-Instruct (``local:qwen2.5-1.5b``) answering the first 3 HotpotQA
     sample questions over the zero-token retrieval, recorded once by
 
-        python -m remindrag_integrations.bench curve --data tests/data \\
+        python -m benchmarks.harness curve --data tests/data \\
             --set hotpotqa_train100_sample --limit 3 --embedder hash --embed-cache '' \\
             --turns 1 --feedback llm-cite --alternating 0 \\
             --record tests/data/qwen2.5-1.5b_cite_replies.json
@@ -167,8 +167,8 @@ def test_recorded_qwen_replies_replay_through_the_reader() -> None:
 def test_a_recorded_qwen_citation_is_the_support(musique: tuple[list[dict], dict]) -> None:
     """A reply Qwen2.5-Coder-1.5B gave on the first MuSiQue question in the RESULTS §11 run
     (pooled over the whole set; a later turn): its one citation is the support."""
+    from benchmarks.harness.data import row_document
     from remindrag_integrations import ReMindRAG
-    from remindrag_integrations.bench.data import row_document
 
     qs, rows = musique
     rag = ReMindRAG(embeddings=make_embedder("hash"))

@@ -1,7 +1,8 @@
 """Benchmark harness: datasets, metrics, baselines, the runner and the scale test.
 
-Run it with ``python -m remindrag_integrations.bench --help`` (or ``remindrag bench``).
-Nothing here is imported by the library itself.
+Run it from the repository root with ``python -m benchmarks.harness --help``. It is not part
+of the installed package: the library and its own tests never import it
+(``tools/import_floors.py`` checks the library side).
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from remindrag_integrations.bench.results import has_records, without_records, write_result
+from benchmarks.harness.results import has_records, without_records, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_summary_drops_records_at_any_depth_and_names_the_raw_file(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remindrag_integrations.bench import metrics as M
+from benchmarks.harness import metrics as M
 
 
 def test_recall_that_must_be_half_is_half() -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.types import STAGES
+from remindrag_integrations.core.types import STAGES
+
 from . import metrics as M
 
 

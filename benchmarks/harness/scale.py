@@ -29,81 +29,37 @@ from typing import Any
 
 import numpy as np
 
-from ..core.config import RetrievalConfig
-from ..core.memory.filter import Support
-from ..core.memory.math import unit
-from ..core.memory.replay import replay
-from ..core.memory.write import split_edges, update
-from ..core.pipeline import seed
-from ..core.types import Chunk, Edge, Node
-from ..core.walk import Walk, find_seeds
-from ..stores import InMemoryGraphStore
+from remindrag_integrations import testing
+from remindrag_integrations.core.config import RetrievalConfig
+from remindrag_integrations.core.memory.filter import Support
+from remindrag_integrations.core.memory.math import unit
+from remindrag_integrations.core.memory.replay import replay
+from remindrag_integrations.core.memory.write import split_edges, update
+from remindrag_integrations.core.pipeline import seed
+from remindrag_integrations.core.types import Node
+from remindrag_integrations.core.walk import Walk, find_seeds
+from remindrag_integrations.stores import InMemoryGraphStore
+
 from .metrics import percentile
 from .scale_vectors import synthetic_embeddings
 
-EDGES_PER_CHUNK = 25
-ENTITIES_PER_CHUNK = 7
-CHUNKS_PER_DOC = 10
+# each size's subprocess runs ``python -m benchmarks.harness.scale`` from the repository root
+REPO = Path(__file__).resolve().parents[2]
 
 
 def synthetic_graph(
     n_edges: int, dim: int = 384, seed: int = 0, moments: str | None = None, **options: Any
 ) -> InMemoryGraphStore:
-    """A store with about ``n_edges`` edges (see module docstring; ``moments``: see
-    :func:`synthetic_embeddings`); ``options`` go to :class:`InMemoryGraphStore`
-    (``vectors=``, ``ann=`` ...)."""
-    rng = np.random.default_rng(seed)
-    n_chunks = max(2, round(n_edges / (EDGES_PER_CHUNK - 2.5)))  # minus duplicate relations
-    n_entities = max(4, n_chunks * ENTITIES_PER_CHUNK // 2)  # entities recur across chunks
-    words = [f"w{i}" for i in range(5000)]
-    chunks, nodes, edges = [], [], []
-    ent_ids = [f"e-{i:010x}" for i in range(n_entities)]
-    nodes += [Node(e, "entity", f"entity {i}") for i, e in enumerate(ent_ids)]
-    popularity = 1.0 / np.arange(1, n_entities + 1) ** 0.8
-    popularity /= popularity.sum()
-    for i in range(n_chunks):
-        cid, aid, doc = f"c-{i:010x}", f"a-{i:010x}", f"doc{i // CHUNKS_PER_DOC}"
-        text = f"chunk {i} " + " ".join(rng.choice(words, 500))
-        chunks.append(Chunk(cid, doc, i % CHUNKS_PER_DOC, text, 0, len(text)))
-        nodes += [Node(aid, "anchor", f"title {i}", doc, cid), Node(cid, "chunk", cid, doc, cid)]
-        edges.append(Edge(f"k-{i:010x}", aid, cid, "contains", f"title {i}"))
-        ents = np.unique(rng.choice(n_entities, ENTITIES_PER_CHUNK, p=popularity))
-        edges += [
-            Edge(f"m-{i:08x}{j:02x}", ent_ids[e], aid, "mention", "is mentioned in")
-            for j, e in enumerate(ents)
-        ]
-        for j in range(EDGES_PER_CHUNK - 2 - len(ents)):
-            a, b = rng.choice(ents, 2)
-            if a != b:
-                edges.append(
-                    Edge(
-                        f"r-{i:08x}{j:02x}",
-                        ent_ids[a],
-                        ent_ids[b],
-                        "relation",
-                        f"entity {a} relates to entity {b} in chunk {i}.",
-                    )
-                )
-        if i % CHUNKS_PER_DOC:
-            edges.append(
-                Edge(
-                    f"x-{i:010x}", f"a-{i - 1:010x}", aid, "context", "continues in the next chunk"
-                )
-            )
-    emb = synthetic_embeddings(len(nodes), dim, seed, moments, n_entities)
-    store = InMemoryGraphStore(**options)
-    store.add_graph(
-        documents=[
-            (f"doc{d}", "synthetic", {})
-            for d in range((n_chunks + CHUNKS_PER_DOC - 1) // CHUNKS_PER_DOC)
-        ],
-        chunks=chunks,
-        nodes=nodes,
-        embeddings=emb,
-        edges=edges,
-        entity_aliases={},
-    )
-    return store
+    """The library's :func:`~remindrag_integrations.testing.synthetic_graph`, its vectors
+    i.i.d. random or, with ``moments``, drawn as :func:`.scale_vectors.synthetic_embeddings`
+    says; ``options`` go to :class:`InMemoryGraphStore` (``vectors=``, ``ann=`` ...)."""
+    embeddings = None
+    if moments is not None:
+
+        def embeddings(n_nodes: int, n_entities: int) -> np.ndarray:
+            return synthetic_embeddings(n_nodes, dim, seed, moments, n_entities)
+
+    return testing.synthetic_graph(n_edges, dim, seed, embeddings, **options)
 
 
 def _random_walk(walk: Walk, rng: np.random.Generator, hops: int) -> None:
@@ -141,6 +97,7 @@ def _trimmed_rss_mb() -> float | None:
 
 _SERVE = """
 import json, os, sys, numpy as np
+from remindrag_integrations import testing
 from remindrag_integrations.stores import InMemoryGraphStore
 store = InMemoryGraphStore.load(sys.argv[1], **json.loads(sys.argv[2]))
 q = np.random.default_rng(0).standard_normal(int(sys.argv[3])).astype(np.float32)
@@ -308,7 +265,7 @@ def run_scale(
         cmd = [
             sys.executable,
             "-m",
-            "remindrag_integrations.bench.scale",
+            "benchmarks.harness.scale",
             str(n),
             str(queries),
             str(dim),
@@ -317,7 +274,9 @@ def run_scale(
             moments or "",
         ]
         try:
-            proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(
+                cmd, check=False, capture_output=True, text=True, timeout=timeout, cwd=REPO
+            )
             if proc.returncode != 0:
                 raise RuntimeError(
                     proc.stderr.strip().splitlines()[-1]

@@ -1,4 +1,4 @@
-"""``python -m remindrag_integrations.bench``."""
+"""``python -m benchmarks.harness``."""
 
 import sys
 

@@ -15,8 +15,9 @@ def minilm_moments(corpus: str | os.PathLike[str], cache_dir: str | os.PathLike[
     row, its ``title`` above it as the bench does) and the offline extractor's entity names
     with the packaged MiniLM, and save the mean and covariance of each set as an ``.npz`` in
     ``cache_dir`` (named by the corpus's content; reused when present). Returns its path."""
-    from ..adapters.embeddings import default_embedder
-    from ..core.extract_rules import rule_based_extraction
+    from remindrag_integrations.adapters.embeddings import default_embedder
+    from remindrag_integrations.core.extract_rules import rule_based_extraction
+
     from .data import read_jsonl, row_document
 
     raw = Path(corpus).read_bytes()

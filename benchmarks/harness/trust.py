@@ -14,7 +14,8 @@ from collections.abc import Callable
 from statistics import mean
 from typing import Any
 
-from ..core.types import Document
+from remindrag_integrations.core.types import Document
+
 from .data import Dataset
 from .memory_bench import teach_pairs
 from .resources import CachedEmbedder

@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core import answer as answering
-from ..core.memory.filter import llm_filter
-from ..core.prompts import cited_ids
-from ..core.protocols import Completion
-from ..core.steps import LLMDecider, Runtime, drive
-from ..core.types import CostLedger, Retrieval
+from remindrag_integrations.core import answer as answering
+from remindrag_integrations.core.memory.filter import llm_filter
+from remindrag_integrations.core.prompts import cited_ids
+from remindrag_integrations.core.protocols import Completion
+from remindrag_integrations.core.steps import LLMDecider, Runtime, drive
+from remindrag_integrations.core.types import CostLedger, Retrieval
+
 from . import metrics as M
 
 POLICIES = ("enhance", "cache", "full", "off")

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from remindrag_integrations.bench import peers
-from remindrag_integrations.bench.cli import main
-from remindrag_integrations.bench.data import Dataset
-from remindrag_integrations.bench.resources import make_embedder
-from remindrag_integrations.bench.runner import Bench
+from benchmarks.harness import peers
+from benchmarks.harness.cli import main
+from benchmarks.harness.data import Dataset
+from benchmarks.harness.resources import make_embedder
+from benchmarks.harness.runner import Bench
 from remindrag_integrations.core.errors import ReMindError
 from remindrag_integrations.core.types import Chunk
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def need(method: str) -> None:
@@ -62,7 +62,7 @@ def test_every_peer_runs_through_bench_run(setting: str, tmp_path: Path) -> None
 
 
 def _kbs(setting: str) -> list:
-    from remindrag_integrations.bench.data import load_dataset
+    from benchmarks.harness.data import load_dataset
 
     ds = load_dataset("hotpotqa_train100_sample", DATA).head(4)
     return Bench(ds, setting, "none", make_embedder("hash")).unique_kbs()

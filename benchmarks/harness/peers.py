@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import ReMindError
-from ..core.types import Chunk
+from remindrag_integrations.core.errors import ReMindError
+from remindrag_integrations.core.types import Chunk
 
 PEERS = ("li_fusion", "lc_ensemble", "lc_graph")
 PEER_EXTRA = "pip install 'remindrag-integrations[peers]'"

@@ -1,4 +1,4 @@
-"""``remindrag bench ...`` / ``python -m remindrag_integrations.bench ...``.
+"""``python -m benchmarks.harness ...`` (from the repository root).
 
     run    bm25 / dense / ppr / remindrag side by side on one dataset and setting (and the
            frameworks' own retrievers: li_fusion, lc_ensemble, lc_graph; extra 'peers')
@@ -195,7 +195,7 @@ def _add_files(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="remindrag bench",
+        prog="python -m benchmarks.harness",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -211,10 +211,10 @@ def _prepare(args: argparse.Namespace) -> int:
     try:
         qpath, cpath, nq, nc = prepare(args.file, args.out, args.name, args.format, args.limit)
     except PrepareError as exc:
-        print(f"remindrag bench prepare: error: {exc}", file=sys.stderr)
+        print(f"python -m benchmarks.harness prepare: error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {nq} questions to {qpath} and {nc} passages to {cpath}")
-    print(f"next: remindrag bench run --data {args.out} --set {args.name}")
+    print(f"next: python -m benchmarks.harness run --data {args.out} --set {args.name}")
     return 0
 
 
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":  # before minutes of indexing
         bad = _bad_methods(args.methods)
         if bad:
-            print(f"remindrag bench run: error: {bad}", file=sys.stderr)
+            print(f"python -m benchmarks.harness run: error: {bad}", file=sys.stderr)
             return 2
     ds = load_dataset(args.set_name, args.data).head(args.limit)
     embedder = make_embedder(args.embedder, args.embed_cache or None)
@@ -364,8 +364,9 @@ def _curve(args: argparse.Namespace, ds: Any, embedder: Any) -> tuple[dict[str, 
         stem += f"-{args.self_memorize}"
     reader, checkpoint = None, None
     if args.feedback == "llm-cite":
-        from ..adapters.cache import CachedLLM
-        from ..adapters.llm import as_chat_llm
+        from remindrag_integrations.adapters.cache import CachedLLM
+        from remindrag_integrations.adapters.llm import as_chat_llm
+
         from .real import PrefixLog  # a RecordingLLM that reports each call
         from .resources import make_llm as load_llm
 
@@ -421,11 +422,12 @@ def _checkpointer(args: argparse.Namespace, path: Path, log: Any) -> Any:
 
 
 def _command() -> str:
-    return "python -m remindrag_integrations.bench " + " ".join(sys.argv[1:])
+    return "python -m benchmarks.harness " + " ".join(sys.argv[1:])
 
 
 def _real(args: argparse.Namespace, ds: Any, embedder: Any) -> int:
-    from ..adapters.llm import as_chat_llm
+    from remindrag_integrations.adapters.llm import as_chat_llm
+
     from .real import run_real
     from .real_report import to_markdown
     from .resources import make_llm as load_llm
@@ -446,7 +448,7 @@ def _real(args: argparse.Namespace, ds: Any, embedder: Any) -> int:
         model=args.llm,
     )
     res["seconds"] = time.perf_counter() - t0
-    res["command"] = "python -m remindrag_integrations.bench " + " ".join(sys.argv[1:])
+    res["command"] = "python -m benchmarks.harness " + " ".join(sys.argv[1:])
     path = Path(args.out) if args.out else DEFAULT_OUT / f"{_stem(args, 'real')}.json"
     write_result(res, path)
     if args.record:

@@ -1,4 +1,4 @@
-"""`remindrag bench real` end to end with a scripted LLM: the result file, the per-question
+"""`python -m benchmarks.harness real` end to end with a scripted LLM: the result file, the per-question
 JSONL a long run appends, and the reply fixture it records, which replays exactly."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from remindrag_integrations.bench.cli import main
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.real import run_real
-from remindrag_integrations.bench.real_report import from_jsonl, to_markdown
-from remindrag_integrations.bench.resources import make_embedder
+from benchmarks.harness.cli import main
+from benchmarks.harness.data import load_dataset
+from benchmarks.harness.real import run_real
+from benchmarks.harness.real_report import from_jsonl, to_markdown
+from benchmarks.harness.resources import make_embedder
 from remindrag_integrations.testing import RecordedLLM
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_real_protocol_writes_results_records_and_a_replayable_fixture(tmp_path, capsys) -> None:

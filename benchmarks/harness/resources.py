@@ -21,10 +21,10 @@ def make_llm(spec: str | None) -> Any:
     (:func:`~..adapters.llm_specs.load_llm`: ``none``, ``local:smollm2``,
     ``provider:model``, ...)."""
     if spec == "oracle":
-        from ..testing import OracleLLM
+        from remindrag_integrations.testing import OracleLLM
 
         return OracleLLM()
-    from ..adapters.llm_specs import load_llm
+    from remindrag_integrations.adapters.llm_specs import load_llm
 
     return load_llm(spec)
 
@@ -89,7 +89,10 @@ def make_embedder(
     ``truncate``)."""
     if spec == "hash":
         return CachedEmbedder(_UnitHash())
-    from ..adapters.embeddings import SentenceTransformerEmbedder, default_embedder
+    from remindrag_integrations.adapters.embeddings import (
+        SentenceTransformerEmbedder,
+        default_embedder,
+    )
 
     # minilm: the library's default (onnxruntime unless REMINDRAG_EMBEDDER_BACKEND=torch), so
     # the bench times what a user's queries do; each backend keeps its own cache file
@@ -110,7 +113,7 @@ class _UnitHash:
     """HashEmbedder with unit rows (dense baselines compare cosines)."""
 
     def __init__(self) -> None:
-        from ..testing import HashEmbedder
+        from remindrag_integrations.testing import HashEmbedder
 
         self.inner = HashEmbedder(256)
 

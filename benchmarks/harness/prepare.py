@@ -1,4 +1,4 @@
-"""``remindrag bench prepare``: the public multi-hop QA files, as downloaded, into the benchmark
+"""``python -m benchmarks.harness prepare``: the public multi-hop QA files, as downloaded, into the benchmark
 format (``<name>.questions.jsonl`` + ``<name>.corpus.jsonl``) that ``bench run`` / ``curve``
 read with ``--data DIR``.
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.types import Document
+from remindrag_integrations.core.types import Document
 
 DEFAULT_DATA_DIR = Path(os.environ.get("REMINDRAG_BENCH_DATA", "../shared/datasets"))
 
