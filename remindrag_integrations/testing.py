@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .core.extract_rules import rule_based_extraction
-from .core.ids import NODE_ID_RE, anchor_of, is_chunk
+from .core.ids import NODE_ID_RE, NODE_ID_TEXT, anchor_of, is_chunk
 from .core.protocols import Completion
 from .core.steps import Ask, current_ask, off_loop
 from .core.store import GraphStore
@@ -338,7 +338,7 @@ class RecordedLLM:
 
 def node_ids_in(text: str) -> list[str]:
     """All well-formed node ids in ``text`` (helper for custom scripted LLMs)."""
-    return [t for t in re.findall(r"[cae]-[0-9a-f]{4,40}", text) if NODE_ID_RE.match(t)]
+    return [t for t in re.findall(NODE_ID_TEXT, text) if NODE_ID_RE.match(t)]
 
 
 # the synthetic graph's proportions (those of the pooled HotpotQA graph)

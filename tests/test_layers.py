@@ -189,13 +189,67 @@ def _arrows(text: str) -> set[tuple[str, str, str]]:
     return set(re.findall(r"^\s*(\w+) (-->|-\.->)\|\d+\| (\w+)$", text, re.MULTILINE))
 
 
+def _rooms(text: str) -> set[tuple[str, str]]:
+    """The picture's nodes with their file counts: ``app["app (13)"]`` -> ("app", "13")."""
+    return set(re.findall(r'^\s*(\w+)\["[^"]*\((\d+)\)"\]$', text, re.MULTILINE))
+
+
+def _page() -> str:
+    return (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+
+
 def test_architecture_draws_the_house_the_code_builds(package_edges: list) -> None:
-    """The picture's arrows (which package imports which; counts may drift) are the code's:
-    after a change, paste the output of ``python tools/import_floors.py``."""
-    page = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    """The picture's rooms with their file counts, its arrows (which room imports which; the
+    import counts on them may drift) and the numbers the page states are the code's: after a
+    change, paste the output of ``python tools/import_floors.py``."""
+    page = _page()
     drawn = re.search(r"```mermaid\n(.*?)```", page, re.DOTALL)
     assert drawn is not None
-    assert _arrows(drawn.group(1)) == _arrows(floors.mermaid(package_edges))
+    code = floors.mermaid(package_edges)
+    assert _rooms(drawn.group(1)) == _rooms(code)
+    assert _arrows(drawn.group(1)) == _arrows(code)
+    stated = re.search(r"The house today: \*\*(.+?)\*\*", page)
+    assert stated is not None and stated.group(1) == floors.summary(package_edges)
+
+
+def test_architecture_has_one_copy_of_each_section() -> None:
+    """Each heading once (a second, older copy of a section drifted unseen before), and the
+    sections a reader looks for are there."""
+    headings = re.findall(r"^(#{2,3} .+)$", _page(), re.MULTILINE)
+    assert len(headings) == len(set(headings)), sorted(h for h in headings if headings.count(h) > 1)
+    for want in ("The rooms", "The house: imports by floor", "A query", "An insert", "Ids"):
+        assert f"## {want}" in headings
+    assert any(h.startswith("## A memory write") for h in headings)
+    assert "## The door for stores" in headings
+
+
+def test_architecture_points_at_files_and_names_that_exist() -> None:
+    """Every ``room/file.py`` and ``room/file.py::Name`` the page names is in the package."""
+    package = ROOT / "remindrag_integrations"
+    refs = re.findall(r"((?:core|stores|adapters|faces|app)/[\w/]+\.py)(?:::(\w+))?", _page())
+    assert refs
+    for path, name in refs:
+        assert (package / path).is_file(), path
+        if name:
+            source = (package / path).read_text(encoding="utf-8")
+            assert re.search(rf"^\s*(class|def|async def) {name}\b|^{name}\b", source, re.M), (
+                f"{path}::{name}"
+            )
+
+
+def test_ids_are_read_in_core_ids_only() -> None:
+    """No module but ``core/ids.py`` tells an id's kind by its prefix or spells an id's
+    pattern (ARCHITECTURE.md, "Ids"; PostgreSQL's SQL is the one exception the page names)."""
+    package = ROOT / "remindrag_integrations"
+    reads = re.compile(r"""startswith\(\(?["'][caemrkxl]-|\[[cae]+\]-\[0-9a-f\]|\bc-\[0-9a-f\]""")
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).as_posix() == "core/ids.py":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if reads.search(line):
+                found.append(f"{path.relative_to(package)}:{n}: {line.strip()}")
+    assert found == []
 
 
 def test_architecture_names_every_store_capability() -> None:

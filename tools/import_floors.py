@@ -21,7 +21,7 @@ Inside ``core`` and ``faces`` the same holds room by room (:func:`core_room`,
 :func:`face_room`); neighbours listed in
 :data:`ONE_WAY` import each other one way only.
 
-    python tools/import_floors.py            # the Mermaid picture, then the rules' verdict
+    python tools/import_floors.py            # the Mermaid picture, its numbers, the verdict
     python tools/import_floors.py --check    # only the verdict (exit 1 on a broken rule)
     python tools/import_floors.py --root ../other/remindrag_integrations   # another checkout
 
@@ -351,6 +351,21 @@ def mermaid(found: list[Edge], root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+def summary(found: list[Edge], root: Path = ROOT) -> str:
+    """The picture in numbers, as ARCHITECTURE.md states them (tests/test_layers.py): floors
+    holding a module, rooms (the picture's nodes), files (modules) and arrows."""
+    members = Counter(group(m, root) for m in modules(root))
+    used = {floor(f"{PACKAGE}.{g.split()[0]}") for g in members}
+    arrows = {
+        (group(e.source, root), group(e.target, root)) for e in found if _in_package(e.target)
+    }
+    arrows = {(a, b) for a, b in arrows if a != b}
+    return (
+        f"{len(used)} floors, {len(members)} rooms, {sum(members.values())} files, "
+        f"{len(arrows)} arrows"
+    )
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[argv.index("--root") + 1]).resolve() if "--root" in argv else ROOT
     found = edges(root)
@@ -359,7 +374,9 @@ def main(argv: list[str]) -> int:
     broken = violations(found)
     for line in broken:
         print(line, file=sys.stderr)
-    print(f"{len(found)} imports, {len(broken)} broken rules", file=sys.stderr)
+    print(
+        f"{summary(found, root)}; {len(found)} imports, {len(broken)} broken rules", file=sys.stderr
+    )
     return 1 if broken else 0
 
 
