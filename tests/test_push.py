@@ -208,5 +208,3 @@ def test_a_matrix_without_its_data_is_a_store_error_naming_what_to_give() -> Non
     store, _, _ = _graph(kind=OldMatrixStore)
     with pytest.raises(StoreError, match=r"OldMatrixStore\.graph_matrix\(\) gave a OldMatrix"):
         spread(_walk(store), RESTART)
-
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -57,3 +58,36 @@ def test_the_repository_versions_summaries_not_raw_benchmark_output() -> None:
         assert path.stat().st_size < 100_000, f"{name}: {path.stat().st_size} bytes"
         if path.suffix == ".json":
             assert not has_records(json.loads(path.read_text(encoding="utf-8"))), name
+
+
+def _anchors(page: str) -> set[str]:
+    """The anchors of a Markdown page's headings, as GitHub makes them (a repeated heading
+    gets ``-1``, ``-2`` ...); lines in fenced code are no headings."""
+    seen: dict[str, int] = {}
+    found: set[str] = set()
+    fenced = False
+    for line in page.splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and (m := re.match(r"#{1,6} (.+)", line)):
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            found.add(slug if n == 0 else f"{slug}-{n}")
+    return found
+
+
+def test_results_is_the_current_numbers_and_links_its_history() -> None:
+    """benchmarks/RESULTS.md stays short enough to find a number in (1,000 lines at most, an
+    index at the top); each section says when and in which commit it was written, and every
+    link into it or into the verbatim history lands on a heading."""
+    page = (ROOT / "benchmarks/RESULTS.md").read_text(encoding="utf-8")
+    history = (ROOT / "benchmarks/RESULTS-history.md").read_text(encoding="utf-8")
+    assert len(page.splitlines()) <= 1000
+    assert "**Index.**" in page[:5000]
+    own, old = _anchors(page), _anchors(history)
+    index = re.findall(r"\]\(#([\w\-]+)\)", page)
+    assert index and set(index) <= own, set(index) - own
+    linked = re.findall(r"RESULTS-history\.md#([\w\-]+)", page)
+    assert linked and set(linked) <= old, set(linked) - old
+    written = re.findall(r"Written here (\d{4}-\d{2}-\d{2}) in commit `([0-9a-f]{7})`", page)
+    assert len(written) >= 40
