@@ -22,7 +22,7 @@ PIN    := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 # the processor-drift mode: the packaged embedder's vectors moved as another CPU's kernels would
 DRIFT  := REMINDRAG_TEST_EMBED_NOISE=1e-3
 
-.PHONY: demo test test-drift lint clean constraints
+.PHONY: demo test test-console test-drift lint clean constraints
 
 demo: $(VENV)/.stamp-demo
 	$(VENV)/bin/remindrag demo
@@ -31,6 +31,14 @@ demo: $(VENV)/.stamp-demo
 test: $(VENV)/.stamp-test lint
 	$(PY) -m pytest -q
 	$(DRIFT) $(PY) -m pytest -q -p no:cacheprovider -m packaged_embedder
+
+# the console in a real browser (issue 47): Debian's Chromium (apt) driven by Playwright's Python
+# package, no browser download; the plain suite deselects it (pyproject addopts: -m 'not browser').
+# CONSOLE_SCREENSHOTS=docs/img refreshes the docs' pictures.
+test-console: $(VENV)/.stamp-test
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	$(PIP) install $(PIN) playwright
+	$(PY) -m pytest -q -m browser tests/test_console_browser.py
 
 test-drift: $(VENV)/.stamp-test
 	$(DRIFT) $(PY) -m pytest -q -p no:cacheprovider -m packaged_embedder

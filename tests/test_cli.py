@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, load_jsonl, run_cli
 
-COMMANDS = ["index", "ask", "inspect", "memory", "trace", "mcp", "demo"]
+COMMANDS = ["index", "ask", "inspect", "memory", "trace", "mcp", "serve", "demo"]
 
 
 run = run_cli  # `remindrag ARGS` in a subprocess
@@ -23,7 +23,7 @@ run = run_cli  # `remindrag ARGS` in a subprocess
 def test_every_command_has_help(command, tmp_path):
     out = run(*([command] if command else []), "--help", cwd=tmp_path).stdout
     assert out.startswith("usage: remindrag")
-    if command in ("index", "ask", "inspect", "memory", "trace", "mcp"):
+    if command in ("index", "ask", "inspect", "memory", "trace", "mcp", "serve"):
         assert "--store" in out
 
 

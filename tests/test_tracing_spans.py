@@ -341,3 +341,48 @@ def test_the_memory_write_after_an_answer_is_a_span_under_the_synthesis(
     assert out["applied"] == int(write.applied) and out["errors"] == 0
     assert out["enhanced_edges"] == len(write.enhanced)
     assert {s.name for s in spans} >= set(STAGE_SPANS) - {"ReMindRAG.walk"}  # the retrieval's
+
+
+def test_the_langchain_memory_callbacks_write_is_a_span_when_a_tracer_is_set_up(
+    langchain_traced: InMemorySpanExporter,
+) -> None:
+    """``ReMindMemoryCallback`` writes after the answer's run ended: its write is a root run
+    ``ReMindRAG.memorize`` that a process-wide tracer (here OpenInference's) records."""
+    from langchain_core.runnables import RunnableLambda
+
+    r = ReMindRetriever.from_texts(TEXTS, embeddings=HashEmbedder())
+
+    def answer(question: str) -> str:
+        found = r.invoke(question)
+        return f"Vinci. [{found[0].metadata['remindrag']['chunk_id']}]"
+
+    cb = r.memory_callback()
+    RunnableLambda(answer).invoke(QUESTION, config={"callbacks": [cb]})
+    (write,) = cb.writes
+    spans = langchain_traced.get_finished_spans()
+    (memorize,) = [s for s in spans if s.name == "ReMindRAG.memorize"]
+    out = _out(memorize)
+    assert out["trace_ids"] == [write.trace_id] and out["errors"] == 0
+    assert out["applied"] == int(write.applied) == 1
+    assert out["enhanced_edges"] == len(write.enhanced)
+    assert memorize.attributes["openinference.span.kind"] == "CHAIN"
+
+
+def test_without_a_tracer_the_memory_callback_makes_no_run(monkeypatch: Any) -> None:
+    from langchain_core.callbacks import CallbackManager
+    from langchain_core.runnables import RunnableLambda
+
+    r = ReMindRetriever.from_texts(TEXTS, embeddings=HashEmbedder())
+    started: list[str] = []
+    real = CallbackManager.on_chain_start
+
+    def spy(self: Any, serialized: Any, inputs: Any, **kw: Any) -> Any:
+        started.append(str(kw.get("name")))
+        return real(self, serialized, inputs, **kw)
+
+    monkeypatch.setattr(CallbackManager, "on_chain_start", spy)
+    cb = r.memory_callback()
+    RunnableLambda(lambda q: f"Vinci. [{r.invoke(q)[0].metadata['remindrag']['chunk_id']}]").invoke(
+        QUESTION, config={"callbacks": [cb]}
+    )
+    assert len(cb.writes) == 1 and "ReMindRAG.memorize" not in started

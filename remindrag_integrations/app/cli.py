@@ -1,4 +1,4 @@
-"""The ``remindrag`` command line: index, ask, inspect, memory, trace, mcp, demo. (The
+"""The ``remindrag`` command line: index, ask, inspect, memory, trace, mcp, serve, demo. (The
 benchmark harness is not part of the library: ``python -m benchmarks.harness`` in a checkout.)
 
 A store is a directory holding an SQLite database (``ReMindRAG(store=DIR)``: every write is
@@ -362,6 +362,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return serve(args)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .console.server import serve
+
+    return serve(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
@@ -382,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
             "memory": cmd_memory,
             "trace": cmd_trace,
             "mcp": cmd_mcp,
+            "serve": cmd_serve,
             "demo": cmd_demo,
         }
     )

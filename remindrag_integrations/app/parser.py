@@ -226,12 +226,36 @@ def _mcp(sub: Any, commands: Commands) -> None:
     p.set_defaults(func=commands["mcp"])
 
 
+def _serve(sub: Any, commands: Commands) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="a web console over a store: look at and correct its memory (extra 'console')",
+        description="Serve a local web console over a live store (docs/look-inside.md): "
+        "overview, graph, queries, corrections (forget, feedback, teach, ask; each recorded "
+        "in the store and undoable) and documents. Other processes' writes to the store "
+        "show on the next page load.",
+    )
+    _store_args(p)
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; any other needs --token)",
+    )
+    p.add_argument("--port", type=int, default=8766, help="port (default 8766)")
+    p.add_argument(
+        "--token",
+        help="token every request must carry: 'Authorization: Bearer T', or open the page "
+        "once with ?token=T (default: $REMINDRAG_CONSOLE_TOKEN)",
+    )
+    p.set_defaults(func=commands["serve"])
+
+
 def build(commands: Commands) -> argparse.ArgumentParser:
     """The parser; ``commands`` maps each command name to the function that runs it."""
     parser = argparse.ArgumentParser(
         prog="remindrag", description="ReMindRAG: a knowledge-graph retriever with memory."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_index, _ask, _inspect, _memory, _trace, _mcp, _demo):
+    for add in (_index, _ask, _inspect, _memory, _trace, _mcp, _serve, _demo):
         add(sub, commands)
     return parser

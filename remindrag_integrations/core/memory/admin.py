@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import arguments
-from ..errors import InvalidArgumentError, StoreError, UnknownNodeError
+from ..errors import EmbeddingError, InvalidArgumentError, StoreError, UnknownNodeError
 from ..ids import EDGE_ID_RE
 from ..protocols import Embedder
 from ..steps import embed_checked
@@ -165,3 +166,86 @@ class MemoryAdmin:
         vectors of those edges). Edges the graph lacks raise :class:`UnknownNodeError`, or are
         left out with ``skip_unknown=True``."""
         return import_file(self.store, arguments.path(path, "path"), skip_unknown)
+
+    # --- one edge at a time: read, forget, put back (the console's corrections and undo) ---
+    def memory_vectors(self, edge_ids: Sequence[str] | None = None) -> dict[str, list[float]]:
+        """The memory vectors of ``edge_ids`` that hold any memory (a zero vector is left
+        out), or of every remembered edge when ``edge_ids`` is None: what
+        :meth:`restore_memory` puts back. Unknown edge ids raise :class:`UnknownNodeError`."""
+        if edge_ids is None:
+            return {e: v for e, v in self.store.export_memory().items() if any(v)}
+        ids = _known_edges(self.store, edge_ids, "edge_ids")
+        rows = self.store.memory(ids)
+        return {e: [float(x) for x in r] for e, r in zip(ids, rows) if np.any(r)}
+
+    def forget_edges(self, edge_ids: Sequence[str]) -> dict[str, list[float]]:
+        """Forget the memory of these edges (each vector set to zero, one atomic write; the
+        graph is unchanged). Returns the vectors they held (edges that held none left out),
+        which :meth:`restore_memory` puts back. Unknown ids raise :class:`UnknownNodeError`
+        before anything is written."""
+        ids = _known_edges(self.store, edge_ids, "edge_ids")
+        before = self.memory_vectors(ids)
+        if before:
+            self.store.update_memory(list(before), np.zeros_like)
+        return before
+
+    def forget_trace(self, trace_id: str) -> dict[str, list[float]]:
+        """Forget everything one retrieval's memory write touched: the memory of every edge
+        it enhanced, penalised or linked (the edges other writes touched too lose theirs as
+        well). A trace that wrote nothing returns ``{}``; an unknown trace raises
+        :class:`UnknownTraceError`. Returns the vectors they held, as :meth:`forget_edges`."""
+        trace = self.trace(trace_id)  # type: ignore[attr-defined]
+        result = trace.memory_result or {}
+        wrote = [e for key in ("enhanced", "penalised", "linked") for e in result.get(key) or ()]
+        successors = getattr(self.store, "edge_successors", None)  # edges updates replaced
+        live = set(successors(wrote).values()) if wrote and successors else set()
+        known = [e for e in dict.fromkeys([*wrote, *live]) if _has_edge(self.store, e)]
+        return self.forget_edges(known) if known else {}
+
+    def restore_memory(self, vectors: Mapping[str, Sequence[float]]) -> int:
+        """Set the memory of each named edge to exactly the given vector (a zero vector
+        forgets it): the undo of :meth:`forget_edges`, or of any write whose previous vectors
+        were kept with :meth:`memory_vectors`. One atomic write; a vector of the wrong
+        dimension, not finite or of norm above 1 raises :class:`EmbeddingError`, an unknown
+        edge :class:`UnknownNodeError`, before anything is written. Returns how many."""
+        if not isinstance(vectors, Mapping):
+            raise InvalidArgumentError(
+                f"vectors must map edge ids to vectors, got {type(vectors).__name__}"
+            )
+        ids = _known_edges(self.store, list(vectors), "vectors")
+        if not ids:
+            return 0
+        rows = np.stack([_memory_row(e, vectors[e], self.store.dim) for e in ids])
+        self.store.update_memory(ids, lambda _current: rows)
+        return len(ids)
+
+
+def _memory_row(edge_id: str, vector: Any, dim: int | None) -> np.ndarray:
+    """One vector to put back: numbers, the store's dimension, finite, norm at most 1."""
+    try:
+        arr = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise EmbeddingError(f"the memory vector of {edge_id} is not a list of numbers") from exc
+    if arr.shape != (dim,):
+        raise EmbeddingError(f"the memory vector of {edge_id} has shape {arr.shape}, want ({dim},)")
+    if not np.all(np.isfinite(arr)) or float(np.linalg.norm(arr.astype(np.float64))) > 1.001:
+        raise EmbeddingError(f"the memory vector of {edge_id} is not finite or has norm > 1")
+    return arr
+
+
+def _has_edge(store: GraphStore, edge_id: str) -> bool:
+    try:
+        store.get_edge(edge_id)
+    except UnknownNodeError:
+        return False
+    return True
+
+
+def _known_edges(store: GraphStore, edge_ids: Any, what: str) -> list[str]:
+    """Distinct edge ids, each checked to exist (else :class:`UnknownNodeError`)."""
+    ids = list(dict.fromkeys(arguments.id_list(edge_ids, what) or ()))
+    for eid in ids:
+        if not EDGE_ID_RE.match(eid):
+            raise InvalidArgumentError(f"{eid[:60]!r} in {what} is not an edge id")
+        store.get_edge(eid)  # UnknownNodeError for an edge the graph lacks
+    return ids

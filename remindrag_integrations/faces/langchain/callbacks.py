@@ -129,7 +129,7 @@ class ReMindMemoryCallback(BaseCallbackHandler):
         with self._lock:
             ids, self._awaiting = self._awaiting, []
         before = len(self.writes)
-        self._writer.write(ids, answer)
+        self._write(ids, answer)
         return self.writes[before:]
 
     @property
@@ -204,7 +204,43 @@ class ReMindMemoryCallback(BaseCallbackHandler):
             )
             return
         if ids:
-            self._writer.write(ids, answer)
+            self._write(ids, answer)
+
+    def _write(self, trace_ids: list[str], answer: str | None) -> None:
+        """Memorize, as a ``ReMindRAG.memorize`` run when a tracer is set up for the whole
+        process (LangSmith's environment tracing, an OpenTelemetry instrumentor such as
+        OpenInference's): the answer's run has ended, so the write is a root run of its own,
+        with the counts of :func:`~..llama_index.spans.traced_write` as its outputs. With
+        no such tracer nothing is made."""
+        from langchain_core.callbacks import CallbackManager
+
+        manager = CallbackManager.configure()
+        if not trace_ids or not any(
+            not getattr(h, "traces_nothing", False) for h in manager.handlers
+        ):
+            self._writer.write(trace_ids, answer)
+            return
+        manager.add_metadata({"remindrag.stage": "memorize"}, inherit=False)
+        run = manager.on_chain_start(
+            None, {"trace_ids": list(trace_ids)}, name="ReMindRAG.memorize"
+        )
+        done, failed = len(self.writes), len(self.errors)
+        try:
+            self._writer.write(trace_ids, answer)
+        except BaseException as exc:
+            run.on_chain_error(exc)
+            raise
+        new = self.writes[done:]
+        run.on_chain_end(
+            {
+                "trace_ids": [w.trace_id for w in new],
+                "applied": sum(w.applied for w in new),
+                "enhanced_edges": sum(len(w.enhanced) for w in new),
+                "penalised_edges": sum(len(w.penalised) for w in new),
+                "supporting_chunks": [c for w in new for c in w.supporting_chunks],
+                "errors": len(self.errors) - failed,
+            }
+        )
 
     @property
     def retriever(self) -> Memorizing:
