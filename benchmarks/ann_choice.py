@@ -23,13 +23,16 @@ import argparse
 import gc
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from remindrag_integrations.bench.metrics import percentile
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.metrics import percentile  # noqa: E402
 
 K = 2
 

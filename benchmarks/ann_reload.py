@@ -14,14 +14,17 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from remindrag_integrations.bench.scale import synthetic_graph
 from remindrag_integrations.stores import InMemoryGraphStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.scale import synthetic_graph  # noqa: E402
 
 KINDS = ("entity", "anchor")
 

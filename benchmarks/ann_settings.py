@@ -18,13 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from remindrag_integrations.bench.scale_vectors import minilm_moments, synthetic_embeddings
 from remindrag_integrations.stores.ann import AnnIndex
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.scale_vectors import minilm_moments, synthetic_embeddings  # noqa: E402
 
 K, FETCH = 2, 16
 

@@ -74,11 +74,13 @@ from pathlib import Path
 from typing import Any
 
 from remindrag_integrations import ReMindRetriever
-from remindrag_integrations.bench.data import Dataset, load_dataset
-from remindrag_integrations.bench.resources import machine
-from remindrag_integrations.bench.results import write_result
 from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.errors import ReMindError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import Dataset, load_dataset  # noqa: E402
+from benchmarks.harness.resources import machine  # noqa: E402
+from benchmarks.harness.results import write_result  # noqa: E402
 
 Log = Callable[[str], None]
 SPLITTERS = ("langchain", "llamaindex")

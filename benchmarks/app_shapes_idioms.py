@@ -46,9 +46,11 @@ from llama_index.core import Document as LIDocument
 from llama_index.core.node_parser import SentenceSplitter
 
 from remindrag_integrations import ReMindRetriever
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.resources import machine
 from remindrag_integrations.errors import InvalidDocumentError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import load_dataset  # noqa: E402
+from benchmarks.harness.resources import machine  # noqa: E402
 
 
 class Counting:

@@ -30,10 +30,12 @@ from typing import Any
 
 from threadpoolctl import threadpool_info
 
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.resources import make_embedder
-from remindrag_integrations.bench.runner import build_kb
 from remindrag_integrations.core import steps
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import load_dataset  # noqa: E402
+from benchmarks.harness.resources import make_embedder  # noqa: E402
+from benchmarks.harness.runner import build_kb  # noqa: E402
 
 ARMS = ("one", "default")
 

@@ -5,7 +5,7 @@ an int8 graph whose integer kernels onnxruntime picks by processor (x86 AVX2 / A
 VNNI: u8 x s8 pairs summed in saturating 16 bits; AVX-512 VNNI / AVX-VNNI: 32-bit sums; ARM:
 its own kernels). One machine cannot run another's kernels, so each arm below is a code path
 this machine can run, and every arm indexes and queries the same dev settings (zero-token
-first pass, ``remindrag_integrations.bench``), compared question by question with ``int8``:
+first pass, ``benchmarks.harness``), compared question by question with ``int8``:
 
 - ``int8``: the default before issue 32 (``OnnxEmbedder`` with ``exact_int8=False``: the int8
   graph for texts of >= 16 word pieces on onnxruntime's own kernel for the processor);
@@ -62,12 +62,13 @@ from typing import Any
 
 import numpy as np
 
-from remindrag_integrations.bench.data import Dataset, load_dataset
-from remindrag_integrations.bench.resources import CachedEmbedder
-from remindrag_integrations.bench.runner import Bench, remindrag_query
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from indexing import table  # noqa: E402  (the same printed tables as the floor's)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import Dataset, load_dataset  # noqa: E402
+from benchmarks.harness.resources import CachedEmbedder  # noqa: E402
+from benchmarks.harness.runner import Bench, remindrag_query  # noqa: E402
 
 ARMS = ("int8", "int8-exact", "int8-7bit", "fp32", "torch", "noise")
 SETTINGS = tuple(

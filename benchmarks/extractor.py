@@ -37,6 +37,8 @@ from remindrag_integrations.core import extract_rules, indexing
 from remindrag_integrations.core.extract_rules import rule_based_extraction
 from remindrag_integrations.core.prompts import Extraction
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+
 Extractor = Callable[..., Extraction]
 EXTRACTORS: dict[str, Extractor] = {"old": legacy_extraction, "new": rule_based_extraction}
 _SWAP_LOCK = threading.Lock()
@@ -160,9 +162,9 @@ def index_cost(docs: list[Any], repeats: int) -> dict[str, Any]:
 
 
 def recall(ds: Any, setting: str, cache: Path) -> dict[str, Any]:
-    from remindrag_integrations.bench import metrics as M
-    from remindrag_integrations.bench.resources import make_embedder
-    from remindrag_integrations.bench.runner import run_retrieval
+    from benchmarks.harness import metrics as M
+    from benchmarks.harness.resources import make_embedder
+    from benchmarks.harness.runner import run_retrieval
 
     runs: dict[str, Any] = {}
     for name, fn in EXTRACTORS.items():
@@ -252,8 +254,8 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from remindrag_integrations.bench.data import load_dataset
-    from remindrag_integrations.bench.results import write_result
+    from benchmarks.harness.data import load_dataset
+    from benchmarks.harness.results import write_result
 
     if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--markdown":
         print(markdown(json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))))

@@ -16,15 +16,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from remindrag_integrations.adapters.windows import LONG_TEXTS
-from remindrag_integrations.bench import metrics as M
-from remindrag_integrations.bench.data import Dataset, load_dataset
-from remindrag_integrations.bench.resources import make_embedder
-from remindrag_integrations.bench.runner import Bench, baseline_query, remindrag_query
 from remindrag_integrations.core.config import RetrievalConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness import metrics as M  # noqa: E402
+from benchmarks.harness.data import Dataset, load_dataset  # noqa: E402
+from benchmarks.harness.resources import make_embedder  # noqa: E402
+from benchmarks.harness.runner import Bench, baseline_query, remindrag_query  # noqa: E402
 
 BASELINES = ("bm25", "dense", "ppr")
 SCORES = ("recall", "allgold", "evidence")

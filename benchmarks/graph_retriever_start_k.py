@@ -8,7 +8,7 @@ building ReMindRAG's graph (the peer needs only the chunks).
 Prints recall@5 / recall@10 per setting and value, the mean over the settings, and how many
 passages the traversal returned (it stops early when the passages it reached name nothing
 new); the value with the best mean recall@5 is the peer's default
-(:data:`remindrag_integrations.bench.peers.GRAPH_START_K`).
+(:data:`benchmarks.harness.peers.GRAPH_START_K`).
 """
 
 from __future__ import annotations
@@ -16,16 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from remindrag_integrations.bench import metrics as M
-from remindrag_integrations.bench.data import Dataset, load_dataset
-from remindrag_integrations.bench.peers import LangChainGraph
-from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.core.config import IndexConfig
 from remindrag_integrations.core.indexing import make_chunks
 from remindrag_integrations.core.types import Chunk
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness import metrics as M  # noqa: E402
+from benchmarks.harness.data import Dataset, load_dataset  # noqa: E402
+from benchmarks.harness.peers import LangChainGraph  # noqa: E402
+from benchmarks.harness.resources import make_embedder  # noqa: E402
 
 SETTINGS = (
     "hotpotqa_train100:pooled",

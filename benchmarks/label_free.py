@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from remindrag_integrations.bench.learning import judge_summary, used_citations
-from remindrag_integrations.bench.metrics import mean
 from remindrag_integrations.core.prompts import cited_ids
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.learning import judge_summary, used_citations  # noqa: E402
+from benchmarks.harness.metrics import mean  # noqa: E402
 
 KS = ("recall@2", "recall@5", "recall@10")
 

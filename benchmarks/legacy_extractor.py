@@ -1,6 +1,6 @@
 """The offline extractor as it was before issue #14 (commit 676c423), kept verbatim for the
 side-by-side comparison in ``benchmarks/extractor.py`` and to rebuild the graphs a recorded
-real-model run saw (``tests/test_recorded_qwen.py``); the library does not index with it."""
+real-model run saw (``tests/harness/test_recorded_qwen.py``); the library does not index with it."""
 
 from __future__ import annotations
 

@@ -42,12 +42,14 @@ from typing import Any
 from remindrag_integrations import ReMindRAG
 from remindrag_integrations.adapters.llm import as_chat_llm
 from remindrag_integrations.adapters.llm_specs import load_llm
-from remindrag_integrations.bench.data import Dataset, load_dataset
-from remindrag_integrations.bench.real import recall
-from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.core.protocols import Completion
 from remindrag_integrations.testing import RecordedLLM, RecordingLLM, ScriptedLLM, prompt_key
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import Dataset, load_dataset  # noqa: E402
+from benchmarks.harness.real import recall  # noqa: E402
+from benchmarks.harness.resources import make_embedder  # noqa: E402
 
 SETS = ("hotpotqa_train100", "musique_train100")
 MODES = ("never", "always", "auto")

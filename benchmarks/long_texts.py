@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ from indexing import table  # benchmarks/indexing.py, next to this script
 
 from remindrag_integrations import ReMindRAG
 from remindrag_integrations.adapters.embeddings import default_embedder
-from remindrag_integrations.bench.data import load_dataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import load_dataset  # noqa: E402
 
 MODES = ("truncate", "windows")
 

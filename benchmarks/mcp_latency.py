@@ -46,8 +46,8 @@ def demo_store(root: Path) -> tuple[Path, list[str]]:
 
 
 def synthetic_store(root: Path, edges: int) -> tuple[Path, list[str]]:
+    from benchmarks.harness.scale import synthetic_graph
     from remindrag_integrations import ReMindRAG
-    from remindrag_integrations.bench.scale import synthetic_graph
 
     store = synthetic_graph(edges)
     ReMindRAG(store=store).save(root)  # records the packaged embedder (dimension 384)
@@ -56,7 +56,7 @@ def synthetic_store(root: Path, edges: int) -> tuple[Path, list[str]]:
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:
-    from remindrag_integrations.bench.metrics import percentile
+    from benchmarks.harness.metrics import percentile
 
     return {
         "p50": round(percentile(ms, 50), 2),

@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from remindrag_integrations import ReMindRAG
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.resources import make_embedder
 from remindrag_integrations.core.config import RetrievalConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llm_navigation import ReplayOrAsk  # noqa: E402  (replay, else ask the model and record)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import load_dataset  # noqa: E402
+from benchmarks.harness.resources import make_embedder  # noqa: E402
 
 
 def traversal_tokens(r: Any) -> int:

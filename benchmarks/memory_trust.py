@@ -15,9 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.resources import machine, make_embedder
-from remindrag_integrations.bench.trust import run_long_edit, run_trust, table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import load_dataset  # noqa: E402
+from benchmarks.harness.resources import machine, make_embedder  # noqa: E402
+from benchmarks.harness.trust import run_long_edit, run_trust, table  # noqa: E402
 
 
 def main() -> int:

@@ -13,15 +13,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from remindrag_integrations.bench import metrics as M
-from remindrag_integrations.bench.data import Dataset, load_dataset
-from remindrag_integrations.bench.peers import ID_KEY, mentions
 from remindrag_integrations.core.config import IndexConfig
 from remindrag_integrations.core.indexing import make_chunks
 from remindrag_integrations.core.types import Chunk
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness import metrics as M  # noqa: E402
+from benchmarks.harness.data import Dataset, load_dataset  # noqa: E402
+from benchmarks.harness.peers import ID_KEY, mentions  # noqa: E402
 
 
 def recall5(ds: Dataset, retrieve: Callable[[str], list[Chunk]]) -> float:

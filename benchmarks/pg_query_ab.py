@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results"
 STAGES = ("prior", "seed_search", "replay", "navigate", "bookkeeping")
@@ -118,8 +120,8 @@ def child(args: argparse.Namespace) -> None:
         def ask(i: int) -> Any:
             return query(store, qs[i])
     else:
+        from benchmarks.harness.resources import make_embedder
         from remindrag_integrations import ReMindRAG
-        from remindrag_integrations.bench.resources import make_embedder
 
         questions = json.loads(Path(args.queries).read_text())
         eng = ReMindRAG(embeddings=make_embedder("minilm"), store=store)
@@ -185,9 +187,9 @@ def prepare_synthetic(dsn: str, n: int, work: Path) -> tuple[str, int]:
 
 
 def prepare_set(dsn: str, name: str, data: str, work: Path) -> tuple[str, int]:
+    from benchmarks.harness.data import load_dataset
+    from benchmarks.harness.resources import make_embedder
     from remindrag_integrations import Document, ReMindRAG
-    from remindrag_integrations.bench.data import load_dataset
-    from remindrag_integrations.bench.resources import make_embedder
     from remindrag_integrations.stores.postgres import PostgresGraphStore
 
     ds = load_dataset(name, data)

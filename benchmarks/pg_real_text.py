@@ -199,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("REMINDRAG_PG_SERVER_OPTIONS", "-c shared_buffers=1GB")
+    from benchmarks.harness.resources import make_embedder
     from remindrag_integrations import Document, ReMindRAG
-    from remindrag_integrations.bench.resources import make_embedder
     from remindrag_integrations.stores import InMemoryGraphStore
 
     out: dict[str, Any] = {"load_avg_start": load_avg(), "args": vars(args)}

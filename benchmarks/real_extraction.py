@@ -9,13 +9,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
+from pathlib import Path
 
 from remindrag_integrations.adapters.llm import as_chat_llm
+from remindrag_integrations.adapters.llm_specs import load_llm
 from remindrag_integrations.adapters.local_llm import LlamaCppChatModel
-from remindrag_integrations.app.specs import load_llm
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.real import PrefixLog, measure_extraction
-from remindrag_integrations.bench.resources import make_embedder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import load_dataset  # noqa: E402
+from benchmarks.harness.real import PrefixLog, measure_extraction  # noqa: E402
+from benchmarks.harness.resources import make_embedder  # noqa: E402
 
 
 def main() -> None:

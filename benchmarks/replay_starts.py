@@ -11,15 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from statistics import mean
 
 import numpy as np
 
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.memory_bench import teach_pairs
-from remindrag_integrations.bench.resources import machine, make_embedder
-from remindrag_integrations.bench.runner import Bench, score
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.data import load_dataset  # noqa: E402
+from benchmarks.harness.memory_bench import teach_pairs  # noqa: E402
+from benchmarks.harness.resources import machine, make_embedder  # noqa: E402
+from benchmarks.harness.runner import Bench, score  # noqa: E402
 
 SETTINGS = (2, 10)
 

@@ -41,6 +41,7 @@ import json
 import os
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -48,11 +49,13 @@ from typing import Any
 import numpy as np
 from indexing import table  # benchmarks/indexing.py, next to this script
 
-from remindrag_integrations.bench import metrics as M
-from remindrag_integrations.bench.data import Dataset, load_dataset
-from remindrag_integrations.bench.resources import make_embedder
-from remindrag_integrations.bench.runner import KnowledgeBase, build_kb
 from remindrag_integrations.core.config import RECOMMENDED_MIN_SCORE
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness import metrics as M  # noqa: E402
+from benchmarks.harness.data import Dataset, load_dataset  # noqa: E402
+from benchmarks.harness.resources import make_embedder  # noqa: E402
+from benchmarks.harness.runner import KnowledgeBase, build_kb  # noqa: E402
 
 SETS = (
     "hotpotqa_train100",

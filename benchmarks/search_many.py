@@ -12,12 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from remindrag_integrations.bench.scale import synthetic_graph
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
+from benchmarks.harness.scale import synthetic_graph  # noqa: E402
 
 
 def _timed(fn: Any) -> tuple[float, Any]:

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import random
+import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +23,8 @@ import numpy as np
 
 from remindrag_integrations import Document, ReMindRAG
 from remindrag_integrations.testing import HashEmbedder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: benchmarks.harness
 
 WORDS = "Alice Bob Carol Paris Rome Berlin river bridge museum film director actor".split()
 
@@ -93,7 +96,7 @@ def run(docs: int, readers: int, seconds: float, writer: bool, seed: int = 0) ->
 def write_cost(n_edges: int, rounds: int = 5) -> list[dict[str, Any]]:
     """Milliseconds of a delete of one document and of a memory write on 10 edges, with no
     snapshot taken since the last write (in place) and right after a snapshot (copies)."""
-    from remindrag_integrations.bench.scale import synthetic_graph
+    from benchmarks.harness.scale import synthetic_graph
 
     store = synthetic_graph(n_edges, dim=64)
     _, edges = store.whole_graph()

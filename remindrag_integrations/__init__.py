@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import errors
+from . import errors  # noqa: F401  (`remindrag_integrations.errors` after `import remindrag_integrations`)
 from .core.config import (
     IndexConfig,
     MemoryConfig,
@@ -29,7 +29,6 @@ from .core.errors import (
     ReMindError,
     StoreError,
 )
-from .core.errors import warn_deprecated as _warn_deprecated
 from .core.jsonl import JsonlDocuments
 from .core.memory.teach import TeachPair, TeachReport, TeachResult
 from .core.prompts import Prompts
@@ -71,12 +70,6 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    if name in errors.__all__:  # the previous release exported every error from here
-        _warn_deprecated(
-            f"importing {name} from remindrag_integrations",
-            f"use remindrag_integrations.errors.{name}",
-        )
-        return getattr(errors, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -34,7 +34,7 @@ from .adapters.embeddings import as_embedder, identity_of
 from .adapters.llm import as_chat_llm
 from .core import arguments, persist
 from .core import progress as progress_arg
-from .core.config import IndexConfig, RetrievalConfig
+from .core.config import IndexConfig, RetrievalConfig, nearest
 from .core.engine import Engine, checked_options
 from .core.errors import (
     ConfigError,
@@ -114,7 +114,12 @@ def split_config(fields: dict[str, Any]) -> tuple[IndexConfig, RetrievalConfig]:
     index_keys = {k for k in fields if IndexConfig.accepts(k)}
     unknown = {k for k in fields if k not in index_keys and not RetrievalConfig.accepts(k)}
     if unknown:
-        raise ConfigError(f"unknown configuration field(s): {', '.join(sorted(unknown))}")
+        raise ConfigError(
+            "unknown configuration field(s): "
+            + "; ".join(
+                f"{k} ({nearest(k, IndexConfig, RetrievalConfig)})" for k in sorted(unknown)
+            )
+        )
     return (
         IndexConfig.build(**{k: v for k, v in fields.items() if k in index_keys}),
         RetrievalConfig.build(**{k: v for k, v in fields.items() if k not in index_keys}),

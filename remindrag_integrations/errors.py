@@ -1,4 +1,4 @@
-"""Every error the library raises (each a :class:`ReMindError`) and its deprecation warning.
+"""Every error the library raises (each a :class:`ReMindError`) and its warnings.
 
 ``from remindrag_integrations.errors import StoreLockedError``. The package's top level keeps
 only :class:`ReMindError` and the few errors an application catches; the others are here.

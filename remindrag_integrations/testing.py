@@ -1,5 +1,6 @@
-"""Fakes shipped with the library: a deterministic embedder and scripted chat LLMs that answer
-the engine's real prompts by reading them. Use them in your own tests, offline.
+"""Fakes shipped with the library: a deterministic embedder, scripted chat LLMs that answer
+the engine's real prompts by reading them, and a synthetic graph of any size for store tests.
+Use them in your own tests, offline.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from .core.extract_rules import rule_based_extraction
-from .core.ids import NODE_ID_RE, anchor_of, is_chunk
+from .core.ids import NODE_ID_RE, NODE_ID_TEXT, anchor_of, is_chunk
 from .core.protocols import Completion
 from .core.steps import Ask, current_ask, off_loop
 from .core.store import GraphStore
 from .core.text import count_tokens
+from .core.types import Chunk, Edge, Node
+from .stores import InMemoryGraphStore
 from .stores.hash_embedder import HashEmbedder as HashEmbedder  # the fakes include it
 
 
@@ -333,7 +338,87 @@ class RecordedLLM:
 
 def node_ids_in(text: str) -> list[str]:
     """All well-formed node ids in ``text`` (helper for custom scripted LLMs)."""
-    return [t for t in re.findall(r"[cae]-[0-9a-f]{4,40}", text) if NODE_ID_RE.match(t)]
+    return [t for t in re.findall(NODE_ID_TEXT, text) if NODE_ID_RE.match(t)]
+
+
+# the synthetic graph's proportions (those of the pooled HotpotQA graph)
+EDGES_PER_CHUNK = 25
+ENTITIES_PER_CHUNK = 7
+CHUNKS_PER_DOC = 10
+
+
+def synthetic_graph(
+    n_edges: int,
+    dim: int = 384,
+    seed: int = 0,
+    embeddings: Callable[[int, int], np.ndarray] | None = None,
+    **options: Any,
+) -> InMemoryGraphStore:
+    """An in-memory store with about ``n_edges`` edges, for store tests and scale benchmarks.
+
+    It keeps the proportions of a real pooled HotpotQA graph: per chunk one anchor, ~7 entity
+    mentions drawn from a Zipf-like popularity, ~15 relations among the chunk's entities, one
+    context edge to the next chunk of its document (about 25 edges per chunk), and ~3 KB of
+    text per chunk. The node vectors are i.i.d. random unit vectors (``seed``), or
+    ``embeddings(n_nodes, n_entities)``: one unit row per node in node order, the entities
+    first. ``options`` go to :class:`~.stores.InMemoryGraphStore` (``vectors=``, ``ann=`` ...).
+    """
+    rng = np.random.default_rng(seed)
+    n_chunks = max(2, round(n_edges / (EDGES_PER_CHUNK - 2.5)))  # minus duplicate relations
+    n_entities = max(4, n_chunks * ENTITIES_PER_CHUNK // 2)  # entities recur across chunks
+    words = [f"w{i}" for i in range(5000)]
+    chunks, nodes, edges = [], [], []
+    ent_ids = [f"e-{i:010x}" for i in range(n_entities)]
+    nodes += [Node(e, "entity", f"entity {i}") for i, e in enumerate(ent_ids)]
+    popularity = 1.0 / np.arange(1, n_entities + 1) ** 0.8
+    popularity /= popularity.sum()
+    for i in range(n_chunks):
+        cid, aid, doc = f"c-{i:010x}", f"a-{i:010x}", f"doc{i // CHUNKS_PER_DOC}"
+        text = f"chunk {i} " + " ".join(rng.choice(words, 500))
+        chunks.append(Chunk(cid, doc, i % CHUNKS_PER_DOC, text, 0, len(text)))
+        nodes += [Node(aid, "anchor", f"title {i}", doc, cid), Node(cid, "chunk", cid, doc, cid)]
+        edges.append(Edge(f"k-{i:010x}", aid, cid, "contains", f"title {i}"))
+        ents = np.unique(rng.choice(n_entities, ENTITIES_PER_CHUNK, p=popularity))
+        edges += [
+            Edge(f"m-{i:08x}{j:02x}", ent_ids[e], aid, "mention", "is mentioned in")
+            for j, e in enumerate(ents)
+        ]
+        for j in range(EDGES_PER_CHUNK - 2 - len(ents)):
+            a, b = rng.choice(ents, 2)
+            if a != b:
+                edges.append(
+                    Edge(
+                        f"r-{i:08x}{j:02x}",
+                        ent_ids[a],
+                        ent_ids[b],
+                        "relation",
+                        f"entity {a} relates to entity {b} in chunk {i}.",
+                    )
+                )
+        if i % CHUNKS_PER_DOC:
+            edges.append(
+                Edge(
+                    f"x-{i:010x}", f"a-{i - 1:010x}", aid, "context", "continues in the next chunk"
+                )
+            )
+    if embeddings is None:
+        emb = np.random.default_rng([seed, 1]).standard_normal((len(nodes), dim), np.float32)
+        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    else:
+        emb = embeddings(len(nodes), n_entities)
+    store = InMemoryGraphStore(**options)
+    store.add_graph(
+        documents=[
+            (f"doc{d}", "synthetic", {})
+            for d in range((n_chunks + CHUNKS_PER_DOC - 1) // CHUNKS_PER_DOC)
+        ],
+        chunks=chunks,
+        nodes=nodes,
+        embeddings=emb,
+        edges=edges,
+        entity_aliases={},
+    )
+    return store
 
 
 def __getattr__(name: str) -> Any:

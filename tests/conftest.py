@@ -11,6 +11,8 @@ from pathlib import Path
 import embed_noise
 import pytest
 
+from remindrag_integrations import Document
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -46,6 +48,19 @@ def run_cli(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedPr
 
 def load_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def sample_set(name: str) -> tuple[list[dict], dict[str, Document]]:
+    """(questions, documents by pid) of a sample set in tests/data, each passage a document
+    as the benchmark harness makes one (its title on a line above the text, the title in the
+    metadata), so prompts recorded by a benchmark run replay byte for byte."""
+    docs = {}
+    for row in load_jsonl(DATA / f"{name}.corpus.jsonl"):
+        text = f"{row['title']}\n{row['text']}" if row.get("title") else row["text"]
+        docs[row["pid"]] = Document(
+            id=row["pid"], text=text, metadata={"title": row.get("title", "")}
+        )
+    return load_jsonl(DATA / f"{name}.questions.jsonl"), docs
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, load_jsonl, run_cli
 
-COMMANDS = ["index", "ask", "inspect", "memory", "trace", "mcp", "serve", "demo", "bench"]
+COMMANDS = ["index", "ask", "inspect", "memory", "trace", "mcp", "serve", "demo"]
 
 
 run = run_cli  # `remindrag ARGS` in a subprocess
@@ -25,6 +25,12 @@ def test_every_command_has_help(command, tmp_path):
     assert out.startswith("usage: remindrag")
     if command in ("index", "ask", "inspect", "memory", "trace", "mcp", "serve"):
         assert "--store" in out
+
+
+def test_the_benchmarks_are_not_a_command_of_the_library(tmp_path):
+    """The harness is ``python -m benchmarks.harness`` in a checkout, not part of the package."""
+    proc = run("bench", "run", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "invalid choice: 'bench'" in proc.stderr
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ docs/config.md in step with the fields, and the errors in one module."""
 from __future__ import annotations
 
 import re
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,45 +16,20 @@ from remindrag_integrations import (
     ConfigError,
     Document,
     IndexConfig,
-    MemoryConfig,
     PriorConfig,
     ReMindRAG,
     ReMindRetriever,
     RetrievalConfig,
-    faces,
 )
 from remindrag_integrations import errors as public_errors
 from remindrag_integrations.core import errors as core_errors
 from remindrag_integrations.core import persist
-from remindrag_integrations.core.config import RENAMED
-from remindrag_integrations.errors import ReMindDeprecationWarning, ReMindError
+from remindrag_integrations.errors import ReMindError
 from remindrag_integrations.faces.search_args import call_overrides
 from remindrag_integrations.testing import HashEmbedder
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "config.md"
 QUESTION = "Who directed Sinister?"
-
-# what the previous release's RetrievalConfig().model_dump() wrote into engine.json, with
-# every renamed field off its default (so a field that lands in the wrong place shows)
-OLD_SAVED_RETRIEVAL = {
-    "k": 3, "seeds": 2, "alpha": 0.2, "lam": 0.6, "max_replay_nodes": 32, "replay_starts": 7,
-    "max_hops": 10, "max_iterations": 20, "max_neighbors_shown": 30,
-    "max_traversal_tokens": 20000, "max_idle_decisions": 6, "on_invalid_move": "fallback",
-    "max_back_choices": 5, "max_subquestions": 1, "pre_query": False, "verify_replay": False,
-    "fill_to_k": True, "chunk_chars_in_prompt": 300, "llm_timeout": 120.0,
-    "feedback_max_depth": 3, "rank_memory_weight": 0.5, "self_memorize": "enhance",
-    "memorize_judge": "citations", "named_support_penalises": False, "nav_enough_chunks": 3,
-    "nav_min_similarity": 0.1, "nav_filter_top": 1, "prior": False,
-    "prior_lexical_weight": 0.3, "prior_graph_weight": 0.9, "prior_damping": 0.7,
-    "prior_iterations": 15, "prior_hops": 3, "prior_max_nodes": 4000, "prior_max_degree": 400,
-    "prior_candidates": 40, "prior_restart_passages": 4, "prior_passage_restart": 0.5,
-    "prior_feedback": 0.5, "prior_feedback_passages": 3, "filter": None,
-}  # fmt: skip
-OLD_SAVED_INDEX = {
-    "chunk_tokens": 300, "chunk_overlap": 0, "synonym_threshold": 0.85, "max_concurrency": 4,
-    "embed_batch_size": 256, "insert_batch_documents": 256, "max_document_chars": 20000000,
-    "max_entities_per_chunk": 40, "on_extraction_error": "raise", "llm_titles": True,
-}  # fmt: skip
 
 
 def _engine() -> ReMindRAG:
@@ -69,11 +43,6 @@ def _engine() -> ReMindRAG:
         ]
     )
     return rag
-
-
-def _new_place(cfg: RetrievalConfig, old: str) -> Any:
-    section, field = RENAMED[old]
-    return getattr(getattr(cfg, section), field)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,75 +104,33 @@ def test_a_per_call_nested_override_changes_the_walk() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the previous release's names
+# a name that is no field (the flat names of an unreleased draft among them)
 
 
-@pytest.mark.parametrize("old", sorted(RENAMED))
-def test_every_old_name_works_with_a_warning(old: str) -> None:
-    value = OLD_SAVED_RETRIEVAL[old]
-    with pytest.warns(ReMindDeprecationWarning, match=rf"{old}=.*use {RENAMED[old][0]}="):
-        cfg = RetrievalConfig(**{old: value})
-    assert _new_place(cfg, old) == value
-    with pytest.warns(ReMindDeprecationWarning, match=rf"RetrievalConfig\.{old} .*deprecated"):
-        assert getattr(cfg, old) == value
-    with pytest.warns(ReMindDeprecationWarning):
-        again = RetrievalConfig().with_overrides(**{old: value})
-    assert again == cfg
-    with pytest.warns(ReMindDeprecationWarning):
-        assert RetrievalConfig.build(**{old: value}) == cfg
-
-
-def test_the_warning_points_at_the_callers_line() -> None:
-    with pytest.warns(ReMindDeprecationWarning) as caught:
+def test_a_flat_name_of_a_nested_knob_is_an_unknown_field_naming_its_place() -> None:
+    """``prior_damping`` and the like are no fields: the typed error names the nested field
+    the user meant, the same from the constructor, an override, a call and the retriever."""
+    with pytest.raises(ConfigError, match=r"prior_damping: no such field .*prior=\{'damping'"):
         RetrievalConfig(prior_damping=0.7)
-    assert caught[0].filename == __file__
-
-
-def test_prior_as_a_bool_still_works() -> None:
-    with pytest.warns(ReMindDeprecationWarning, match="prior=True/False"):
-        cfg = RetrievalConfig(prior=False)
-    assert cfg.prior.enabled is False
-    with pytest.warns(ReMindDeprecationWarning, match="prior.enabled"):
-        assert not cfg.prior  # ``if cfg.prior:`` read the switch
-
-
-def test_old_names_stay_strict_and_cannot_contradict_the_new() -> None:
-    with pytest.warns(ReMindDeprecationWarning), pytest.raises(ConfigError, match="damping"):
-        RetrievalConfig.build(prior_damping="0.7")
-    with pytest.warns(ReMindDeprecationWarning), pytest.raises(ConfigError, match="different"):
-        RetrievalConfig.build(prior_damping=0.7, prior={"damping": 0.6})
-    with pytest.warns(ReMindDeprecationWarning), pytest.raises(ConfigError, match="prior"):
-        RetrievalConfig.build(prior_damping=0.7, prior=1)
-    with pytest.warns(ReMindDeprecationWarning):  # the same value twice is no contradiction
-        assert RetrievalConfig(alpha=0.2, memory={"alpha": 0.2}).memory.alpha == 0.2
-    with pytest.warns(ReMindDeprecationWarning):  # an object's unset fields are no claim
-        cfg = RetrievalConfig(prior_damping=0.7, prior=PriorConfig(hops=3))
-    assert (cfg.prior.damping, cfg.prior.hops) == (0.7, 3)
-
-
-def test_old_names_per_call_and_on_the_retriever() -> None:
+    with pytest.raises(ConfigError, match=r"navigator=\{'min_similarity'"):
+        RetrievalConfig().with_overrides(nav_min_similarity=0.1)
+    with pytest.raises(ConfigError, match=r"nav_min_similarity \(did you mean navigator="):
+        call_overrides({"nav_min_similarity": 0.1})
     rag = _engine()
-    with pytest.warns(ReMindDeprecationWarning, match="prior_lexical_weight"):
-        old = rag.retrieve(QUESTION, k=2, prior_lexical_weight=0.0)
-    new = rag.retrieve(QUESTION, k=2, prior={"lexical_weight": 0.0})
-    assert [c.chunk.id for c in old.chunks] == [c.chunk.id for c in new.chunks]
-    assert call_overrides({"nav_min_similarity": 0.1}) == {"nav_min_similarity": 0.1}
-    with pytest.raises(ConfigError, match="nav_min_similarty"):
-        call_overrides({"nav_min_similarty": 0.1})
-    with pytest.warns(ReMindDeprecationWarning) as caught:
-        r = ReMindRetriever.from_texts(
-            ["Sinister is a 2012 horror film."], prior_damping=0.7, llm_titles=False, k=1
-        )
-    named = {m.group(1) for w in caught if (m := re.search(r"\((\w+)=", str(w.message)))}
-    assert {"prior_damping", "llm_titles"} <= named
-    assert r.engine.retrieval_config.prior.damping == 0.7
-    with pytest.warns(ReMindDeprecationWarning, match="nav_enough_chunks"):
-        assert r.invoke("Which film?", nav_enough_chunks=1)
+    with pytest.raises(ConfigError, match=r"prior=\{'lexical_weight'"):
+        rag.retrieve(QUESTION, k=2, prior_lexical_weight=0.0)
+    with pytest.raises(ConfigError, match=r"prior_damping \(did you mean prior="):
+        ReMindRetriever.from_texts(["Sinister is a 2012 horror film."], prior_damping=0.7)
 
 
-def test_llm_titles_is_accepted_and_ignored() -> None:
-    with pytest.warns(ReMindDeprecationWarning, match="never had an effect"):
-        assert IndexConfig(llm_titles=False) == IndexConfig()
+def test_a_name_near_no_field_lists_the_fields() -> None:
+    with pytest.raises(ConfigError, match="llm_titles: no such field") as caught:
+        IndexConfig(llm_titles=False)
+    assert all(f in str(caught.value) for f in IndexConfig.model_fields)
+    with pytest.raises(ConfigError, match="chunk_tokns .did you mean chunk_tokens"):
+        ReMindRetriever.from_texts(["Sinister is a 2012 horror film."], chunk_tokns=100)
+    with pytest.raises(ConfigError, match="valid dictionary or instance of PriorConfig"):
+        RetrievalConfig(prior=False)  # the on/off switch is prior.enabled
 
 
 def _old_save(rag: ReMindRAG, root: Path) -> Path:
@@ -212,40 +139,6 @@ def _old_save(rag: ReMindRAG, root: Path) -> Path:
 
     used = embedder_record.record(rag.embedder, rag.store.dim, None)
     return persist.save(rag.store, rag.index_config, rag.retrieval_config, root, used)
-
-
-def test_a_store_saved_by_the_previous_release_loads(tmp_path: Path) -> None:
-    """A folder the previous release saved (generations and an engine.json of the older
-    config shape) opens converted, without a warning, its config read in the new places; the
-    settings the store keeps from then on have the new shape (the old file kept aside)."""
-    from remindrag_integrations.stores import sqlite_store
-
-    rag = _engine()
-    _old_save(rag, tmp_path / "s")
-    saved = persist.read_checked_json(tmp_path / "s" / persist.ENGINE_FILE)
-    saved.update(index=OLD_SAVED_INDEX, retrieval=OLD_SAVED_RETRIEVAL)
-    persist.write_checked_json(tmp_path / "s" / persist.ENGINE_FILE, saved)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the user did nothing wrong: no warning
-        loaded = ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder(dim=64))
-    cfg = loaded.retrieval_config
-    for old in RENAMED:
-        assert _new_place(cfg, old) == OLD_SAVED_RETRIEVAL[old], old
-    assert cfg.prior.enabled is False and cfg.k == 3
-    assert loaded.index_config.chunk_tokens == 300
-    assert loaded.retrieve(QUESTION, k=1).chunks
-    kept = tmp_path / "s" / sqlite_store.BACKUP / persist.ENGINE_FILE
-    assert persist.read_checked_json(kept)["retrieval"] == OLD_SAVED_RETRIEVAL
-    loaded.save(tmp_path / "s")  # saved again: the new shape
-    body = sqlite_store.read_settings(tmp_path / "s")["engine"]["retrieval"]
-    assert body["prior"]["damping"] == 0.7 and "prior_damping" not in body
-    assert body["memory"] == MemoryConfig(
-        alpha=0.2, lam=0.6, max_replay_nodes=32, replay_starts=7, rank_weight=0.5,
-        max_bridge_hops=3,
-    ).model_dump()  # fmt: skip
-    loaded.close()
-    again = ReMindRAG.load(tmp_path / "s", embeddings=HashEmbedder(dim=64))
-    assert again.retrieval_config == cfg and again.index_config == loaded.index_config
 
 
 def test_a_retriever_saved_by_the_previous_release_keeps_its_fields(tmp_path: Path) -> None:
@@ -326,35 +219,22 @@ def test_the_top_level_keeps_the_errors_an_application_catches() -> None:
 
 
 @pytest.mark.parametrize("name", ["StoreLockedError", "InvalidTeachPairError", "LLMTimeoutError"])
-def test_the_other_errors_still_import_from_the_top_level_with_a_warning(name: str) -> None:
-    with pytest.warns(ReMindDeprecationWarning, match=f"remindrag_integrations.errors.{name}"):
-        assert getattr(top, name) is getattr(public_errors, name)
-    with pytest.warns(ReMindDeprecationWarning):
-        exec(f"from remindrag_integrations import {name}", {})  # noqa: S102
-    with pytest.warns(ReMindDeprecationWarning, match="core.types"):
+def test_the_other_errors_import_from_errors_only(name: str) -> None:
+    assert getattr(public_errors, name) is getattr(core_errors, name)
+    with pytest.raises(AttributeError, match=name):
+        getattr(top, name)
+    with pytest.raises(ImportError, match=name):
         exec(f"from remindrag_integrations.core.types import {name}", {})  # noqa: S102
-    with pytest.raises(AttributeError):
-        top.NoSuchError  # noqa: B018
 
 
-@pytest.mark.parametrize("old", faces.MOVED)
-def test_a_face_module_at_its_old_path_warns_and_is_the_same_module(old: str) -> None:
-    """The framework faces moved under ``faces/``; each old import path still works for one
-    release, warns, and gives the very module (its classes are the same classes)."""
-    import importlib
-    import sys
-
-    name = f"remindrag_integrations.{old}"
-    head = f"remindrag_integrations.{old.split('.')[0]}"
-    kept = {
-        m: sys.modules.pop(m) for m in list(sys.modules) if m == head or m.startswith(head + ".")
-    }
-    try:
-        with pytest.warns(ReMindDeprecationWarning, match="faces"):
-            module = importlib.import_module(name)
-        assert module is importlib.import_module(f"remindrag_integrations.faces.{old}")
-    finally:
-        sys.modules.update(kept)
+def test_the_package_root_holds_the_door_the_engine_errors_testing_and_the_export() -> None:
+    """No module at the root but these (the faces live in ``faces/``; their draft paths at the
+    root, ``remindrag_integrations.retriever`` and the like, are gone)."""
+    root = Path(top.__file__).parent
+    modules = {p.stem for p in root.glob("*.py")}
+    assert modules == {"__init__", "engine", "errors", "graph_export", "testing"}
+    packages = {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
+    assert packages == {"adapters", "app", "core", "faces", "stores"}
 
 
 def test_one_wiring_for_flat_fields_over_a_saved_engine(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def package_edges() -> list:
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     """A toy package of the same name, with the same floors, to break the rules on."""
     root = tmp_path / "remindrag_integrations"
-    for name in ("", "core", "stores", "app", "bench", *files):
+    for name in ("", "core", "stores", "app", *files):
         path = root / name if name.endswith(".py") else root / name / "__init__.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
@@ -144,10 +144,37 @@ def test_the_engine_never_imports_the_faces(tmp_path: Path) -> None:
     assert floors.violations(floors.edges(root)) == ["import runs up: engine:1 -> faces (top)"]
 
 
-def test_the_harness_does_not_import_the_command_line(tmp_path: Path) -> None:
-    root = _package(tmp_path, {"bench/cli.py": "def f():\n    from ..app import specs\n"})
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def f():\n    from benchmarks.harness.cli import main\n",
+        "import benchmarks.harness\n",
+        "from benchmarks import harness\n",
+    ],
+)
+def test_the_library_never_imports_the_benchmark_harness(tmp_path: Path, code: str) -> None:
+    """The harness lives beside the package (``benchmarks/harness``): no floor imports it, not
+    even the command line, not even lazily."""
+    root = _package(tmp_path, {"app/cli.py": code})
     broken = floors.violations(floors.edges(root))
-    assert broken and all(line.startswith("bench imports app") for line in broken)
+    assert len(broken) == 1 and broken[0].startswith("the library imports the benchmarks: app.cli:")
+    assert "-> benchmarks" in broken[0] and "benchmarks" not in floors.mermaid(floors.edges(root))
+
+
+def test_the_librarys_own_tests_never_import_the_harness() -> None:
+    """Only the harness's own tests (tests/harness/) import ``benchmarks``; the library's
+    tests get their helpers from the library or from tests/ (conftest.py's ``sample_set``,
+    ``testing.synthetic_graph``)."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if "harness" in path.relative_to(ROOT / "tests").parts[:1]:
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(r"\s*(from|import) benchmarks\b", line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == []
+    assert not (ROOT / "remindrag_integrations" / "bench").exists()
+    assert (ROOT / "benchmarks" / "harness" / "__main__.py").exists()
 
 
 def test_every_allowed_exception_is_still_in_the_code(package_edges: list) -> None:
@@ -162,13 +189,67 @@ def _arrows(text: str) -> set[tuple[str, str, str]]:
     return set(re.findall(r"^\s*(\w+) (-->|-\.->)\|\d+\| (\w+)$", text, re.MULTILINE))
 
 
+def _rooms(text: str) -> set[tuple[str, str]]:
+    """The picture's nodes with their file counts: ``app["app (13)"]`` -> ("app", "13")."""
+    return set(re.findall(r'^\s*(\w+)\["[^"]*\((\d+)\)"\]$', text, re.MULTILINE))
+
+
+def _page() -> str:
+    return (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+
+
 def test_architecture_draws_the_house_the_code_builds(package_edges: list) -> None:
-    """The picture's arrows (which package imports which; counts may drift) are the code's:
-    after a change, paste the output of ``python tools/import_floors.py``."""
-    page = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    """The picture's rooms with their file counts, its arrows (which room imports which; the
+    import counts on them may drift) and the numbers the page states are the code's: after a
+    change, paste the output of ``python tools/import_floors.py``."""
+    page = _page()
     drawn = re.search(r"```mermaid\n(.*?)```", page, re.DOTALL)
     assert drawn is not None
-    assert _arrows(drawn.group(1)) == _arrows(floors.mermaid(package_edges))
+    code = floors.mermaid(package_edges)
+    assert _rooms(drawn.group(1)) == _rooms(code)
+    assert _arrows(drawn.group(1)) == _arrows(code)
+    stated = re.search(r"The house today: \*\*(.+?)\*\*", page)
+    assert stated is not None and stated.group(1) == floors.summary(package_edges)
+
+
+def test_architecture_has_one_copy_of_each_section() -> None:
+    """Each heading once (a second, older copy of a section drifted unseen before), and the
+    sections a reader looks for are there."""
+    headings = re.findall(r"^(#{2,3} .+)$", _page(), re.MULTILINE)
+    assert len(headings) == len(set(headings)), sorted(h for h in headings if headings.count(h) > 1)
+    for want in ("The rooms", "The house: imports by floor", "A query", "An insert", "Ids"):
+        assert f"## {want}" in headings
+    assert any(h.startswith("## A memory write") for h in headings)
+    assert "## The door for stores" in headings
+
+
+def test_architecture_points_at_files_and_names_that_exist() -> None:
+    """Every ``room/file.py`` and ``room/file.py::Name`` the page names is in the package."""
+    package = ROOT / "remindrag_integrations"
+    refs = re.findall(r"((?:core|stores|adapters|faces|app)/[\w/]+\.py)(?:::(\w+))?", _page())
+    assert refs
+    for path, name in refs:
+        assert (package / path).is_file(), path
+        if name:
+            source = (package / path).read_text(encoding="utf-8")
+            assert re.search(rf"^\s*(class|def|async def) {name}\b|^{name}\b", source, re.M), (
+                f"{path}::{name}"
+            )
+
+
+def test_ids_are_read_in_core_ids_only() -> None:
+    """No module but ``core/ids.py`` tells an id's kind by its prefix or spells an id's
+    pattern (ARCHITECTURE.md, "Ids"; PostgreSQL's SQL is the one exception the page names)."""
+    package = ROOT / "remindrag_integrations"
+    reads = re.compile(r"""startswith\(\(?["'][caemrkxl]-|\[[cae]+\]-\[0-9a-f\]|\bc-\[0-9a-f\]""")
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).as_posix() == "core/ids.py":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if reads.search(line):
+                found.append(f"{path.relative_to(package)}:{n}: {line.strip()}")
+    assert found == []
 
 
 def test_architecture_names_every_store_capability() -> None:
@@ -187,10 +268,9 @@ def test_architecture_names_every_store_capability() -> None:
 
 
 def test_the_store_protocols_have_one_door() -> None:
-    """The package imports the store protocols from ``core.store`` only; the old address,
-    ``core.protocols``, still gives them for one release, with a deprecation warning."""
-    from remindrag_integrations.core import store
-    from remindrag_integrations.errors import ReMindDeprecationWarning
+    """The package imports the store protocols from ``core.store`` only; ``core.protocols``
+    holds the chat LLM and the embedder, nothing of the store's."""
+    from remindrag_integrations.core import protocols, store
 
     pkg = ROOT / "remindrag_integrations"
     moved = {"GraphStore", "LexicalStore", "MemoryFn", "SettingsStore", "SnapshotStore"}
@@ -200,9 +280,7 @@ def test_the_store_protocols_have_one_door() -> None:
             if re.match(r"from [.\w]*protocols import", line):
                 names = {n.strip() for n in line.split("import", 1)[1].split(",")}
                 assert not names & moved, f"{path.relative_to(ROOT)}: {line}"
-    with pytest.warns(ReMindDeprecationWarning, match="core.store"):
-        from remindrag_integrations.core.protocols import GraphStore
-    assert GraphStore is store.GraphStore
+    assert not moved & set(vars(protocols)) and hasattr(store, "GraphStore")
 
 
 def test_a_query_from_the_users_door_enters_each_face_once_going_down() -> None:

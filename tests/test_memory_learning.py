@@ -14,8 +14,6 @@ from hypothesis import strategies as st
 
 from remindrag_integrations import Document, ReMindRAG, ReMindRetriever, TeachPair, Trace
 from remindrag_integrations.app.cli import main as cli_main
-from remindrag_integrations.bench.data import Dataset
-from remindrag_integrations.bench.memory_bench import subquestions
 from remindrag_integrations.core.memory.math import memory_evidence, rank_scores, replay_bound
 from remindrag_integrations.errors import InvalidTeachPairError
 from remindrag_integrations.testing import HashEmbedder
@@ -276,25 +274,6 @@ def test_cli_memory_teach(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     bad.write_text(json.dumps({"question": QUESTION, "doc_ids": ["d1"]}) + "\n{oops\n")
     assert cli_main(["memory", "teach", str(bad), "--store", store]) == 2
     assert "line 2: not JSON" in capsys.readouterr().err
-
-
-def test_musique_subquestions_are_self_contained() -> None:
-    q = {
-        "qid": "q1",
-        "question": "Who founded the company that made X?",
-        "gold_pids": ["a", "b"],
-        "extra": {
-            "decomposition": [
-                {"question": "Who made X?", "answer": "Acme", "gold_pid": "a"},
-                {"question": "Who founded #1 ?", "answer": "Jo", "gold_pid": "b"},
-            ]
-        },
-    }
-    ds = Dataset("s", [q], {"a": {"pid": "a", "text": ""}, "b": {"pid": "b", "text": ""}})
-    subs = subquestions(ds, 5)
-    assert [s["question"] for s in subs] == ["Who made X?", "Who founded Acme ?"]
-    assert [s["gold_pids"] for s in subs] == [["a"], ["b"]]
-    assert [s["qid"] for s in subs] == ["q1/sub1", "q1/sub2"]
 
 
 def test_trace_page_shows_the_ranking_evidence(rag: ReMindRAG) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from remindrag_integrations.core.config import PriorConfig, RetrievalConfig
-from remindrag_integrations.core.errors import ReMindDeprecationWarning
+from remindrag_integrations.core.errors import StoreError
 from remindrag_integrations.core.pagerank import Links, pagerank
 from remindrag_integrations.core.prior import spread, spread_local
 from remindrag_integrations.core.push import Local, push, top_anchors
@@ -204,9 +204,7 @@ class OldMatrixStore(CountingReads):
         return OldMatrix(m.ids, m.anchors)
 
 
-def test_a_matrix_without_its_data_warns_and_the_prior_spreads_over_the_reads() -> None:
+def test_a_matrix_without_its_data_is_a_store_error_naming_what_to_give() -> None:
     store, _, _ = _graph(kind=OldMatrixStore)
-    with pytest.warns(ReMindDeprecationWarning, match=r"OldMatrixStore\.graph_matrix\(\)"):
-        got = spread(_walk(store), RESTART)
-    assert store.read  # the walk's reads
-    assert got == top_anchors(_local_push(_walk(store)), 50)
+    with pytest.raises(StoreError, match=r"OldMatrixStore\.graph_matrix\(\) gave a OldMatrix"):
+        spread(_walk(store), RESTART)

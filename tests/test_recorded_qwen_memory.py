@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import sample_set
 
 from remindrag_integrations import Document, ReMindRAG
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.resources import make_embedder
+from remindrag_integrations.adapters.embeddings import default_embedder
 from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.core.steps import current_ask
 from remindrag_integrations.testing import HashEmbedder, RecordedLLM, ScriptedLLM
@@ -93,15 +93,15 @@ def test_an_answer_citing_nothing_teaches_and_the_repeat_replays() -> None:
 def runs() -> list[dict[str, Any]]:
     fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
     n = int(fixture["command"].split("--limit ")[1].split()[0])
-    emb = make_embedder("minilm")
-    ds = load_dataset("hotpotqa_train100_sample", DATA).head(n)
+    emb = default_embedder()  # the packaged MiniLM, as recorded
+    questions, docs = sample_set("hotpotqa_train100_sample")
     out = []
-    for item in ds.questions:
+    for item in questions[:n]:
         llm = RecordedLLM(FIXTURE)
         rag = ReMindRAG(
             llm=None, embeddings=emb, retrieval_config=RetrievalConfig(llm_timeout=1800.0)
         )
-        rag.insert(ds.documents(item["context_pids"]))
+        rag.insert([docs[p] for p in item["context_pids"]])
         q = item["question"]
         first = rag.retrieve(q, llm=llm)
         ans = rag.answer(q, llm=llm)

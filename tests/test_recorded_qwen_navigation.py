@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import sample_set
 
 from remindrag_integrations import ReMindRAG
-from remindrag_integrations.bench.data import load_dataset
-from remindrag_integrations.bench.resources import make_embedder
+from remindrag_integrations.adapters.embeddings import default_embedder
 from remindrag_integrations.core.config import RetrievalConfig
 from remindrag_integrations.testing import RecordedLLM
 
@@ -33,14 +33,14 @@ PER_SET = 3
 
 @pytest.fixture(scope="module")
 def runs() -> list[dict[str, Any]]:
-    emb = make_embedder("minilm")
+    emb = default_embedder()  # the packaged MiniLM, as recorded
     out = []
     for name in SETS:
-        ds = load_dataset(name, DATA).head(PER_SET)
-        for item in ds.questions:
+        questions, docs = sample_set(name)
+        for item in questions[:PER_SET]:
             cfg = RetrievalConfig(llm_timeout=1800.0)
             eng = ReMindRAG(llm=None, embeddings=emb, retrieval_config=cfg)
-            eng.insert(ds.documents(item["context_pids"]))
+            eng.insert([docs[p] for p in item["context_pids"]])
             row: dict[str, Any] = {"qid": item["qid"], "zero": eng.retrieve(item["question"])}
             for mode in ("never", "always", "auto"):
                 llm = RecordedLLM(FIXTURE)

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from remindrag_integrations.bench.scale import synthetic_graph
 from remindrag_integrations.errors import (
     ConfigError,
     EmbeddingError,
@@ -17,7 +16,7 @@ from remindrag_integrations.errors import (
 )
 from remindrag_integrations.stores import InMemoryGraphStore, ann, open_store, sqlite_store
 from remindrag_integrations.stores.vectors import EmbeddingTable
-from remindrag_integrations.testing import contract_graph
+from remindrag_integrations.testing import contract_graph, synthetic_graph
 
 # the extra 'ann' (never imported here: see test_the_onnx_embedder_still_imports_after_...)
 pytestmark = pytest.mark.skipif(not ann.available(), reason="extra 'ann' (usearch) not installed")

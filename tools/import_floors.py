@@ -6,10 +6,12 @@ Floors, from the ground up (a module may import its own floor and the floors bel
 1. ``stores``, ``adapters``: where the graph lives, other libraries' models;
 2. the engine: ``engine.py`` (``ReMindRAG``, the default wiring), ``graph_export.py``,
    ``errors.py``: the framework-free library;
-3. the faces: ``faces/`` (``ReMindRetriever``, ``faces/langchain``, ``faces/llama_index``),
-   the package's door (``__init__.py``) and the faces' old paths (modules that only call
-   ``faces.moved``), where users meet LangChain and LlamaIndex;
-4. ``app``, ``bench``, ``testing.py``: programs and tools built on everything below.
+3. the faces: ``faces/`` (``ReMindRetriever``, ``faces/langchain``, ``faces/llama_index``)
+   and the package's door (``__init__.py``), where users meet LangChain and LlamaIndex;
+4. ``app``, ``testing.py``: programs and tools built on everything below.
+
+The benchmark harness is not in the package (``benchmarks/harness``): no module of the package
+imports ``benchmarks``, at any floor.
 
 Every ``import`` counts, at module level, inside a function (lazy) or under
 ``if TYPE_CHECKING:``. The rules: ``core`` imports nothing above it, no import runs up a floor,
@@ -19,7 +21,7 @@ Inside ``core`` and ``faces`` the same holds room by room (:func:`core_room`,
 :func:`face_room`); neighbours listed in
 :data:`ONE_WAY` import each other one way only.
 
-    python tools/import_floors.py            # the Mermaid picture, then the rules' verdict
+    python tools/import_floors.py            # the Mermaid picture, its numbers, the verdict
     python tools/import_floors.py --check    # only the verdict (exit 1 on a broken rule)
     python tools/import_floors.py --root ../other/remindrag_integrations   # another checkout
 
@@ -37,7 +39,8 @@ from pathlib import Path
 
 PACKAGE = "remindrag_integrations"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
-FLOOR_NAMES = ("core", "stores and adapters", "the engine", "faces", "app and bench")
+BENCHMARKS = "benchmarks"  # the harness and its scripts, beside the package: never imported
+FLOOR_NAMES = ("core", "stores and adapters", "the engine", "faces", "app and testing")
 ENGINE = ("engine", "graph_export", "errors")  # the top-level modules of floor 2
 # Imports exempt from both checks (an import up a floor or closing a circle), each with its
 # reason. None today: the store contract's import of ``testing.py`` (contract <-> testing) went
@@ -66,7 +69,7 @@ def floor(module: str) -> int:
         return 1
     if head in ENGINE:
         return 2
-    if head in ("app", "bench", "testing"):
+    if head in ("app", "testing"):
         return 4
     return 3
 
@@ -101,21 +104,13 @@ def face_room(module: str) -> int:
     return 1 if parts[:1] in (["langchain"], ["llama_index"]) else 0
 
 
-def is_old_path(path: Path) -> bool:
-    """A module kept at a face's old path for one release: it only calls ``moved``."""
-    return "moved(__name__)" in path.read_text(encoding="utf-8")
-
-
 def group(module: str, root: Path = ROOT) -> str:
     """The node a module is drawn in: its package (``core.memory``), its room for ``core``'s
     own modules (``core stages``), ``engine`` (the top-level modules of floor 2), ``door``
-    (the package's ``__init__``), ``old paths`` (:func:`is_old_path`) or ``testing``."""
+    (the package's ``__init__``) or ``testing``."""
     parts = module.split(".")[1:]
     if not parts:
         return "door"
-    path = root.joinpath(*parts)
-    if is_old_path(path / "__init__.py" if path.is_dir() else path.with_suffix(".py")):
-        return "old paths"
     if parts[0] in ENGINE:
         return "engine"
     if parts in (["core"], ["faces"]):  # the packages' __init__ are among their parts
@@ -200,6 +195,9 @@ class _Visitor(ast.NodeVisitor):
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
         for name in _imported(node, self.module, self.is_pkg):
+            if name == BENCHMARKS or name.startswith(BENCHMARKS + "."):  # broken: violations()
+                self.edges.append(Edge(self.module, name, node.lineno, self.kind))
+                continue
             target = _resolve(name, self.known) if name.startswith(PACKAGE) else None
             for t in _with_packages(target, self.module):
                 self.edges.append(Edge(self.module, t, node.lineno, self.kind))
@@ -272,10 +270,13 @@ def cycles(found: list[Edge]) -> list[frozenset[str]]:
 # (importer, imported) -> why not.
 ONE_WAY = {
     ("core.memory", "core.navigate"): "navigate reads memory's replay score, not back",
-    ("bench", "app"): "the command line's `remindrag bench` is the harness's door, not back",
     ("faces.langchain", "faces.llama_index"): "the two frameworks' faces stand side by side",
     ("faces.llama_index", "faces.langchain"): "the two frameworks' faces stand side by side",
 }
+
+
+def _in_package(module: str) -> bool:
+    return module == PACKAGE or module.startswith(PACKAGE + ".")
 
 
 def _within(module: str, package: str) -> bool:
@@ -300,6 +301,12 @@ def violations(found: list[Edge]) -> list[str]:
     short = len(PACKAGE) + 1
     out = []
     for e in found:
+        if not _in_package(e.target):
+            out.append(
+                f"the library imports the benchmarks: {e.source[short:]}:{e.line} -> "
+                f"{e.target} ({e.kind})"
+            )
+            continue
         if floor(e.target) > floor(e.source) and (e.source, e.target) not in ALLOWED:
             rule = "core imports a higher floor" if floor(e.source) == 0 else "import runs up"
             out.append(f"{rule}: {e.source[short:]}:{e.line} -> {e.target[short:]} ({e.kind})")
@@ -329,7 +336,7 @@ def mermaid(found: list[Edge], root: Path = ROOT) -> str:
                 lines.append(f'    {_node(g)}["{g} ({members[g]})"]')
         lines.append("  end")
     pairs: dict[tuple[str, str], list[Edge]] = {}
-    for e in found:
+    for e in filter(lambda e: _in_package(e.target), found):  # (the rest: violations)
         a, b = group(e.source, root), group(e.target, root)
         if a != b:
             pairs.setdefault((a, b), []).append(e)
@@ -344,6 +351,21 @@ def mermaid(found: list[Edge], root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+def summary(found: list[Edge], root: Path = ROOT) -> str:
+    """The picture in numbers, as ARCHITECTURE.md states them (tests/test_layers.py): floors
+    holding a module, rooms (the picture's nodes), files (modules) and arrows."""
+    members = Counter(group(m, root) for m in modules(root))
+    used = {floor(f"{PACKAGE}.{g.split()[0]}") for g in members}
+    arrows = {
+        (group(e.source, root), group(e.target, root)) for e in found if _in_package(e.target)
+    }
+    arrows = {(a, b) for a, b in arrows if a != b}
+    return (
+        f"{len(used)} floors, {len(members)} rooms, {sum(members.values())} files, "
+        f"{len(arrows)} arrows"
+    )
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[argv.index("--root") + 1]).resolve() if "--root" in argv else ROOT
     found = edges(root)
@@ -352,7 +374,9 @@ def main(argv: list[str]) -> int:
     broken = violations(found)
     for line in broken:
         print(line, file=sys.stderr)
-    print(f"{len(found)} imports, {len(broken)} broken rules", file=sys.stderr)
+    print(
+        f"{summary(found, root)}; {len(found)} imports, {len(broken)} broken rules", file=sys.stderr
+    )
     return 1 if broken else 0
 
 

@@ -1,4 +1,5 @@
-"""The ``remindrag`` command line: index, ask, inspect, trace, mcp, serve, demo, bench.
+"""The ``remindrag`` command line: index, ask, inspect, memory, trace, mcp, serve, demo. (The
+benchmark harness is not part of the library: ``python -m benchmarks.harness`` in a checkout.)
 
 A store is a directory holding an SQLite database (``ReMindRAG(store=DIR)``: every write is
 committed as it is made, and commands on one store may run at once) or a PostgreSQL DSN; the
@@ -373,14 +374,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    try:
-        from ..bench.cli import main as bench_main
-    except ImportError as exc:
-        raise CLIError(f"the benchmark package is not available ({exc})") from exc
-    return int(bench_main(args.bench_args) or 0)
-
-
 # ---------------------------------------------------------------------------------------------
 # parser
 
@@ -397,15 +390,12 @@ def build_parser() -> argparse.ArgumentParser:
             "mcp": cmd_mcp,
             "serve": cmd_serve,
             "demo": cmd_demo,
-            "bench": cmd_bench,
         }
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "bench" and args.bench_args[:1] == ["--"]:
-        args.bench_args = args.bench_args[1:]
     try:
         status = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit

@@ -197,16 +197,6 @@ def _demo(sub: Any, commands: Commands) -> None:
     p.set_defaults(func=commands["demo"])
 
 
-def _bench(sub: Any, commands: Commands) -> None:
-    p = sub.add_parser(
-        "bench",
-        help="run the benchmarks (remindrag_integrations.bench)",
-        description="Run the benchmarks; options go to the benchmark CLI.",
-    )
-    p.add_argument("bench_args", nargs=argparse.REMAINDER, help="options passed to the bench")
-    p.set_defaults(func=commands["bench"])
-
-
 def _mcp(sub: Any, commands: Commands) -> None:
     p = sub.add_parser(
         "mcp",
@@ -266,6 +256,6 @@ def build(commands: Commands) -> argparse.ArgumentParser:
         prog="remindrag", description="ReMindRAG: a knowledge-graph retriever with memory."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_index, _ask, _inspect, _memory, _trace, _mcp, _serve, _demo, _bench):
+    for add in (_index, _ask, _inspect, _memory, _trace, _mcp, _serve, _demo):
         add(sub, commands)
     return parser

@@ -7,17 +7,14 @@ configs with their own docs: :class:`PriorConfig` (the first pass), :class:`Memo
 :class:`PromptConfig` (what an LLM prompt shows). The reference is docs/config.md.
 
 A new knob goes into the nested config of the stage that reads it (``cfg.prior.x`` in
-core/prior.py); only a choice a user makes per application belongs at the top.
-
-The flat names of the previous release (``prior_damping``, ``nav_min_similarity``, ...) still
-work for one release with a :class:`~.errors.ReMindDeprecationWarning`: as constructor and
-override arguments and as attributes (:data:`RENAMED` maps each to its new place). A saved
-engine's config (``engine.json``) in the old shape loads without a warning
-(:func:`RetrievalConfig.from_saved`).
+core/prior.py); only a choice a user makes per application belongs at the top. A name that is
+no field is a :class:`~.errors.ConfigError` naming the nearest fields (a nested config's field
+given flat, ``prior_damping``, is named as ``prior={'damping': ...}``).
 """
 
 from __future__ import annotations
 
+import difflib
 import reprlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -25,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import filters
-from .errors import ConfigError, warn_deprecated
+from .errors import ConfigError
 
 RECOMMENDED_MIN_SCORE = 0.525
 """The relevance cutoff measured with the packaged embedder (all-MiniLM-L6-v2) on the dev
@@ -52,7 +49,7 @@ class _Config(BaseModel):
         other prior fields); given as a config object it replaces the whole nested config."""
         if not overrides:
             return self
-        values = _moved(overrides, warn=True, owner=type(self))
+        values = overrides
         merged = self.model_dump()
         for key, value in values.items():
             if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
@@ -64,21 +61,12 @@ class _Config(BaseModel):
     @classmethod
     def build(cls, **values: Any) -> Any:
         """The config from keyword arguments; any bad value is a :class:`ConfigError`."""
-        return cls._checked(_moved(values, warn=True, owner=cls))
-
-    @classmethod
-    def from_saved(cls, values: Mapping[str, Any]) -> Any:
-        """The config a saved engine recorded (``engine.json``), in this release's shape or
-        the previous one's (flat names, dead fields): read without a deprecation warning,
-        since the user did nothing but load a store."""
-        return cls._checked(_moved(values, warn=False, owner=cls))
+        return cls._checked(values)
 
     @classmethod
     def accepts(cls, name: str) -> bool:
-        """Whether ``name`` is an argument this config takes: a field, or a name of the
-        previous release (renamed or removed)."""
-        renamed = RENAMED if cls is RetrievalConfig else {}
-        return name in cls.model_fields or name in renamed or name in REMOVED.get(cls, ())
+        """Whether ``name`` is a field of this config."""
+        return name in cls.model_fields
 
     @classmethod
     def _checked(cls, values: Mapping[str, Any]) -> Any:
@@ -124,7 +112,7 @@ def _config_error(owner: type, exc: ValidationError) -> ConfigError:
         where = where or "(the values)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            problems.append(f"{where}: no such field (check its spelling)")
+            problems.append(f"{where}: no such field ({nearest(str(e['loc'][-1]), owner)})")
             continue
         given = _SHORT.repr(e.get("input"))  # reprlib: bounded at any depth (a filter's)
         given = given if len(given) <= 80 else given[:77] + "..."
@@ -135,6 +123,24 @@ def _config_error(owner: type, exc: ValidationError) -> ConfigError:
     )
     error.problems = problems  # type: ignore[attr-defined]
     return error
+
+
+def nearest(name: str, *owners: type[BaseModel]) -> str:
+    """What to say of ``name``, no field of the ``owners``: the fields nearest it by spelling
+    (a nested config's field given flat, ``prior_damping``, as ``prior={'damping': ...}``),
+    else every field's name."""
+    spelled: dict[str, str] = {}
+    for owner in owners:
+        for field, info in owner.model_fields.items():
+            spelled[field] = field
+            nested = info.annotation
+            if isinstance(nested, type) and issubclass(nested, _Config):
+                spelled |= {f"{field}_{f}": f"{field}={{'{f}': ...}}" for f in nested.model_fields}
+    close = difflib.get_close_matches(name, spelled, n=3, cutoff=0.75)
+    if close:
+        return "did you mean " + " or ".join(spelled[c] for c in close) + "?"
+    fields = sorted(f for owner in owners for f in owner.model_fields)
+    return "the fields: " + ", ".join(fields)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,13 +247,6 @@ class PriorConfig(_Config):
         "(a vector search's first answer) ranks at this place or better, unless memory "
         "vouches for a candidate; 0 = off.",
     )
-
-    if not TYPE_CHECKING:
-
-        def __bool__(self) -> bool:
-            # ``if cfg.prior:`` meant "is the prior on" when ``prior`` was a bool
-            warn_deprecated("RetrievalConfig.prior as a bool", "use prior.enabled")
-            return self.enabled
 
 
 class MemoryConfig(_Config):
@@ -373,11 +372,6 @@ class IndexConfig(_Config):
         "a new document beside it.",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, values: Any) -> Any:
-        return _moved(values, warn=True, owner=cls) if isinstance(values, Mapping) else values
-
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IndexConfig:
         if self.chunk_overlap >= self.chunk_tokens:
@@ -472,11 +466,6 @@ class RetrievalConfig(_Config):
     )
     prompt: PromptConfig = Field(default_factory=PromptConfig, description="LLM prompt caps.")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, values: Any) -> Any:
-        return _moved(values, warn=True, owner=cls) if isinstance(values, Mapping) else values
-
     @field_validator("filter", mode="before")
     @classmethod
     def _valid_filter(cls, value: Any) -> dict[str, Any] | None:
@@ -487,82 +476,3 @@ class RetrievalConfig(_Config):
         if self.max_iterations < self.max_hops:
             raise ValueError("max_iterations must be >= max_hops")
         return self
-
-    if not TYPE_CHECKING:  # mypy sees only the new names: internal code cannot use old ones
-
-        def __getattr__(self, name: str) -> Any:
-            moved = RENAMED.get(name)
-            if moved is None:
-                return super().__getattr__(name)
-            warn_deprecated(f"RetrievalConfig.{name}", "use " + ".".join(moved))
-            return getattr(getattr(self, moved[0]), moved[1])
-
-
-# ---------------------------------------------------------------------------------------------
-# the previous release's names (remove in the release after next)
-
-#: old flat ``RetrievalConfig`` name -> (nested config, field)
-RENAMED: dict[str, tuple[str, str]] = {
-    **{
-        f"prior_{n}": ("prior", n)
-        for n in (
-            "lexical_weight",
-            "graph_weight",
-            "damping",
-            "iterations",
-            "hops",
-            "max_nodes",
-            "max_degree",
-            "candidates",
-            "restart_passages",
-            "passage_restart",
-            "feedback",
-            "feedback_passages",
-        )
-    },
-    "alpha": ("memory", "alpha"),
-    "lam": ("memory", "lam"),
-    "max_replay_nodes": ("memory", "max_replay_nodes"),
-    "replay_starts": ("memory", "replay_starts"),
-    "rank_memory_weight": ("memory", "rank_weight"),
-    "feedback_max_depth": ("memory", "max_bridge_hops"),
-    "nav_enough_chunks": ("navigator", "enough_chunks"),
-    "nav_min_similarity": ("navigator", "min_similarity"),
-    "nav_filter_top": ("navigator", "filter_top"),
-    "chunk_chars_in_prompt": ("prompt", "chunk_chars"),
-    "max_back_choices": ("prompt", "max_back_choices"),
-}
-
-#: fields removed because nothing read them: accepted (and ignored) for one release
-REMOVED: dict[type[BaseModel], frozenset[str]] = {IndexConfig: frozenset({"llm_titles"})}
-
-
-def _moved(values: Mapping[str, Any], *, warn: bool, owner: type[BaseModel]) -> dict[str, Any]:
-    """``values`` with the previous release's names in their new places (a nested dict per
-    config); two values for one field (old and new name) are a :class:`ConfigError`."""
-    out = dict(values)
-    for name in REMOVED.get(owner, frozenset()) & set(out):
-        if warn:
-            warn_deprecated(f"{owner.__name__}({name}=...)", "drop it (it never had an effect)")
-        del out[name]
-    if owner is not RetrievalConfig:
-        return out
-    if isinstance(out.get("prior"), bool):  # the old on/off switch
-        if warn:
-            warn_deprecated("RetrievalConfig(prior=True/False)", "use prior={'enabled': ...}")
-        out["prior"] = {"enabled": out["prior"]}
-    for old in [n for n in out if n in RENAMED]:
-        section, field = RENAMED[old]
-        if warn:
-            warn_deprecated(f"RetrievalConfig({old}=...)", f"use {section}={{'{field}': ...}}")
-        value = out.pop(old)
-        nested = out.get(section)
-        if isinstance(nested, BaseModel):
-            nested = nested.model_dump(exclude_unset=True)
-        elif nested is not None and not isinstance(nested, Mapping):
-            raise ConfigError(f"{section} must be a dict or a config object, not {nested!r}")
-        nested = dict(nested or {})
-        if field in nested and nested[field] != value:
-            raise ConfigError(f"{old} and {section}.{field} given with different values")
-        out[section] = {**nested, field: value}
-    return out

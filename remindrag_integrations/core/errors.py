@@ -170,11 +170,6 @@ class NotCopyableError(ReMindError, TypeError):
     it where it is needed."""
 
 
-class ReMindDeprecationWarning(DeprecationWarning):
-    """A name of the previous release that still works for this one (CHANGELOG.md, the
-    "Migration" list says what replaces it)."""
-
-
 class EmptyCorpusWarning(UserWarning):
     """A retriever was built from no documents over a store that holds none: it would answer
     ``[]`` to every question. Usually a loader whose glob matched no file, or a list filtered
@@ -183,7 +178,7 @@ class EmptyCorpusWarning(UserWarning):
 
 
 # frames in these folders are the library's (or pydantic's, which validates a config): a
-# deprecation warning names the first frame outside them, the user's line
+# warning names the first frame outside them, the user's line
 _INSIDE = str(Path(__file__).resolve().parents[1])
 
 
@@ -191,22 +186,12 @@ def warn_user(message: str, category: type[Warning]) -> None:
     """Warn, the warning pointing at the first line outside this library: the user's."""
     import pydantic
 
-    # the library, pydantic, and the import machinery (a moved module warns as it is imported)
+    # the library, pydantic, and the import machinery (a module may warn as it is imported)
     inside = (_INSIDE, str(Path(pydantic.__file__).resolve().parent), "<frozen importlib")
     frame, level = sys._getframe(0), 1
     while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
-
-
-def warn_deprecated(old: str, new: str) -> None:
-    """Warn that ``old`` (a name of the previous release) is deprecated; ``new`` says what to
-    use instead. The warning points at the first line outside this library: the user's."""
-    warn_user(
-        f"{old} is deprecated and will be removed in the next release; {new} "
-        "(CHANGELOG.md, Migration)",
-        ReMindDeprecationWarning,
-    )
 
 
 __all__ = [
@@ -229,7 +214,6 @@ __all__ = [
     "LLMTimeoutError",
     "NoTraceError",
     "NotCopyableError",
-    "ReMindDeprecationWarning",
     "ReMindError",
     "SourceNotFoundError",
     "StoreConflictError",

@@ -14,7 +14,9 @@ import re
 
 from .types import EdgeKind
 
-NODE_ID_RE = re.compile(r"^[cae]-[0-9a-f]{4,40}$")
+NODE_ID_TEXT = r"[cae]-[0-9a-f]{4,40}"  # a node id inside a text (a prompt, an answer)
+CHUNK_ID_TEXT = r"c-[0-9a-f]{4,40}"  # a chunk id inside a text (an answer's citation)
+NODE_ID_RE = re.compile(rf"^{NODE_ID_TEXT}$")
 EDGE_ID_RE = re.compile(r"^[rmkxl]-[0-9a-f]{4,40}$")
 
 _EDGE_KINDS: dict[str, EdgeKind] = {
@@ -42,6 +44,11 @@ def is_anchor(node_id: str) -> bool:
 
 def is_entity(node_id: str) -> bool:
     return node_id.startswith("e-")
+
+
+def is_learned(edge_id: str) -> bool:
+    """A ``learned`` edge's id: a link memory made, not the corpus."""
+    return edge_id.startswith(_EDGE_PREFIX["learned"] + "-")
 
 
 def anchor_of(chunk_id: str) -> str:

@@ -111,7 +111,7 @@ def engine_settings(
 def config_of(cfg: dict[str, Any], where: Any) -> tuple[IndexConfig, RetrievalConfig]:
     """The configurations of :func:`engine_settings`; damage names ``where``."""
     try:
-        return IndexConfig.from_saved(cfg["index"]), RetrievalConfig.from_saved(cfg["retrieval"])
+        return IndexConfig.build(**cfg["index"]), RetrievalConfig.build(**cfg["retrieval"])
     except (ValueError, KeyError, TypeError) as exc:
         raise StoreCorruptError(f"no readable engine config at {where}: {exc}") from exc
 

@@ -31,7 +31,7 @@ import numpy as np
 from . import pagerank, push
 from .config import RetrievalConfig
 from .entity_words import FUNCTION_WORDS
-from .errors import warn_deprecated
+from .errors import StoreError
 from .extract_rules import question_links
 from .ids import anchor_of, chunk_of, is_anchor, is_chunk, is_entity, norm_name
 from .store import GraphMatrixView, LexicalStore, MatrixStore, find_entities
@@ -161,23 +161,19 @@ def spread(
 
 def whole_graph(walk: Walk) -> GraphMatrixView | None:
     """The store's whole-graph matrix (:class:`~.store.MatrixStore`), unless a metadata
-    filter narrows the graph. A matrix without the data (a store written for the previous
-    release, whose matrix ran the PageRank itself) is not used: a deprecation warning, and
-    the walk's reads instead."""
+    filter narrows the graph. A matrix without the data the prior spreads over is a
+    :class:`~.errors.StoreError` naming what to give."""
     store = walk.store
     if walk.reads.filter is not None or not isinstance(store, MatrixStore):
         return None
     matrix = store.graph_matrix()
-    if isinstance(matrix, GraphMatrixView):
-        return matrix
-    warn_deprecated(
-        f"{type(store).__name__}.graph_matrix() giving a {type(matrix).__name__} without the "
-        "matrix's data (its own pagerank() / push())",
-        "give the data core.store.GraphMatrixView lists (ids, pos, adjacency, degree, "
-        "anchors, entities; docs/stores.md): the prior spreads over the store's reads until "
-        "then",
-    )
-    return None
+    if not isinstance(matrix, GraphMatrixView):
+        raise StoreError(
+            f"{type(store).__name__}.graph_matrix() gave a {type(matrix).__name__}, not a "
+            "core.store.GraphMatrixView (ids, pos, adjacency, degree, anchors, entities; "
+            "docs/stores.md)"
+        )
+    return matrix
 
 
 def spread_local(walk: Walk, restart: dict[str, float]) -> dict[str, float]:

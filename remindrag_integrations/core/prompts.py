@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigError, LLMOutputError
-from .ids import EDGE_ID_RE, NODE_ID_RE
+from .ids import CHUNK_ID_TEXT, EDGE_ID_RE, NODE_ID_RE
 
 EXTRACTION_PROMPT = """Extract a knowledge graph from the text below.
 
@@ -238,7 +238,7 @@ def parse_pre_query(reply: str, max_subquestions: int) -> tuple[bool, list[str]]
     return bool(need), [s for s in subs if s][:max_subquestions]
 
 
-_CITE_RE = re.compile(r"\[?\b(c-[0-9a-f]{4,40})\b\]?")
+_CITE_RE = re.compile(rf"\[?\b({CHUNK_ID_TEXT})\b\]?")
 
 
 def cited_ids(reply: str) -> list[str]:

@@ -1,7 +1,5 @@
 """The plug points: a chat LLM and an embedder here; the graph store and its optional
-capabilities in :mod:`.store`, their one door. Importing a store protocol from here (where
-they used to live) still works for one release, with a
-:class:`~.errors.ReMindDeprecationWarning`.
+capabilities in :mod:`.store`, their one door.
 
 Adapters for LangChain / LlamaIndex objects live in ``adapters/``; stores in ``stores/``.
 """
@@ -10,31 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 __all__ = ["ChatLLM", "Completion", "Embedder"]
-
-_MOVED = frozenset(
-    {"GraphStore", "LexicalStore", "MemoryFn", "SettingsStore", "SnapshotStore", "TraceClaims"}
-    | {"reading"}
-)
-
-
-def __getattr__(name: str) -> Any:
-    """A store protocol asked for at its old address: warned, then given from :mod:`.store`."""
-    if name in _MOVED:
-        from . import store
-        from .errors import warn_deprecated
-
-        warn_deprecated(
-            f"remindrag_integrations.core.protocols.{name}",
-            f"import it from remindrag_integrations.core.store (or {name} from "
-            "remindrag_integrations where it is public)",
-        )
-        return getattr(store, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,6 @@ import copy
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, TypedDict
 
-from . import errors as _errors
-
 NodeKind = Literal["chunk", "anchor", "entity"]
 EdgeKind = Literal["relation", "mention", "contains", "context", "learned"]
 Stage = Literal["extraction", "pre_query", "traversal", "memorize", "answer"]
@@ -467,14 +465,3 @@ class MemoryStats:
     kept: int = 0
     moved: int = 0
     dropped: int = 0
-
-
-def __getattr__(name: str) -> Any:
-    """The errors that the previous release re-exported from here: deprecated."""
-    if name in _errors.__all__:
-        _errors.warn_deprecated(
-            f"importing {name} from remindrag_integrations.core.types",
-            f"use remindrag_integrations.errors.{name}",
-        )
-        return getattr(_errors, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

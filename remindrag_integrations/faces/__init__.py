@@ -8,44 +8,5 @@ sits on top; below it ``search_args.py`` (each framework's argument names), ``op
 hook. The faces import the engine (``engine.py``, ``core``); nothing below imports them.
 
 Users import from the package's top level (``from remindrag_integrations import
-ReMindRetriever``). The faces' modules lived at the package root before this release; those
-paths still work for one release with a :class:`~..errors.ReMindDeprecationWarning`
-(:func:`moved`).
+ReMindRetriever``).
 """
-
-from __future__ import annotations
-
-import importlib
-import sys
-
-from ..core.errors import warn_deprecated
-
-# the modules that moved here, by their old name under the package (CHANGELOG.md, Migration)
-MOVED = (
-    "retriever",
-    "search_args",
-    "options",
-    "inputs",
-    "results",
-    "memory_hooks",
-    "last_trace",
-    "langchain",
-    "langchain.callbacks",
-    "langchain.convert",
-    "llama_index",
-    "llama_index.convert",
-    "llama_index.events",
-)
-
-
-def moved(old: str) -> None:
-    """Make the module ``old`` (``remindrag_integrations.retriever``, imported from its old
-    place) the one under ``faces`` (the same module object: its classes are the same
-    classes), and warn once per import."""
-    package, _, rest = old.partition(".")
-    new = f"{package}.faces.{rest}"
-    warn_deprecated(f"the module {old}", f"import {new} (or the name from {package})")
-    sys.modules[old] = importlib.import_module(new)
-    for sub in MOVED:  # a package's modules too, before the import system looks for them
-        if sub.startswith(f"{rest}."):
-            sys.modules[f"{package}.{sub}"] = importlib.import_module(f"{package}.faces.{sub}")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core import filters
-from ..core.config import RetrievalConfig
+from ..core.config import RetrievalConfig, nearest
 from ..core.errors import ConfigError
 
 SEARCH_KWARGS = ("k", "filter", "score_threshold")
@@ -102,8 +102,9 @@ def call_overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(k for k in kwargs if not RetrievalConfig.accepts(k))
     if unknown:
         raise ConfigError(
-            f"unknown argument(s) for this retrieval: {', '.join(unknown)} (accepted: k, "
-            "filter, score_threshold and the RetrievalConfig fields)"
+            "unknown argument(s) for this retrieval: "
+            + "; ".join(f"{k} ({nearest(k, RetrievalConfig)})" for k in unknown)
+            + " (accepted: k, filter, score_threshold and the RetrievalConfig fields)"
         )
     if "filter" in kwargs:
         kwargs["filter"] = filters.normalise(kwargs["filter"])

@@ -11,7 +11,7 @@ import numpy as np
 from ..core.config import PriorConfig
 from ..core.errors import UnknownNodeError
 from ..core.frontier import read_neighborhoods
-from ..core.ids import is_chunk, norm_name
+from ..core.ids import is_anchor, is_chunk, is_entity, norm_name
 from ..core.memory.write import update
 from ..core.pagerank import Links, pagerank
 from ..core.push import push
@@ -173,8 +173,8 @@ def graph_matrix_holds_entities_anchors_and_their_edges(s: StoreUnderTest) -> No
     want = {n.id for n in graph["nodes"] if n.kind != "chunk"}
     assert set(g.ids) == want and len(g.ids) == len(want)
     assert all(g.pos[n] == i for i, n in enumerate(g.ids)) and len(g.pos) == len(want)
-    assert sorted(g.ids[i] for i in g.anchors) == sorted(i for i in want if i.startswith("a-"))
-    assert [bool(x) for x in g.entities] == [n.startswith("e-") for n in g.ids]
+    assert sorted(g.ids[i] for i in g.anchors) == sorted(i for i in want if is_anchor(i))
+    assert [bool(x) for x in g.entities] == [is_entity(n) for n in g.ids]
     pairs: Counter[tuple[str, str]] = Counter()
     for e in graph["edges"]:
         if e.u in want and e.v in want:

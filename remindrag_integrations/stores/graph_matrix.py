@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.ids import is_anchor, is_entity
 from ..core.types import Edge, Node
 
 
@@ -43,6 +44,6 @@ class GraphMatrix:
             (np.ones(len(rows), np.float32), (rows, cols)), shape=(len(ids), len(ids))
         )
         degree = np.asarray(adj.sum(axis=1), np.float32).ravel()
-        anchors = np.array([i for i, n in enumerate(ids) if n.startswith("a-")], np.int64)
-        entities = np.array([n.startswith("e-") for n in ids], bool)
+        anchors = np.array([i for i, n in enumerate(ids) if is_anchor(n)], np.int64)
+        entities = np.array([is_entity(n) for n in ids], bool)
         return cls(ids, pos, adj, degree, anchors, entities)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection, Sequence
 import numpy as np
 
 from ..core.errors import EmbeddingError, InvalidArgumentError, UnknownNodeError
+from ..core.ids import is_learned
 from ..core.store import MemoryFn
 from ..core.types import Edge, Node
 
@@ -45,7 +46,7 @@ def learned_links(links: Sequence[Edge]) -> list[Edge]:
     """The links of a memory update: ``learned`` edges with ``l-`` ids."""
     out = list(links)
     for e in out:
-        if not isinstance(e, Edge) or e.kind != "learned" or not e.id.startswith("l-"):
+        if not isinstance(e, Edge) or e.kind != "learned" or not is_learned(e.id):
             raise InvalidArgumentError(f"a memory update can only add learned edges, got {e!r}")
     return out
 

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 
 from ..entity_words import FUNCTION_WORDS
 from ..extract_rules import rule_based_extraction
-from ..ids import norm_name
+from ..ids import NODE_ID_TEXT, norm_name
 from ..text import word_list
 
 MIN_COVERAGE = 0.5  # share of the answer's key words the support must hold
@@ -169,8 +169,8 @@ ANSWER_WORDS = frozenset(
     source sources cite cited citation question questions chunk chunks
     """.split()
 )
-_NODE_ID = re.compile(r"\b[cae]-[0-9a-f]{4,40}\b")  # a cited id is no word of the answer
-_CITED = re.compile(r"\s*\[?\s*\b[cae]-[0-9a-f]{4,40}\b\s*\]?")
+_NODE_ID = re.compile(rf"\b{NODE_ID_TEXT}\b")  # a cited id is no word of the answer
+_CITED = re.compile(rf"\s*\[?\s*\b{NODE_ID_TEXT}\b\s*\]?")
 
 
 def normal(text: str) -> str:

@@ -1,6 +1,0 @@
-"""Moved to :mod:`remindrag_integrations.faces.results`; this path works for one release, with a
-deprecation warning."""
-
-from .faces import moved
-
-moved(__name__)
