@@ -56,6 +56,7 @@ from ..core.errors import (
     StoreLockedError,
     StoreNotFoundError,
 )
+from ..core.ids import norm_name
 from ..core.types import Chunk, Edge, Node
 from . import generations
 from .memory_store import _VERSIONED, InMemoryGraphStore
@@ -555,7 +556,8 @@ class SQLiteGraphStore(InMemoryGraphStore):
             if nid in self._nodes:
                 if self._nodes[nid] != node:
                     self._nodes[nid] = node
-                    self._add_aliases(nid, node.aliases)
+                    for alias in node.aliases:  # names another entity holds stay its
+                        self._entity_names.setdefault(norm_name(alias), nid)
             else:
                 self._add_node(node)
                 new_nodes.append(node)
@@ -795,19 +797,12 @@ class SQLiteGraphStore(InMemoryGraphStore):
         return super().top_memory(query, k)
 
     # --- writes: each one transaction -------------------------------------------------------
-    def add_graph(self, **kwargs: Any) -> dict[str, int]:  # type: ignore[override]
-        with self._write("write the batch"):
-            return super().add_graph(**kwargs)
-
-    def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
-        with self._write("delete the documents"):
-            return super().delete_documents(doc_ids)
-
-    def update_memory(
-        self, edge_ids: Sequence[str], fn: Any, links: Sequence[Edge] = ()
-    ) -> np.ndarray:
-        with self._write("write memory"):
-            return super().update_memory(edge_ids, fn, links)
+    @contextlib.contextmanager
+    def _write_step(self, what: str, graph: bool = False) -> Iterator[None]:
+        """Every write (decided by :mod:`.writes`, as every store's) runs in one transaction
+        that writes the rows it changed (:meth:`_write`)."""
+        with self._write(what), self._writing(graph):
+            yield
 
     def reset_memory(self) -> int:
         with self._write("reset memory"):
