@@ -35,7 +35,6 @@ from .adapters.llm import as_chat_llm
 from .core import arguments, persist
 from .core import progress as progress_arg
 from .core.config import IndexConfig, RetrievalConfig
-from .core.facade import Engine, checked_options
 from .core.errors import (
     ConfigError,
     EmbeddingError,
@@ -45,6 +44,7 @@ from .core.errors import (
     StoreError,
     StoreNotFoundError,
 )
+from .core.facade import Engine, checked_options
 from .core.persist import check_folder
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM
