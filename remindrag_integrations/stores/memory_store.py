@@ -218,21 +218,22 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
         if fresh:
             rows = np.stack([change.vectors[n.id] for n in fresh]).astype(np.float32)
             validate.storable(rows, self._vectors.table.dtype)  # before anything changes
-        if change.graph:
-            self._apply_graph(change, fresh, rows)
-        else:
-            self._add_links(change.edges)
-        if change.memory:
-            self._own("_memory")
-            for eid, row in change.memory.items():
-                if row is None:
-                    self._memory.pop(eid, None)
-                else:
-                    self._memory[eid] = row
-        for old, new in change.successors.items():
-            self._successor[old] = new
-        while len(self._successor) > MAX_SUCCESSORS:
-            del self._successor[next(iter(self._successor))]
+        with self._lock:  # held already by a write of the store's own
+            if change.graph:
+                self._apply_graph(change, fresh, rows)
+            else:
+                self._add_links(change.edges)
+            if change.memory:
+                self._own("_memory")
+                for eid, row in change.memory.items():
+                    if row is None:
+                        self._memory.pop(eid, None)
+                    else:
+                        self._memory[eid] = row
+            for old, new in change.successors.items():
+                self._successor[old] = new
+            while len(self._successor) > MAX_SUCCESSORS:
+                del self._successor[next(iter(self._successor))]
 
     def _apply_graph(self, change: Change, fresh: list[Node], rows: np.ndarray) -> None:
         held = self._graph_write()

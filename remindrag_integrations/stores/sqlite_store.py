@@ -59,6 +59,7 @@ from ..core.errors import (
 from ..core.ids import norm_name
 from ..core.types import Chunk, Edge, Node
 from . import generations
+from .base import Change
 from .memory_store import _VERSIONED, InMemoryGraphStore
 
 DB_FILE = "store.db"
@@ -803,6 +804,15 @@ class SQLiteGraphStore(InMemoryGraphStore):
         that writes the rows it changed (:meth:`_write`)."""
         with self._write(what), self._writing(graph):
             yield
+
+    def apply(self, change: Change) -> None:
+        """A change, written in a transaction of its own unless a write of this store (which
+        commits it) is applying it."""
+        if self._writing_thread == threading.get_ident():
+            super().apply(change)
+            return
+        with self._write_step("apply the change", change.graph):
+            super().apply(change)
 
     def reset_memory(self) -> int:
         with self._write("reset memory"):

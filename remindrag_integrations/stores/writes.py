@@ -109,12 +109,9 @@ def doomed(
     mentioned = {e.other(a) for a in gone for e in adj.get(a, ()) if e.kind == "mention"}
     mentioned -= gone
     mentioned.difference_update(keep)
-    if mentioned:
+    if mentioned:  # a mention joins an anchor and an entity
         more = reads.edges_at(mentioned)
-        kinds = {n.id: n.kind for n in reads.get_nodes(sorted(mentioned))}
         for ent in sorted(mentioned):
-            if kinds.get(ent) != "entity":
-                continue
             ends = [e.other(ent) for e in more.get(ent, ()) if e.kind == "mention"]
             if all(x in gone for x in ends):
                 gone.add(ent)
