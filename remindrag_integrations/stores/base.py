@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -289,24 +289,10 @@ class DerivedReads:
         return {d for d in doc_ids if d in docs}
 
     def held_nodes(self, node_ids: Collection[str]) -> set[str]:
-        out = set()
-        for i in node_ids:
-            try:
-                self.store.get_node(i)
-            except UnknownNodeError:
-                continue
-            out.add(i)
-        return out
+        return _held(self.store.get_node, node_ids)
 
     def held_edges(self, edge_ids: Collection[str]) -> set[str]:
-        out = set()
-        for i in edge_ids:
-            try:
-                self.store.get_edge(i)
-            except UnknownNodeError:
-                continue
-            out.add(i)
-        return out
+        return _held(self.store.get_edge, edge_ids)
 
     def document_nodes(self, doc_ids: Collection[str]) -> list[Node]:
         if not doc_ids:
@@ -332,3 +318,15 @@ class DerivedReads:
 
     def successors(self, edge_ids: list[str]) -> dict[str, str]:
         return {}
+
+
+def _held(get: Callable[[str], object], ids: Collection[str]) -> set[str]:
+    """The ids ``get`` finds (it raises :class:`UnknownNodeError` for the others)."""
+    out = set()
+    for i in ids:
+        try:
+            get(i)
+        except UnknownNodeError:
+            continue
+        out.add(i)
+    return out

@@ -37,7 +37,7 @@ from ..core.ids import norm_name
 from ..core.memory import math as mem
 from ..core.types import Chunk, Edge, Node, NodeKind
 from . import lexical, validate
-from .base import BaseGraphStore, Change
+from .base import BaseGraphStore, Change, DerivedReads
 from .directory import Persisted
 from .first_pass import FirstPassIndexes
 from .node_index import NodeIndex
@@ -512,16 +512,15 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
             return list(reversed(self._traces.values()))[: max(limit, 0)]
 
 
-class _Reads:
+class _Reads(DerivedReads):
     """The write decisions' reads (:class:`.writes.WriteReads`) from the store's dicts (the
     caller holds its write lock)."""
 
-    def __init__(self, store: InMemoryGraphStore) -> None:
-        self.s = store
+    s: InMemoryGraphStore
 
-    @property
-    def dim(self) -> int | None:
-        return self.s._dim
+    def __init__(self, store: InMemoryGraphStore) -> None:
+        super().__init__(store)
+        self.s = store
 
     def held_documents(self, doc_ids: Collection[str]) -> set[str]:
         return {d for d in doc_ids if d in self.s._docs}
