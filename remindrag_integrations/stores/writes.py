@@ -249,7 +249,8 @@ def update_memory(
         if eid in rows:
             current[i] = rows[eid]
     new = validate.memory_rows(fn(current), len(ids), dim)
+    touched = new.any(axis=1)  # one pass over the rows
     memory: dict[str, np.ndarray | None] = {
-        e: v for e, v in zip(ids, new) if np.any(v) or e in rows
+        e: v for e, v, t in zip(ids, new, touched) if t or e in rows
     }
     return Change(edges=tuple(fresh.values()), memory=memory), new, ids, fn
