@@ -249,7 +249,7 @@ def update_memory(
         if eid in rows:
             current[i] = rows[eid]
     new = validate.memory_rows(fn(current), len(ids), dim)
-    touched = new.any(axis=1)  # one pass over the rows
+    touched = np.any(new, axis=1).tolist()  # one pass over the rows
     memory: dict[str, np.ndarray | None] = {
         e: v for e, v, t in zip(ids, new, touched) if t or e in rows
     }
