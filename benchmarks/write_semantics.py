@@ -18,6 +18,9 @@ SQLite):
 
 - ``update_memory_us``: the store's ``update_memory`` alone, 300 calls on 5 edges (median µs).
 
+With ``--postgres`` also a PostgreSQL store (the tests' embedded server, a new namespace per
+run).
+
 Per side the minimum over the repeats (the run least disturbed by other jobs on a shared
 machine) and the median; the load average before and after. Writes
 ``benchmarks/results/write_semantics.json``.
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 SETS = ("hotpotqa_train100_sample", "musique_train100_sample")
@@ -57,11 +61,12 @@ def child() -> dict:
 
     docs, questions = _corpus()
     out: dict[str, dict[str, float]] = {}
+    dsn = os.environ.get("WRITE_SEMANTICS_DSN")
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in ("memory", "folder"):
-            rag = ReMindRAG(
-                embeddings=HashEmbedder(384), store=None if kind == "memory" else Path(tmp) / "kb"
-            )
+        for kind in ("memory", "folder", *(["postgres"] if dsn else [])):
+            store: Any = {"memory": None, "folder": Path(tmp) / "kb", "postgres": dsn}[kind]
+            namespace = os.environ.get("WRITE_SEMANTICS_NS", "default")
+            rag = ReMindRAG(embeddings=HashEmbedder(384), store=store, namespace=namespace)
             t = time.perf_counter()
             rag.insert([Document(i, text) for i, text in docs])
             insert = time.perf_counter() - t
@@ -73,12 +78,12 @@ def child() -> dict:
                 t = time.perf_counter()
                 rag.memorize(r.trace_id, supporting=[r.chunks[0].chunk.id])
                 times.append(time.perf_counter() - t)
-            store = rag.store  # the store's memory write alone: 300 calls on 5 edges
-            edges = [e.id for e in store.whole_graph()[1][:5]]
+            graph = rag.store  # the store's memory write alone: 300 calls on 5 edges
+            edges = [e.id for e in graph.whole_graph()[1][:5]]
             calls = []
             for _ in range(300):
                 t = time.perf_counter()
-                store.update_memory(edges, lambda cur: cur * 0.5 + 0.01)
+                graph.update_memory(edges, lambda cur: cur * 0.5 + 0.01)
                 calls.append(time.perf_counter() - t)
             edited = [Document(i, text + " Edited later.") for i, text in docs[:40]]
             t = time.perf_counter()
@@ -114,6 +119,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="benchmarks/results/write_semantics.json")
     ap.add_argument("--child", action="store_true")
+    ap.add_argument("--postgres", action="store_true", help="also an embedded PostgreSQL")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child()))
@@ -122,11 +128,18 @@ def main() -> None:
         ap.error("--before DIR is required")
     sides = {"before": str(Path(args.before).resolve()), "after": str(Path(args.after).resolve())}
     runs: dict[str, list[dict]] = {"before": [], "after": []}
+    extra: dict[str, str] = {}
+    if args.postgres:  # the tests' embedded server (PostgreSQL 18 + pgvector)
+        sys.path.insert(0, str(DATA.parent))
+        import pg_fixture
+
+        extra["WRITE_SEMANTICS_DSN"] = pg_fixture.start_embedded_postgres()
     load_before = _load()
     for i in range(args.repeats):
         order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
         for side in order:
-            env = {**os.environ, "PYTHONPATH": sides[side], "HF_HUB_OFFLINE": "1"}
+            env = {**os.environ, **extra, "PYTHONPATH": sides[side], "HF_HUB_OFFLINE": "1"}
+            env["WRITE_SEMANTICS_NS"] = f"bench-{side}-{i}"  # a fresh tenant per run
             res = subprocess.run(
                 [sys.executable, __file__, "--child"],
                 env=env,
