@@ -1,6 +1,6 @@
 """``ReMindRAG``: the framework-free engine users build, and its default wiring.
 
-The method is :class:`~.core.engine.Engine`, which works with built parts. This layer picks
+The method is :class:`~.core.facade.Engine`, which works with built parts. This layer picks
 and builds them from what a user passes: any LLM (:func:`~.adapters.llm.as_chat_llm`), an
 embedding model or its name, the packaged MiniLM when none is given
 (:func:`~.adapters.embeddings.as_embedder`), a store, a saved folder or a ``postgresql://``
@@ -35,7 +35,6 @@ from .adapters.llm import as_chat_llm
 from .core import arguments, persist
 from .core import progress as progress_arg
 from .core.config import IndexConfig, RetrievalConfig, nearest
-from .core.engine import Engine, checked_options
 from .core.errors import (
     ConfigError,
     EmbeddingError,
@@ -45,6 +44,7 @@ from .core.errors import (
     StoreError,
     StoreNotFoundError,
 )
+from .core.facade import Engine, checked_options
 from .core.persist import check_folder
 from .core.prompts import Prompts
 from .core.protocols import ChatLLM

@@ -79,15 +79,16 @@ def _arm(point: str) -> None:
         from remindrag_integrations.stores import SQLiteGraphStore
         from remindrag_integrations.stores.postgres.graph import GraphWrites
 
-        carry = GraphWrites._carry
+        store = GraphWrites._store  # a PostgreSQL write's last step before its COMMIT
 
-        def counted_carry(self: Any, *args: Any) -> Any:
+        def counted_store(self: Any, *args: Any) -> Any:
+            out = store(self, *args)
             _state["count"] += 1
             if _state["count"] == int(arg):
                 _die()
-            return carry(self, *args)
+            return out
 
-        GraphWrites._carry = counted_carry  # type: ignore[method-assign]
+        GraphWrites._store = counted_store  # type: ignore[method-assign]
         persist = SQLiteGraphStore._persist  # a folder store's write: its rows, then COMMIT
 
         def counted_persist(self: Any, con: Any) -> None:

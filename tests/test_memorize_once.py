@@ -1,5 +1,5 @@
 """The memorize claim (``core/memory/memorize.py``) and the split between the method's
-engine (``core/engine.py::Engine``: built parts only) and the public ``ReMindRAG`` (the
+engine (``core/facade.py::Engine``: built parts only) and the public ``ReMindRAG`` (the
 default wiring)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from remindrag_integrations import Document, ReMindRAG
-from remindrag_integrations.core.engine import Engine
+from remindrag_integrations.core.facade import Engine
 from remindrag_integrations.core.memory.memorize import Once
 from remindrag_integrations.core.steps import Step
 from remindrag_integrations.core.types import MemoryWrite

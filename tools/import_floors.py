@@ -81,13 +81,13 @@ def core_room(module: str) -> int:
     """Inside ``core``, from the ground up: 0 the parts (types, ids, config, prompts, the
     walk, the prior, the runtime ...), 1 the method's two halves (``navigate``, ``memory``),
     2 the stages that chain them (``pipeline`` with its ranking rules and score calibration,
-    ``insert``, ``answer``), 3 the facade (``engine``)."""
+    ``insert``, ``answer``), 3 the facade (``facade``: ``Engine``)."""
     parts = module.split(".")[2:]
     if parts[:1] in (["navigate"], ["memory"]):
         return 1
     if parts in (["pipeline"], ["ranking"], ["calibration"], ["insert"], ["answer"]):
         return 2
-    return 3 if parts == ["engine"] else 0
+    return 3 if parts == ["facade"] else 0
 
 
 FACE_ROOMS = ("parts", "frameworks", "retriever")

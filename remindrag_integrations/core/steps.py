@@ -1,6 +1,7 @@
 """The sans-IO runtime: every engine operation is a generator (a *step*) that yields what it
 needs from the outside world, an :class:`Ask` for the LLM or an :class:`Embed` for the
-embedder, and receives the answer. :func:`drive` runs a step synchronously, :func:`adrive` on
+embedder (an insert also :class:`Work` to block on and :class:`Many` steps to run at once),
+and receives the answer. :func:`drive` runs a step synchronously, :func:`adrive` on
 an event loop; neither the steps nor their loops are written twice.
 """
 
@@ -41,7 +42,27 @@ class Embed:
     texts: tuple[str, ...]
 
 
-Step = Generator[Ask | Embed, Any, Any]
+@dataclass(frozen=True)
+class Work:
+    """Blocking work a step hands its driver (a batch's store write and embedding): the
+    reply is ``fn()``, run by :func:`drive` as it is, by :func:`adrive` in a worker thread,
+    neither inside the step's one-BLAS-thread block. What it raises is thrown into the step."""
+
+    fn: Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class Many:
+    """Independent steps to run at most ``limit`` at once (:func:`drive_many` /
+    :func:`adrive_many`); the reply is their results in order. What it raises is thrown into
+    the step."""
+
+    steps: Sequence[Generator[Any, Any, Any]]
+    limit: int
+    progress: Callable[[int, int], None] | None = None
+
+
+Step = Generator[Ask | Embed | Work | Many, Any, Any]
 
 
 def done(value: T) -> Generator[Any, Any, T]:
@@ -258,7 +279,9 @@ class _Done:
     value: Any
 
 
-def _advance(step: Step, reply: Any, error: LLMError | None) -> Ask | Embed | _Done:
+def _advance(
+    step: Step, reply: Any, error: BaseException | None
+) -> Ask | Embed | Work | Many | _Done:
     """The step's own work up to its next request, its small products on one BLAS thread
     (:mod:`.blas`)."""
     try:
@@ -272,11 +295,21 @@ def drive(step: Step, rt: Runtime, ledger: CostLedger) -> Any:
     """Run a step to completion, answering its requests synchronously. An LLM failure is
     thrown into the step, which decides whether to degrade or re-raise."""
     reply: Any = None
-    error: LLMError | None = None
+    error: BaseException | None = None
     while True:
         req = _advance(step, reply, error)
         if isinstance(req, _Done):
             return req.value
+        if isinstance(req, (Work, Many)):
+            try:
+                if isinstance(req, Work):
+                    reply, error = req.fn(), None
+                else:
+                    reply = drive_many(req.steps, rt, ledger, req.limit, req.progress)
+                    error = None
+            except Exception as exc:  # the step's own cleanup runs, then it raises
+                reply, error = None, exc
+            continue
         try:
             if isinstance(req, Embed):
                 reply, error = embed_checked(rt.embedder, req.texts, dim=rt.dim), None
@@ -291,12 +324,22 @@ async def adrive(step: Step, rt: Runtime, ledger: CostLedger) -> Any:
     between asks (store reads and writes, e.g. PostgreSQL round trips) and embeddings run in
     a worker thread, so nothing blocks the loop."""
     reply: Any = None
-    error: LLMError | None = None
+    error: BaseException | None = None
     while True:
         # StopIteration cannot cross a Future: the worker hands it back as a value
         req = await asyncio.to_thread(_advance, step, reply, error)
         if isinstance(req, _Done):
             return req.value
+        if isinstance(req, (Work, Many)):
+            try:
+                if isinstance(req, Work):
+                    reply, error = await asyncio.to_thread(req.fn), None
+                else:
+                    reply = await adrive_many(req.steps, rt, ledger, req.limit, req.progress)
+                    error = None
+            except Exception as exc:  # the step's own cleanup runs, then it raises
+                reply, error = None, exc
+            continue
         try:
             if isinstance(req, Embed):
                 reply = await asyncio.to_thread(embed_checked, rt.embedder, req.texts, dim=rt.dim)

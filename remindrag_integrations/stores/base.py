@@ -10,12 +10,15 @@ The essentials (each raises :class:`NotImplementedError` until a subclass implem
 
 Everything else (sizes, batch reads, exact search with filters, entity names, ``add_graph``
 with document replacement and memory moves, ``delete_documents``, ``update_memory`` and the
-memory admin) is derived here: each derived write reads what it needs, checks it (a bad call
-raises a typed error before anything changes) and hands one :class:`Change` to ``apply``,
-under one lock of this object, so one process loses no update. The derivations read the
-whole graph where a store would use an index: override any of them for speed (both shipped
-stores override nearly all), and override the writes of a store shared by several processes
-so that the read-check-write happens inside the database. Optional capabilities
+memory admin) is derived here. The three graph and memory writes are decided by
+:mod:`.writes`, the one implementation of their semantics every store runs, shipped ones
+included: it reads what it needs (:class:`DerivedReads`, from the essentials; a store
+overrides ``_write_reads`` with faster reads), checks it (a bad call raises a typed error
+before anything changes) and returns one :class:`Change`, which ``apply`` stores; all of it
+under ``_write_step`` (one lock of this object, so one process loses no update; a store
+shared by several processes holds its transaction there, so the read-check-write happens
+inside the database). The derived reads scan the whole graph where a store would use an
+index: override any of them for speed. Optional capabilities
 (:data:`~..core.store.CAPABILITIES`) are absent until a subclass defines them.
 """
 
@@ -23,8 +26,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -35,23 +38,10 @@ from ..core.ids import norm_name
 from ..core.memory import math as mem
 from ..core.store import MemoryFn
 from ..core.types import Chunk, Edge, Node, NodeKind
-from . import validate
+from . import validate, writes
+from .writes import Change
 
-
-@dataclass(frozen=True)
-class Change:
-    """One atomic write: first the removals, then what is put (an id that exists is
-    overwritten). A store applies all of it or nothing."""
-
-    drop_documents: frozenset[str] = frozenset()
-    drop_nodes: frozenset[str] = frozenset()  # with their chunk records and vectors
-    drop_edges: frozenset[str] = frozenset()  # with their memory
-    documents: tuple[tuple[str, str, dict], ...] = ()  # (id, content hash, metadata)
-    chunks: tuple[Chunk, ...] = ()
-    nodes: tuple[Node, ...] = ()  # new nodes, or a new record of one (its aliases grew)
-    vectors: Mapping[str, np.ndarray] = field(default_factory=dict)  # node id -> embedding
-    edges: tuple[Edge, ...] = ()
-    memory: Mapping[str, np.ndarray | None] = field(default_factory=dict)  # None: forget
+__all__ = ["BaseGraphStore", "Change", "DerivedReads"]
 
 
 class BaseGraphStore:
@@ -179,25 +169,18 @@ class BaseGraphStore:
                 return n.id
         return None
 
-    def _existing_nodes(self, ids: Iterable[str]) -> list[str]:
-        """The ids of ``ids`` that name a node of the store."""
-        out = []
-        for i in ids:
-            try:
-                self.get_node(i)
-            except UnknownNodeError:
-                continue
-            out.append(i)
-        return out
+    # --- derived: the writes (their semantics are :mod:`.writes`, the same for every store) --
+    def _write_step(self, what: str, graph: bool = False) -> AbstractContextManager[Any]:
+        """What a write runs inside (its reads, checks and ``apply``): this object's lock; a
+        store sharing its data between processes holds its transaction here. ``what`` names
+        the write for an error message; ``graph``: it may change the graph (not only
+        memory)."""
+        return self._door_lock
 
-    def _edge_exists(self, edge_id: str) -> bool:
-        try:
-            self.get_edge(edge_id)
-        except UnknownNodeError:
-            return False
-        return True
+    def _write_reads(self) -> writes.WriteReads:
+        """What the write decisions read: derived from the essentials (override for speed)."""
+        return DerivedReads(self)
 
-    # --- derived: graph writes ------------------------------------------------------------
     def add_graph(
         self,
         *,
@@ -210,107 +193,35 @@ class BaseGraphStore:
         replace: Sequence[str] = (),
         memory_moves: Mapping[str, str] | None = None,
     ) -> dict[str, int]:
-        with self._door_lock:
-            emb = validate.graph_embeddings(nodes, embeddings, self.dim)
-            validate.edge_endpoints(edges, nodes, self._existing_nodes)
-            batch = {n.id: i for i, n in enumerate(nodes)}
-            for node_id in entity_aliases:
-                if node_id not in batch and not self._existing_nodes([node_id]):
-                    raise UnknownNodeError(f"unknown entity {node_id}")
-            gone_nodes: set[str] = set()
-            gone_edges: set[str] = set()
-            near: list[str] = []
-            docs = set(replace) & set(self.documents())
-            if docs:  # the old versions go, but not the nodes the new batch links to
-                keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
-                all_nodes, all_edges = self.whole_graph()
-                gone_nodes, gone_edges = _doomed(docs, keep, all_nodes, all_edges)
-                at = {n.id for n in all_nodes if n.doc_id in docs}
-                near = [e.id for e in all_edges if e.u in at or e.v in at]
-                near = [e for e, row in zip(near, self.memory(near)) if np.any(row)]
-            have = set(self._existing_nodes(batch)) - gone_nodes
-            put = {n.id: n for n in nodes if n.id not in have}
-            for node_id, aliases in entity_aliases.items():
-                node = put.get(node_id) or self.get_node(node_id)
-                new = tuple(a for a in aliases if a not in node.aliases and a != node.name)
-                if new:
-                    put[node_id] = Node(**{**node.to_dict(), "aliases": node.aliases + new})
-            new_edges = {
-                e.id: e for e in edges if e.id in gone_edges or not self._edge_exists(e.id)
-            }
-            moved, n_moved = self._moved_memory(dict(memory_moves or {}), gone_edges, new_edges)
-            self.apply(
-                Change(
-                    drop_documents=frozenset(docs),
-                    drop_nodes=frozenset(gone_nodes),
-                    drop_edges=frozenset(gone_edges),
-                    documents=tuple((d, h, dict(m)) for d, h, m in documents),
-                    chunks=tuple(chunks),
-                    nodes=tuple(put.values()),
-                    vectors={i: emb[batch[i]] for i in put if i in batch and i not in have},
-                    edges=tuple(new_edges.values()),
-                    memory=moved,
-                )
+        with self._write_step("write the batch", graph=True):
+            change, report = writes.add_graph(
+                self._write_reads(),
+                documents=documents,
+                chunks=chunks,
+                nodes=nodes,
+                embeddings=embeddings,
+                edges=edges,
+                entity_aliases=entity_aliases,
+                replace=replace,
+                memory_moves=memory_moves,
             )
-            kept = sum(1 for e in near if e not in gone_edges)
-            return {"kept": kept, "moved": n_moved, "dropped": len(near) - kept - n_moved}
-
-    def _moved_memory(
-        self, moves: dict[str, str], gone: set[str], made: Mapping[str, Edge]
-    ) -> tuple[dict[str, np.ndarray | None], int]:
-        """The memory rows of the successors of the removed edges that had memory, and how
-        many removed edges passed theirs on."""
-        pairs = [(o, n) for o, n in moves.items() if o in gone and (n in made or n not in gone)]
-        pairs = [(o, n) for o, n in pairs if n in made or self._edge_exists(n)]
-        if not pairs:
-            return {}, 0
-        old = self.memory([o for o, _ in pairs])
-        cur = self.memory([n for _, n in pairs])
-        out: dict[str, np.ndarray | None] = {}
-        passed = 0
-        for (_, n), v, c in zip(pairs, old, cur):
-            if np.any(v):
-                base = out.get(n)
-                out[n] = mem.merge(base if base is not None else c, v)
-                passed += 1
-        return out, passed
+            self.apply(change)
+            return report
 
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
-        with self._door_lock:
-            docs = set(doc_ids) & set(self.documents())
-            nodes, edges = self.whole_graph()
-            gone_nodes, gone_edges = _doomed(docs, set(), nodes, edges)
-            chunks = sum(1 for n in nodes if n.kind == "chunk" and n.doc_id in docs)
-            change = Change(frozenset(docs), frozenset(gone_nodes), frozenset(gone_edges))
-            self.apply(change)
-            return {
-                "documents": len(docs),
-                "chunks": chunks,
-                "nodes": len(gone_nodes),
-                "edges": len(gone_edges),
-            }
+        with self._write_step("delete the documents", graph=True):
+            change, counts = writes.delete_documents(self._write_reads(), doc_ids)
+            if counts["documents"]:
+                self.apply(change)
+            return counts
 
     # --- derived: memory ------------------------------------------------------------------
     def update_memory(
         self, edge_ids: Sequence[str], fn: MemoryFn, links: Sequence[Edge] = ()
     ) -> np.ndarray:
-        ids = validate.memory_ids(edge_ids)
-        wanted = validate.learned_links(links)
-        with self._door_lock:  # read, apply, write under one lock: no lost update
-            fresh = [e for e in wanted if not self._edge_exists(e.id)]
-            validate.edge_endpoints(fresh, [], self._existing_nodes)
-            made = {e.id for e in fresh}
-            for eid in ids:
-                if eid not in made and not self._edge_exists(eid):
-                    raise UnknownNodeError(f"unknown edge id {eid!r}")
-            current = self.memory(ids)
-            new = validate.memory_rows(fn(current), len(ids), self.dim or 0)
-            rows = {
-                e: (v if np.any(v) else None)
-                for e, v, c in zip(ids, new, current)
-                if np.any(v) or np.any(c)
-            }
-            self.apply(Change(edges=tuple(fresh), memory=rows))
+        with self._write_step("write memory"):  # read, apply, write in one step: no lost update
+            change, new, _, _ = writes.update_memory(self._write_reads(), edge_ids, fn, links)
+            self.apply(change)
             return new
 
     def export_memory(self) -> dict[str, list[float]]:
@@ -332,14 +243,14 @@ class BaseGraphStore:
         return [(ids[i], float(scores[i])) for i in order]
 
     def reset_memory(self) -> int:
-        with self._door_lock:
+        with self._write_step("reset memory"):
             touched = self.export_memory()
             self.apply(Change(memory=dict.fromkeys(touched)))
             return len(touched)
 
     def decay_memory(self, factor: float) -> int:
         factor = arguments.fraction(factor, "the decay factor")
-        with self._door_lock:
+        with self._write_step("decay memory"):
             touched = self.export_memory()
             scale = np.float32(factor)
             rows = {e: np.asarray(v, np.float32) * scale for e, v in touched.items()}
@@ -347,10 +258,10 @@ class BaseGraphStore:
             return len(rows)
 
     def import_memory(self, vectors: dict[str, list[float]]) -> int:
-        with self._door_lock:
+        with self._write_step("import memory"):
             rows: dict[str, np.ndarray | None] = {}
             for eid, v in vectors.items():
-                if not self._edge_exists(eid):
+                if not DerivedReads(self).held_edges([eid]):
                     raise UnknownNodeError(f"unknown edge id {eid!r}")
                 rows[eid] = validate.memory_vector(eid, v, self.dim)
             self.apply(Change(memory=rows))
@@ -361,24 +272,61 @@ class BaseGraphStore:
         return None
 
 
-def _doomed(
-    docs: set[str], keep: set[str], nodes: Sequence[Node], edges: Sequence[Edge]
-) -> tuple[set[str], set[str]]:
-    """The nodes a deletion of ``docs`` removes (their chunks and anchors, entities left with
-    no mention; none of ``keep``) and the edges that touched them."""
-    doomed = {
-        n.id
-        for n in nodes
-        if n.kind in ("chunk", "anchor") and n.doc_id in docs and n.id not in keep
-    }
-    kinds = {n.id: n.kind for n in nodes}
-    mentions: dict[str, list[str]] = {}
-    for e in edges:
-        if e.kind == "mention":
-            ent = e.u if kinds.get(e.u) == "entity" else e.v
-            mentions.setdefault(ent, []).append(e.other(ent))
-    for ent, anchors in mentions.items():
-        if ent not in keep and any(a in doomed for a in anchors):
-            if all(a in doomed for a in anchors):
-                doomed.add(ent)
-    return doomed, {e.id for e in edges if e.u in doomed or e.v in doomed}
+class DerivedReads:
+    """The reads of the write decisions (:class:`.writes.WriteReads`) derived from a
+    :class:`BaseGraphStore`'s essentials: ``get_node`` / ``get_edge`` per id, the whole graph
+    for a document's nodes, ``neighbors`` for a node's edges."""
+
+    def __init__(self, store: BaseGraphStore) -> None:
+        self.store = store
+
+    @property
+    def dim(self) -> int | None:
+        return self.store.dim
+
+    def held_documents(self, doc_ids: Collection[str]) -> set[str]:
+        docs = self.store.documents()
+        return {d for d in doc_ids if d in docs}
+
+    def held_nodes(self, node_ids: Collection[str]) -> set[str]:
+        return _held(self.store.get_node, node_ids)
+
+    def held_edges(self, edge_ids: Collection[str]) -> set[str]:
+        return _held(self.store.get_edge, edge_ids)
+
+    def document_nodes(self, doc_ids: Collection[str]) -> list[Node]:
+        if not doc_ids:
+            return []
+        return [
+            n
+            for n in self.store.whole_graph()[0]
+            if n.kind in ("chunk", "anchor") and n.doc_id in doc_ids
+        ]
+
+    def edges_at(self, node_ids: Collection[str]) -> dict[str, list[Edge]]:
+        held = self.held_nodes(node_ids)
+        return {n: (self.store.neighbors(n) if n in held else []) for n in node_ids}
+
+    def get_nodes(self, node_ids: Sequence[str]) -> list[Node]:
+        return self.store.get_nodes(node_ids)
+
+    def held_memory(self, edge_ids: Collection[str]) -> dict[str, np.ndarray]:
+        ids = list(edge_ids)
+        if not ids:
+            return {}
+        return {e: row for e, row in zip(ids, self.store.memory(ids)) if np.any(row)}
+
+    def successors(self, edge_ids: list[str]) -> dict[str, str]:
+        return {}
+
+
+def _held(get: Callable[[str], object], ids: Collection[str]) -> set[str]:
+    """The ids ``get`` finds (it raises :class:`UnknownNodeError` for the others)."""
+    out = set()
+    for i in ids:
+        try:
+            get(i)
+        except UnknownNodeError:
+            continue
+        out.add(i)
+    return out

@@ -14,13 +14,18 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.store import GraphStore
-from . import contract_memory, contract_optional, contract_store
+from . import contract_memory, contract_optional, contract_store, contract_writes
 from .contract_case import CapabilityAbsent, Case, ContractFailure, StoreUnderTest, run
 from .contract_graph import contract_graph
 
 __all__ = ["CASES", "Case", "ContractFailure", "StoreContract", "contract_graph", "store_contract"]
 
-CASES: list[Case] = [*contract_store.CASES, *contract_memory.CASES, *contract_optional.CASES]
+CASES: list[Case] = [
+    *contract_store.CASES,
+    *contract_writes.CASES,
+    *contract_memory.CASES,
+    *contract_optional.CASES,
+]
 """Every case of the contract, required ones first."""
 
 

@@ -25,7 +25,7 @@ import contextlib
 import copy
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,9 @@ from ..core import arguments, filters
 from ..core.errors import EmbeddingError, InvalidArgumentError, StoreError, UnknownNodeError
 from ..core.ids import norm_name
 from ..core.memory import math as mem
-from ..core.store import MemoryFn
 from ..core.types import Chunk, Edge, Node, NodeKind
 from . import lexical, validate
-from .base import BaseGraphStore
+from .base import BaseGraphStore, Change, DerivedReads
 from .directory import Persisted
 from .first_pass import FirstPassIndexes
 from .node_index import NodeIndex
@@ -128,10 +127,16 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
         return view
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Hold the lock for a graph write; the version kept aside goes with it."""
+    def _writing(self, graph: bool = False) -> Iterator[None]:
+        """Hold the lock for a write; the version kept aside goes with it. A graph write
+        keeps the version before it aside from the start (its decisions read first), when a
+        reader read since the previous write."""
+        if self._read_only:
+            raise StoreError("a snapshot of a store is read only: write to the store itself")
         with self._lock:
             try:
+                if graph and self._shared:
+                    self._before = self._view()
                 yield
             finally:
                 self._before = None
@@ -150,7 +155,7 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
         returns the version that held rows are tagged with (None: no snapshot alive). When a
         reader read since the previous write, the version before this one is kept aside for
         readers that arrive while it is applied (it shares what this write will copy)."""
-        if self._shared:
+        if self._shared and (self._before is None or self._before._version != self._version):
             self._before = self._view()
         self._own(*_VERSIONED)
         self._version += 1
@@ -195,70 +200,93 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
             found = [c for c in self._chunks.values() if c.doc_id == doc_id]
         return sorted(found, key=lambda c: (c.index, c.id))
 
-    # --- writes ---------------------------------------------------------------------------
-    def add_graph(
-        self,
-        *,
-        documents: Sequence[tuple[str, str, dict]],
-        chunks: Sequence[Chunk],
-        nodes: Sequence[Node],
-        embeddings: np.ndarray,
-        edges: Sequence[Edge],
-        entity_aliases: Mapping[str, Sequence[str]],
-        replace: Sequence[str] = (),
-        memory_moves: Mapping[str, str] | None = None,
-    ) -> dict[str, int]:
-        if chunks:  # the first query's lexical half needs bm25s: imported here, not there
+    # --- writes: decided by .writes (as every store's), applied here -----------------------
+    def _write_step(self, what: str, graph: bool = False) -> contextlib.AbstractContextManager[Any]:
+        return self._writing(graph)
+
+    def _write_reads(self) -> _Reads:
+        return _Reads(self)
+
+    def apply(self, change: Change) -> None:
+        """Apply a write's change (:mod:`.writes` decided it; the caller holds the write
+        lock): a change of the graph is a new version (snapshots keep the one they read), a
+        change of memory and learned links only is not."""
+        if change.chunks:  # the first query's lexical half needs bm25s: imported here, not there
             lexical.warm()
-        moves = dict(memory_moves or {})
-        near: set[str] = set()
-        carried: dict[str, np.ndarray] = {}
-        with self._writing():  # every check first: a failed call changes nothing
-            embeddings = validate.graph_embeddings(nodes, embeddings, self._dim)
-            validate.storable(embeddings, self._vectors.table.dtype)
-            validate.edge_endpoints(edges, nodes, lambda ids: [i for i in ids if i in self._nodes])
-            for node_id in entity_aliases:
-                if node_id not in self._nodes and node_id not in {n.id for n in nodes}:
-                    raise UnknownNodeError(f"unknown entity {node_id}")
-            held = self._graph_write()
-            if replace:  # the old versions go, but not the nodes the new batch links to
-                keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
-                near = self._memory_at(set(replace))
-                carried = {old: self._memory[old] for old in moves if old in self._memory}
-                self._delete(set(replace), keep, held)
-            if len(nodes) and self._dim is None:
-                self._dim = int(embeddings.shape[1])
-            for doc_id, digest, meta in documents:
-                self._docs[doc_id] = (digest, dict(meta))
-            for c in chunks:
-                self._chunks[c.id] = c
-            fresh = [i for i, n in enumerate(nodes) if n.id not in self._nodes]
-            for i in fresh:
-                self._add_node(nodes[i])
-            self._vectors.put([nodes[i] for i in fresh], embeddings[fresh])
-            for node_id, aliases in entity_aliases.items():
-                self._add_aliases(node_id, aliases)
-            grown: dict[str, list[str]] = {}  # adjacency lists are replaced, never appended to
-            for e in edges:
-                if e.id not in self._edges:
-                    self._edges[e.id] = e
-                    grown.setdefault(e.u, []).append(e.id)
-                    if e.v != e.u:
-                        grown.setdefault(e.v, []).append(e.id)
-            for node_id, added in grown.items():
-                self._adj[node_id] = self._adj[node_id] + added
-            moved = 0
-            for old, new in moves.items():
-                if old in self._edges or new not in self._edges:
-                    continue
+        fresh = [n for n in change.nodes if n.id not in self._nodes or n.id in change.drop_nodes]
+        rows = np.zeros((len(fresh), self._dim or 0), dtype=np.float32)
+        if fresh:
+            rows = np.stack([change.vectors[n.id] for n in fresh]).astype(np.float32)
+            validate.storable(rows, self._vectors.table.dtype)  # before anything changes
+        with self._lock:  # held already by a write of the store's own
+            if change.graph:
+                self._apply_graph(change, fresh, rows)
+            else:
+                self._add_links(change.edges)
+            if change.memory:
+                self._own("_memory")
+                for eid, row in change.memory.items():
+                    if row is None:
+                        self._memory.pop(eid, None)
+                    else:
+                        self._memory[eid] = row
+            for old, new in change.successors.items():
                 self._successor[old] = new
-                if old in carried:
-                    self._memory[new] = mem.merge(self._memory.get(new), carried[old])
-                    moved += 1
             while len(self._successor) > MAX_SUCCESSORS:
                 del self._successor[next(iter(self._successor))]
-            kept = sum(1 for e in near if e in self._memory)
-            return {"kept": kept, "moved": moved, "dropped": len(near) - kept - moved}
+
+    def _apply_graph(self, change: Change, fresh: list[Node], rows: np.ndarray) -> None:
+        held = self._graph_write()
+        if change.drop_documents or change.drop_nodes or change.drop_edges:
+            self._drop(change, held)
+        if fresh and self._dim is None:
+            self._dim = int(rows.shape[1])
+        for doc_id, digest, meta in change.documents:
+            self._docs[doc_id] = (digest, dict(meta))
+        for c in change.chunks:
+            self._chunks[c.id] = c
+        for node in change.nodes:
+            if node.id in self._nodes:  # a new record (its aliases grew)
+                self._nodes[node.id] = node
+            else:
+                self._add_node(node)
+        self._vectors.put(fresh, rows)
+        for alias, node_id in change.names:
+            self._entity_names.setdefault(norm_name(alias), node_id)
+        grown: dict[str, list[str]] = {}  # adjacency lists are replaced, never appended to
+        for e in change.edges:
+            if e.id not in self._edges:
+                self._edges[e.id] = e
+                grown.setdefault(e.u, []).append(e.id)
+                if e.v != e.u:
+                    grown.setdefault(e.v, []).append(e.id)
+        for node_id, added in grown.items():
+            self._adj[node_id] = self._adj[node_id] + added
+
+    def _drop(self, change: Change, held: int | None) -> None:
+        """The removals of a change: edges with their memory, nodes with their vectors,
+        the documents with their chunk records."""
+        dead = change.drop_edges
+        touched: set[str] = set()
+        for eid in dead:
+            e = self._edges.pop(eid)
+            touched.update((e.u, e.v))
+            self._memory.pop(eid, None)
+        doomed = change.drop_nodes
+        for nid in touched - doomed:
+            if nid in self._adj:
+                self._adj[nid] = [x for x in self._adj[nid] if x not in dead]
+        self._vectors.drop([self._nodes[nid] for nid in doomed], held)
+        for nid in doomed:
+            self._nodes.pop(nid)
+            self._adj.pop(nid, None)
+        if doomed:
+            self._entity_names = {k: v for k, v in self._entity_names.items() if v not in doomed}
+        docs = change.drop_documents
+        for c in [c for c in self._chunks.values() if c.doc_id in docs or c.id in doomed]:
+            del self._chunks[c.id]
+        for d in docs:
+            del self._docs[d]
 
     def _fill(
         self,
@@ -298,11 +326,6 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
         self._version += 1
         self._first_pass = {}
 
-    def _memory_at(self, doc_ids: set[str]) -> set[str]:
-        """Edges with memory at the documents' chunks and anchors."""
-        nodes = [n for n in self._nodes.values() if n.doc_id in doc_ids]
-        return {e for n in nodes for e in self._adj.get(n.id, ()) if e in self._memory}
-
     def _add_links(self, links: Sequence[Edge]) -> None:
         """Learned edges (a memory write's): snapshots keep the graph they had."""
         if not links:
@@ -320,69 +343,6 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
             self._entity_names[norm_name(node.name)] = node.id
             for a in node.aliases:
                 self._entity_names.setdefault(norm_name(a), node.id)
-
-    def _add_aliases(self, node_id: str, aliases: Sequence[str]) -> None:
-        node = self._nodes[node_id]
-        new = tuple(a for a in aliases if a not in node.aliases and a != node.name)
-        if new:
-            self._nodes[node_id] = Node(**{**node.to_dict(), "aliases": node.aliases + new})
-        for a in aliases:
-            self._entity_names.setdefault(norm_name(a), node_id)
-
-    def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
-        with self._writing():
-            return self._delete(set(doc_ids), set(), self._graph_write())
-
-    def _doomed(self, doc_set: set[str], keep: set[str]) -> set[str]:
-        """Chunks and anchors of the documents, and entities left with no mention."""
-        doomed = {
-            n.id
-            for n in self._nodes.values()
-            if n.kind in ("chunk", "anchor") and n.doc_id in doc_set and n.id not in keep
-        }
-        mentioned = {  # only entities a doomed anchor mentions can be left with none
-            self._edges[e].other(a)
-            for a in doomed
-            for e in self._adj[a]
-            if self._edges[e].kind == "mention"
-        }
-        for ent in mentioned - keep:
-            anchors = [
-                self._edges[e].other(ent)
-                for e in self._adj[ent]
-                if self._edges[e].kind == "mention"
-            ]
-            if all(a in doomed for a in anchors):
-                doomed.add(ent)
-        return doomed
-
-    def _delete(self, doc_ids: set[str], keep: set[str], held: int | None) -> dict[str, int]:
-        doc_set = {d for d in doc_ids if d in self._docs}
-        doomed = self._doomed(doc_set, keep)
-        dead_edges = {e for nid in doomed for e in self._adj.get(nid, ())}
-        touched: set[str] = set()
-        for eid in dead_edges:
-            e = self._edges.pop(eid)
-            touched.update((e.u, e.v))
-            self._memory.pop(eid, None)
-        for nid in touched - doomed:
-            self._adj[nid] = [x for x in self._adj[nid] if x not in dead_edges]
-        self._vectors.drop([self._nodes[nid] for nid in doomed], held)
-        for nid in doomed:
-            self._nodes.pop(nid)
-            self._adj.pop(nid, None)
-        self._entity_names = {k: v for k, v in self._entity_names.items() if v not in doomed}
-        chunks = [c for c in self._chunks.values() if c.doc_id in doc_set]
-        for c in chunks:
-            del self._chunks[c.id]
-        for d in doc_set:
-            del self._docs[d]
-        return {
-            "documents": len(doc_set),
-            "chunks": len(chunks),
-            "nodes": len(doomed),
-            "edges": len(dead_edges),
-        }
 
     # --- reads ----------------------------------------------------------------------------
     def get_node(self, node_id: str) -> Node:
@@ -494,29 +454,6 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
             succ = dict(self._successor)
         return validate.successors(list(edge_ids), lambda xs: {x: succ[x] for x in xs if x in succ})
 
-    def update_memory(
-        self, edge_ids: Sequence[str], fn: MemoryFn, links: Sequence[Edge] = ()
-    ) -> np.ndarray:
-        ids = validate.memory_ids(edge_ids)
-        wanted = validate.learned_links(links)
-        with self._lock:  # read, apply, write under one lock: no lost update
-            succ = self._successor
-            ids, fn = validate.redirected(ids, lambda xs: {x: succ[x] for x in xs if x in succ}, fn)
-            fresh = [e for e in wanted if e.id not in self._edges]
-            validate.edge_endpoints(fresh, [], lambda ns: [n for n in ns if n in self._nodes])
-            made = {e.id for e in fresh}
-            for eid in ids:
-                if eid not in self._edges and eid not in made:
-                    raise UnknownNodeError(f"unknown edge id {eid!r}")
-            dim = self._dim or 0
-            new = validate.memory_rows(fn(self.memory(ids)), len(ids), dim)
-            self._add_links(fresh)
-            self._own("_memory")
-            for eid, v in zip(ids, new):
-                if np.any(v) or eid in self._memory:
-                    self._memory[eid] = v
-            return new
-
     def touched_edges(self) -> int:
         return len(self._memory)
 
@@ -573,3 +510,47 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
     def recent_traces(self, limit: int) -> list[dict]:
         with self._trace_lock:
             return list(reversed(self._traces.values()))[: max(limit, 0)]
+
+
+class _Reads(DerivedReads):
+    """The write decisions' reads (:class:`.writes.WriteReads`) from the store's dicts (the
+    caller holds its write lock)."""
+
+    s: InMemoryGraphStore
+
+    def __init__(self, store: InMemoryGraphStore) -> None:
+        super().__init__(store)
+        self.s = store
+
+    def held_documents(self, doc_ids: Collection[str]) -> set[str]:
+        return {d for d in doc_ids if d in self.s._docs}
+
+    def held_nodes(self, node_ids: Collection[str]) -> set[str]:
+        return {n for n in node_ids if n in self.s._nodes}
+
+    def held_edges(self, edge_ids: Collection[str]) -> set[str]:
+        return {e for e in edge_ids if e in self.s._edges}
+
+    def document_nodes(self, doc_ids: Collection[str]) -> list[Node]:
+        if not doc_ids:
+            return []
+        return [
+            n
+            for n in self.s._nodes.values()
+            if n.doc_id in doc_ids and n.kind in ("chunk", "anchor")
+        ]
+
+    def edges_at(self, node_ids: Collection[str]) -> dict[str, list[Edge]]:
+        adj, edges = self.s._adj, self.s._edges
+        return {n: [edges[e] for e in adj.get(n, ())] for n in node_ids}
+
+    def get_nodes(self, node_ids: Sequence[str]) -> list[Node]:
+        return [self.s._nodes[n] for n in node_ids]
+
+    def held_memory(self, edge_ids: Collection[str]) -> dict[str, np.ndarray]:
+        memory = self.s._memory
+        return {e: memory[e] for e in edge_ids if e in memory}
+
+    def successors(self, edge_ids: list[str]) -> dict[str, str]:
+        succ = self.s._successor
+        return {x: succ[x] for x in edge_ids if x in succ}

@@ -56,8 +56,10 @@ from ..core.errors import (
     StoreLockedError,
     StoreNotFoundError,
 )
+from ..core.ids import norm_name
 from ..core.types import Chunk, Edge, Node
 from . import generations
+from .base import Change
 from .memory_store import _VERSIONED, InMemoryGraphStore
 
 DB_FILE = "store.db"
@@ -555,7 +557,8 @@ class SQLiteGraphStore(InMemoryGraphStore):
             if nid in self._nodes:
                 if self._nodes[nid] != node:
                     self._nodes[nid] = node
-                    self._add_aliases(nid, node.aliases)
+                    for alias in node.aliases:  # names another entity holds stay its
+                        self._entity_names.setdefault(norm_name(alias), nid)
             else:
                 self._add_node(node)
                 new_nodes.append(node)
@@ -795,19 +798,21 @@ class SQLiteGraphStore(InMemoryGraphStore):
         return super().top_memory(query, k)
 
     # --- writes: each one transaction -------------------------------------------------------
-    def add_graph(self, **kwargs: Any) -> dict[str, int]:  # type: ignore[override]
-        with self._write("write the batch"):
-            return super().add_graph(**kwargs)
+    @contextlib.contextmanager
+    def _write_step(self, what: str, graph: bool = False) -> Iterator[None]:
+        """Every write (decided by :mod:`.writes`, as every store's) runs in one transaction
+        that writes the rows it changed (:meth:`_write`)."""
+        with self._write(what), self._writing(graph):
+            yield
 
-    def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
-        with self._write("delete the documents"):
-            return super().delete_documents(doc_ids)
-
-    def update_memory(
-        self, edge_ids: Sequence[str], fn: Any, links: Sequence[Edge] = ()
-    ) -> np.ndarray:
-        with self._write("write memory"):
-            return super().update_memory(edge_ids, fn, links)
+    def apply(self, change: Change) -> None:
+        """A change, written in a transaction of its own unless a write of this store (which
+        commits it) is applying it."""
+        if self._writing_thread == threading.get_ident():
+            super().apply(change)
+            return
+        with self._write_step("apply the change", change.graph):
+            super().apply(change)
 
     def reset_memory(self) -> int:
         with self._write("reset memory"):

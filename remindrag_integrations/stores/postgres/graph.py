@@ -12,13 +12,12 @@ from psycopg.types.json import Jsonb
 
 from ...core.errors import UnknownNodeError
 from ...core.ids import norm_name
-from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, Node
-from .. import validate
+from .. import validate, writes
 from . import bulk
 from .base import PgBase, _bulk
 from .graph_cache import note_change
-from .sql import _ORPHAN_ENTITIES
+from .write_reads import TxReads
 
 
 def _new_rows(chunks: Sequence[Chunk], nodes: Sequence[Node], edges: Sequence[Edge]) -> dict:
@@ -48,109 +47,100 @@ class GraphWrites(PgBase):
         memory_moves: Mapping[str, str] | None = None,
     ) -> dict[str, int]:
         emb = validate.graph_embeddings(nodes, embeddings, None)
-        moves = dict(memory_moves or {})
 
         def write(cur: psycopg.Cursor) -> dict[str, int]:
             dim = self._set_dim(cur, int(emb.shape[1])) if len(nodes) else self._dim
-            validate.edge_endpoints(edges, nodes, lambda ids: self._known(cur, ids))
-            large = self.bulk.rows is not None and len(nodes) + len(edges) >= self.bulk.rows
-            near: list[str] = []
-            carried: dict[str, np.ndarray] = {}
-            # nodes whose edges (or aliases) change: the graph cache reads them again
-            touched = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
-            if replace:  # the old versions go in this transaction, but not what the batch uses
-                keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
-                near = self._memory_at(cur, sorted(set(replace)))
-                carried = self._memory_rows(cur, sorted(moves))
-                self._delete(cur, sorted(set(replace)), sorted(keep), touched)
-            # after the deletes: they cascade through the foreign keys a bulk load drops
-            load = (
-                bulk.BulkLoad.start(cur, self.bulk, dim, _new_rows(chunks, nodes, edges))
-                if large
-                else bulk.BulkLoad.off(self.bulk)
+            change, report = writes.add_graph(  # the semantics every store shares
+                TxReads(cur, self.namespace, dim),
+                documents=documents,
+                chunks=chunks,
+                nodes=nodes,
+                embeddings=emb,
+                edges=edges,
+                entity_aliases=entity_aliases,
+                replace=replace,
+                memory_moves=memory_moves,
             )
-            with load.phase("chunks"):
-                self._write_documents(cur, documents, chunks)
-            with load.phase("nodes"):
-                self._write_nodes(cur, nodes, emb, dim)
-                for node_id, aliases in entity_aliases.items():
-                    self._add_aliases(cur, node_id, aliases)
-            try:
-                with load.phase("edges"):
-                    _bulk(
-                        cur,
-                        "rr_edges",
-                        ("namespace", "id", "u", "v", "kind", "text"),
-                        [(self.namespace, e.id, e.u, e.v, e.kind, e.text) for e in edges],
-                        "ON CONFLICT (namespace, id) DO NOTHING",
-                    )
-            except errors.ForeignKeyViolation as exc:  # a node deleted meanwhile
-                raise UnknownNodeError(
-                    f"an edge joins unknown node(s): {exc.diag.message_detail}"
-                ) from None
-            load.finish()
-            moved = self._carry(cur, carried, moves)
-            kept = len(self._memory_rows(cur, near))
-            if touched:  # last: the sequence's row lock is held only until the commit
-                note_change(cur, self.namespace, touched)
-            return {"kept": kept, "moved": moved, "dropped": len(near) - kept - moved}
+            self._store(cur, change, dim)
+            return report
 
         return self._tx(write)
 
-    def _memory_at(self, cur: psycopg.Cursor, docs: list[str]) -> list[str]:
-        """Edges with memory at the documents' chunks and anchors."""
-        cur.execute(
-            "SELECT DISTINCT m.edge_id FROM rr_edge_memory m JOIN rr_edges e "
-            "ON e.namespace = m.namespace AND e.id = m.edge_id JOIN rr_nodes n "
-            "ON n.namespace = e.namespace AND n.id IN (e.u, e.v) "
-            "WHERE m.namespace = %s AND n.doc_id = ANY(%s) AND n.kind IN ('chunk', 'anchor')",
-            (self.namespace, docs),
+    def _store(self, cur: psycopg.Cursor, change: writes.Change, dim: int | None) -> None:
+        """Write a change (:mod:`..writes` decided it) in the caller's transaction: the
+        removals (the foreign keys cascade), then the rows, bulk-loaded when the batch is
+        large (:mod:`.bulk`)."""
+        ns = self.namespace
+        # nodes whose edges (or aliases) change: the graph cache reads them again
+        touched = {x for e in change.edges for x in (e.u, e.v)} | {n for _, n in change.names}
+        if change.drop_nodes or change.drop_edges or change.drop_documents:
+            self._drop(cur, change, touched)
+        new = [n for n in change.nodes if n.id in change.vectors]
+        records = [n for n in change.nodes if n.id not in change.vectors]
+        rows = len(new) + len(change.edges)
+        load = (
+            bulk.BulkLoad.start(cur, self.bulk, dim, _new_rows(change.chunks, new, change.edges))
+            if self.bulk.rows is not None and rows >= self.bulk.rows
+            else bulk.BulkLoad.off(self.bulk)
         )
-        return [r[0] for r in cur]
+        with load.phase("chunks"):
+            self._write_documents(cur, change.documents, change.chunks)
+        with load.phase("nodes"):
+            emb = np.stack([change.vectors[n.id] for n in new]) if new else np.zeros((0, 0))
+            self._write_nodes(cur, new, emb, dim)
+            if records:  # entities whose aliases grew (their rows are locked)
+                cur.executemany(
+                    "UPDATE rr_nodes SET aliases = %s::text[] WHERE namespace = %s AND id = %s",
+                    [(list(n.aliases), ns, n.id) for n in records],
+                )
+            if change.names:
+                cur.executemany(
+                    "INSERT INTO rr_entity_names (namespace, name, node_id) "
+                    "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(ns, norm_name(a), n) for a, n in change.names],
+                )
+        try:
+            with load.phase("edges"):
+                _bulk(
+                    cur,
+                    "rr_edges",
+                    ("namespace", "id", "u", "v", "kind", "text"),
+                    [(ns, e.id, e.u, e.v, e.kind, e.text) for e in change.edges],
+                    "ON CONFLICT (namespace, id) DO NOTHING",
+                )
+        except errors.ForeignKeyViolation as exc:  # a node deleted meanwhile
+            raise UnknownNodeError(
+                f"an edge joins unknown node(s): {exc.diag.message_detail}"
+            ) from None
+        load.finish()
+        if change.successors:  # replaced edge -> successor, so a racing memory write lands
+            cur.executemany(
+                "INSERT INTO rr_edge_moves (namespace, old_id, new_id) VALUES (%s, %s, %s) "
+                "ON CONFLICT (namespace, old_id) DO UPDATE SET new_id = EXCLUDED.new_id, "
+                "at = now()",
+                [(ns, o, n) for o, n in sorted(change.successors.items())],
+            )
+        write_memory(cur, ns, change.memory)
+        if touched:  # last: the sequence's row lock is held only until the commit
+            note_change(cur, ns, touched)
 
-    def _memory_rows(self, cur: psycopg.Cursor, edge_ids: list[str]) -> dict[str, np.ndarray]:
-        cur.execute(
-            "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s AND edge_id = ANY(%s) "
-            "ORDER BY edge_id FOR UPDATE",
-            (self.namespace, edge_ids),
-        )
-        return {r[0]: np.asarray(r[1], dtype=np.float32) for r in cur}
-
-    def _carry(
-        self, cur: psycopg.Cursor, carried: Mapping[str, np.ndarray], moves: Mapping[str, str]
-    ) -> int:
-        """Record each removed edge's successor and move its memory there; how many moved."""
-        if not moves:
-            return 0
-        cur.execute(
-            "SELECT id FROM rr_edges WHERE namespace = %s AND id = ANY(%s)",
-            (self.namespace, sorted({*moves, *moves.values()})),
-        )
-        exists = {r[0] for r in cur}
-        succ = sorted((o, n) for o, n in moves.items() if o not in exists and n in exists)
-        cur.executemany(  # replaced edge -> successor, so a racing memory write lands
-            "INSERT INTO rr_edge_moves (namespace, old_id, new_id) VALUES (%s, %s, %s) "
-            "ON CONFLICT (namespace, old_id) DO UPDATE SET new_id = EXCLUDED.new_id, at = now()",
-            [(self.namespace, o, n) for o, n in succ],
-        )
-        live = {o: v for o, v in carried.items() if o not in exists and moves[o] in exists}
-        targets = self._memory_rows(cur, sorted({moves[o] for o in live}))
-        for old in sorted(live):
-            new = moves[old]
-            targets[new] = mem.merge(targets.get(new), live[old])
-        cur.executemany(
-            "INSERT INTO rr_edge_memory (namespace, edge_id, vec) VALUES (%s, %s, %s) "
-            "ON CONFLICT (namespace, edge_id) DO UPDATE SET vec = EXCLUDED.vec, "
-            "writes = rr_edge_memory.writes + 1, updated_at = now()",
-            [(self.namespace, e, v) for e, v in sorted(targets.items())],
-        )
-        return len(live)
-
-    def _known(self, cur: psycopg.Cursor, ids: list[str]) -> list[str]:
-        cur.execute(
-            "SELECT id FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (self.namespace, ids)
-        )
-        return [r[0] for r in cur]
+    def _drop(self, cur: psycopg.Cursor, change: writes.Change, touched: set[str]) -> None:
+        """The removals of a change; the nodes whose edges change are added to ``touched``."""
+        ns = self.namespace
+        dead = sorted(change.drop_edges)
+        if dead:
+            cur.execute(
+                "SELECT u, v FROM rr_edges WHERE namespace = %s AND id = ANY(%s)", (ns, dead)
+            )
+            touched.update(x for end in cur.fetchall() for x in end)
+            cur.execute("DELETE FROM rr_edges WHERE namespace = %s AND id = ANY(%s)", (ns, dead))
+        doomed = sorted(change.drop_nodes)
+        touched.update(doomed)
+        # the foreign keys cascade: edges, their memory and journal, entity names
+        cur.execute("DELETE FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, doomed))
+        docs = sorted(change.drop_documents)
+        cur.execute("DELETE FROM rr_chunks WHERE namespace = %s AND doc_id = ANY(%s)", (ns, docs))
+        cur.execute("DELETE FROM rr_documents WHERE namespace = %s AND id = ANY(%s)", (ns, docs))
 
     def _write_documents(
         self,
@@ -211,80 +201,16 @@ class GraphWrites(PgBase):
                 aliases,
             )
 
-    def _add_aliases(self, cur: psycopg.Cursor, node_id: str, aliases: Sequence[str]) -> None:
-        row = cur.execute(
-            "SELECT name, aliases FROM rr_nodes WHERE namespace = %s AND id = %s FOR UPDATE",
-            (self.namespace, node_id),
-        ).fetchone()
-        if row is None:
-            raise UnknownNodeError(f"unknown entity {node_id}")
-        name, have = row
-        new = [a for a in dict.fromkeys(aliases) if a not in have and a != name]
-        if new:
-            cur.execute(
-                "UPDATE rr_nodes SET aliases = aliases || %s::text[] "
-                "WHERE namespace = %s AND id = %s",
-                (new, self.namespace, node_id),
-            )
-        if aliases:
-            cur.executemany(
-                "INSERT INTO rr_entity_names (namespace, name, node_id) "
-                "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                [(self.namespace, norm_name(a), node_id) for a in aliases],
-            )
-
     def delete_documents(self, doc_ids: Iterable[str]) -> dict[str, int]:
-        ids = sorted(set(doc_ids))
+        ids = set(doc_ids)
 
         def delete(cur: psycopg.Cursor) -> dict[str, int]:
-            touched: set[str] = set()
-            out = self._delete(cur, ids, [], touched)
-            if touched:
-                note_change(cur, self.namespace, touched)
-            return out
+            change, counts = writes.delete_documents(TxReads(cur, self.namespace, self._dim), ids)
+            if counts["documents"]:
+                self._store(cur, change, self._dim)
+            return counts
 
         return self._tx(delete)
-
-    def _delete(
-        self, cur: psycopg.Cursor, ids: list[str], keep: list[str], touched: set[str]
-    ) -> dict[str, int]:
-        """Delete documents (rows locked in id order) with their chunks, anchors and the
-        entities left with no mention, except the nodes in ``keep``; the nodes whose edges
-        this changes are added to ``touched``."""
-        ns = self.namespace
-        cur.execute(
-            "SELECT id FROM rr_documents WHERE namespace = %s AND id = ANY(%s) "
-            "ORDER BY id FOR UPDATE",
-            (ns, ids),
-        )
-        docs = [r[0] for r in cur]
-        if not docs:
-            return {"documents": 0, "chunks": 0, "nodes": 0, "edges": 0}
-        cur.execute(
-            "SELECT id FROM rr_nodes WHERE namespace = %s AND doc_id = ANY(%s) "
-            "AND kind IN ('chunk', 'anchor')",
-            (ns, docs),
-        )
-        kept = set(keep)
-        doomed = [r[0] for r in cur if r[0] not in kept]
-        orphans = cur.execute(_ORPHAN_ENTITIES, {"ns": ns, "doomed": doomed})
-        doomed += [r[0] for r in orphans if r[0] not in kept]
-        cur.execute(
-            "SELECT u, v FROM rr_edges WHERE namespace = %(ns)s "
-            "AND (u = ANY(%(d)s) OR v = ANY(%(d)s))",
-            {"ns": ns, "d": doomed},
-        )
-        ends = cur.fetchall()
-        n_edges = len(ends)
-        touched.update(doomed)
-        touched.update(x for end in ends for x in end)
-        # the foreign keys cascade: edges, their memory and journal, entity names
-        cur.execute("DELETE FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, doomed))
-        n_nodes = cur.rowcount
-        cur.execute("DELETE FROM rr_chunks WHERE namespace = %s AND doc_id = ANY(%s)", (ns, docs))
-        n_chunks = cur.rowcount
-        cur.execute("DELETE FROM rr_documents WHERE namespace = %s AND id = ANY(%s)", (ns, docs))
-        return {"documents": len(docs), "chunks": n_chunks, "nodes": n_nodes, "edges": int(n_edges)}
 
     def drop_namespace(self) -> dict[str, int]:
         """Delete everything this namespace holds (graph, memory, traces); other tenants
@@ -315,3 +241,20 @@ class GraphWrites(PgBase):
         result = self._tx(drop)
         self._dim = None
         return result
+
+
+def write_memory(cur: psycopg.Cursor, ns: str, rows: Mapping[str, np.ndarray | None]) -> None:
+    """Write a change's memory rows in id order (None: the row goes)."""
+    put = [(ns, e, v) for e, v in sorted(rows.items()) if v is not None]
+    gone = sorted(e for e, v in rows.items() if v is None)
+    if gone:
+        cur.execute(
+            "DELETE FROM rr_edge_memory WHERE namespace = %s AND edge_id = ANY(%s)", (ns, gone)
+        )
+    if put:
+        cur.executemany(
+            "INSERT INTO rr_edge_memory (namespace, edge_id, vec) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, edge_id) DO UPDATE SET vec = EXCLUDED.vec, "
+            "writes = rr_edge_memory.writes + 1, updated_at = now()",
+            put,
+        )

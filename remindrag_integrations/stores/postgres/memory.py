@@ -13,9 +13,11 @@ from ...core.errors import UnknownNodeError
 from ...core.memory import math as mem
 from ...core.store import MemoryFn
 from ...core.types import Edge
-from .. import validate
+from .. import validate, writes
 from .base import PgBase
+from .graph import write_memory
 from .graph_cache import note_change
+from .write_reads import TxReads
 
 
 class Memory(PgBase):
@@ -60,11 +62,10 @@ class Memory(PgBase):
     def _update(
         self, cur: psycopg.Cursor, ids: list[str], fn: MemoryFn, links: Sequence[Edge] = ()
     ) -> np.ndarray:
-        """Add the links, lock the edges and their memory rows in id order, apply ``fn``,
-        write back."""
-        ns, dim = self.namespace, self.dim or 0
-        ids, fn = validate.redirected(ids, lambda xs: self._successors(cur, xs), fn)
-        if links:
+        """Add the links, then the write :mod:`..writes` decides (every store's semantics),
+        its edges and memory rows locked in id order; the journal beside it."""
+        ns = self.namespace
+        if links:  # first, so a concurrent writer of the same link waits for this one's
             try:
                 cur.executemany(
                     "INSERT INTO rr_edges (namespace, id, u, v, kind, text) "
@@ -75,27 +76,11 @@ class Memory(PgBase):
                 raise UnknownNodeError(
                     f"a learned link joins unknown node(s): {exc.diag.message_detail}"
                 ) from None
-        self._lock_edges(cur, sorted(ids))
-        cur.execute(
-            "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s "
-            "AND edge_id = ANY(%s) ORDER BY edge_id FOR UPDATE",
-            (ns, ids),
-        )
-        found = {r[0]: r[1] for r in cur}
-        current = np.zeros((len(ids), dim), dtype=np.float32)
-        for i, eid in enumerate(ids):
-            if eid in found:
-                current[i] = found[eid]
-        new = validate.memory_rows(fn(current), len(ids), dim)
-        order = sorted(range(len(ids)), key=ids.__getitem__)  # write in id order
-        rows = [(ns, ids[i], new[i]) for i in order if np.any(new[i]) or ids[i] in found]
-        cur.executemany(
-            "INSERT INTO rr_edge_memory (namespace, edge_id, vec) VALUES (%s, %s, %s) "
-            "ON CONFLICT (namespace, edge_id) DO UPDATE SET vec = EXCLUDED.vec, "
-            "writes = rr_edge_memory.writes + 1, updated_at = now()",
-            rows,
-        )
+        reads = TxReads(cur, ns, self.dim or 0, lock_edges=True)
+        change, new, ids, fn = writes.update_memory(reads, ids, fn, links)
+        write_memory(cur, ns, change.memory)
         if self.journal:  # memory-math writes (docs/method.md §3): the operation and q; other functions: the result
+            order = sorted(range(len(ids)), key=ids.__getitem__)
             if isinstance(fn, mem.MemoryUpdate):
                 entries = [(ns, ids[i], fn.ops[ids[i]], fn.q_hat) for i in order]
             else:

@@ -170,15 +170,3 @@ LEFT JOIN LATERAL (
   WHERE m.vec IS NOT NULL AND o.namespace = %(ns)s AND o.id = e.o LIMIT 1
 ) o ON true
 """
-
-_ORPHAN_ENTITIES = """
-WITH m AS (
-  SELECT v AS ent FROM rr_edges WHERE namespace = %(ns)s AND kind = 'mention' AND u = ANY(%(doomed)s)
-  UNION SELECT u FROM rr_edges WHERE namespace = %(ns)s AND kind = 'mention' AND v = ANY(%(doomed)s)
-)
-SELECT n.id FROM m JOIN rr_nodes n ON n.namespace = %(ns)s AND n.id = m.ent AND n.kind = 'entity'
-WHERE NOT EXISTS (
-  SELECT 1 FROM rr_edges e WHERE e.namespace = %(ns)s AND e.kind = 'mention'
-    AND (e.u = n.id OR e.v = n.id)
-    AND (CASE WHEN e.u = n.id THEN e.v ELSE e.u END) <> ALL(%(doomed)s))
-"""

@@ -53,14 +53,14 @@ from .prompts import Prompts
 from .protocols import ChatLLM, Embedder
 from .steps import (
     LLMDecider,
+    Many,
     NoLLM,
     Runtime,
     Step,
+    Work,
     adrive,
-    adrive_many,
     done,
     drive,
-    drive_many,
 )
 from .store import GraphStore, reading
 from .text import foreign_share
@@ -266,22 +266,30 @@ class Engine(MemoryAdmin):
     ) -> IndexReport:
         """:meth:`insert` in batches of ``size`` documents (None: the config's)."""
         run, rt, how = self._batches(documents, progress, on_batch, size)
+        return drive(self._inserting(run, how, progress), rt, run.ledger)  # type: ignore[no-any-return]
+
+    def _inserting(self, run: inserting.Batches, how: tuple, progress: Any) -> Step:
+        """The insert loop, one for :meth:`insert` and :meth:`ainsert` (:func:`.steps.drive`
+        / :func:`.steps.adrive` run it): each batch's extraction (the LLM's asks as
+        :class:`~.steps.Many` steps, or the rule-based extractor on every core while the
+        chunks are embedded), then its write (:class:`~.steps.Work`: a worker thread of an
+        event loop's)."""
         self._check_language((c.text for c in run.plan.chunks), "a document's text")
         cfg = self.index_config
         with workers.Workers(cfg.workers, len(run.plan.chunks)) as extractor:
             if self._embeds_ahead(how[1]):
-                self._insert_ahead(run, extractor, progress)
-                self._wrote(run.plan.named)
-                return self._carry_counts(run.report())
-            for part, prog in run:
-                found: list[Any] | workers.Pending
-                if how[1]:  # the LLM extracts
-                    steps = part.extraction_steps(cfg, *how)
-                    found = drive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
-                else:  # the rule-based extractor, on every core while the chunks are embedded
-                    found = extractor.start(part.chunks, cfg.max_entities_per_chunk, prog)
-                args = (self.store, self.embedder, cfg, part, found, run.ledger)
-                run.done(inserting.commit(*args, _embedding_bar(progress)))
+                yield Work(partial(self._insert_ahead, run, extractor, progress))
+            else:
+                for part, prog in run:
+                    found: list[Any] | workers.Pending
+                    if how[1]:  # the LLM extracts
+                        steps = part.extraction_steps(cfg, *how)
+                        found = yield Many(steps, cfg.max_concurrency, prog)
+                    else:  # the rule-based extractor, on every core while the chunks are embedded
+                        found = extractor.start(part.chunks, cfg.max_entities_per_chunk, prog)
+                    args = (self.store, self.embedder, cfg, part, found, run.ledger)
+                    bar = _embedding_bar(progress)
+                    run.done((yield Work(partial(inserting.commit, *args, bar))))
         self._wrote(run.plan.named)
         return self._carry_counts(run.report())
 
@@ -373,27 +381,8 @@ class Engine(MemoryAdmin):
         on_batch: Any = None,
     ) -> IndexReport:
         """:meth:`insert` on the event loop (building and writing run in a worker thread)."""
-        import asyncio
-
         run, rt, how = self._batches(documents, progress, on_batch)
-        cfg = self.index_config
-        with workers.Workers(cfg.workers, len(run.plan.chunks)) as extractor:
-            if self._embeds_ahead(how[1]):
-                await asyncio.to_thread(self._insert_ahead, run, extractor, progress)
-                self._wrote(run.plan.named)
-                return self._carry_counts(run.report())
-            for part, prog in run:
-                found: list[Any] | workers.Pending
-                if how[1]:
-                    steps = part.extraction_steps(cfg, *how)
-                    found = await adrive_many(steps, rt, run.ledger, cfg.max_concurrency, prog)
-                else:
-                    found = extractor.start(part.chunks, cfg.max_entities_per_chunk, prog)
-                commit = inserting.commit
-                args = (self.store, self.embedder, cfg, part, found, run.ledger)
-                run.done(await asyncio.to_thread(commit, *args, _embedding_bar(progress)))
-        self._wrote(run.plan.named)
-        return self._carry_counts(run.report())
+        return await adrive(self._inserting(run, how, progress), rt, run.ledger)  # type: ignore[no-any-return]
 
     def _wrote(self, doc_ids: Iterable[str]) -> None:
         """An insert finished: inside :meth:`batches`, its documents' next pieces join them
