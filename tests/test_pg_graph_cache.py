@@ -106,9 +106,43 @@ def _graph(store: PostgresGraphStore) -> tuple:
         return edges, view.get_nodes(ids), view.node_embeddings(ids).round(5).tolist()
 
 
+def _searches(view: PostgresGraphStore, probes: list[Any]) -> list[tuple[list, list]]:
+    """Each probe's top 5 entities, anchors and both: their cosines (to 4 places), and the
+    ids of those above the 5th (which of the nodes tied with the 5th makes the cut is the
+    store's choice: SQL's arbitrary, the cache's by id)."""
+    out = []
+    for q in probes:
+        for kinds in (("entity",), ("anchor",), ("entity", "anchor")):
+            hits = [(n, round(s, 4)) for n, s in view.search(q, 5, kinds)]
+            last = hits[-1][1] if len(hits) == 5 else -2.0
+            out.append(([s for _, s in hits], [n for n, s in hits if s > last + 1e-4]))
+    return out
+
+
+def _exact_sql(view: PostgresGraphStore) -> PostgresGraphStore:
+    """The same snapshot read through SQL, seed search a full scan (exact, not HNSW)."""
+    sql = copy.copy(view)
+    sql._graph_cache = None
+    with sql._cursor() as cur:
+        cur.execute("SET LOCAL enable_indexscan = off")
+    return sql
+
+
+def _same_search(reader: PostgresGraphStore) -> bool:
+    """Unfiltered seed search through a snapshot (from the cache's vectors when the store
+    has them) finds what an exact scan in SQL finds in that snapshot."""
+    nodes, _ = reader.whole_graph()
+    ids = sorted(n.id for n in nodes if n.kind != "chunk")
+    with reader.snapshot() as view:
+        probes = list(view.node_embeddings(ids[:: max(1, len(ids) // 6)]))
+        probes.append(HashEmbedder(DIM).embed(["Who cooked in Lyon?"])[0])
+        return _searches(view, probes) == _searches(_exact_sql(view), probes)
+
+
 def _same_graph(reader: PostgresGraphStore, dsn: str, ns: str) -> bool:
     with PostgresGraphStore(dsn, namespace=ns, graph_cache=False) as sql:
-        return _graph(reader) == _graph(sql) and _spread(reader) == _spread(sql)
+        same = _graph(reader) == _graph(sql) and _spread(reader) == _spread(sql)
+    return same and _same_search(reader)
 
 
 def test_a_graph_write_from_another_process_is_seen_by_the_next_query(
@@ -248,6 +282,10 @@ def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
                 sql._graph_cache = None  # the same snapshot, read through SQL
                 if cached != sql.spread_links(ids):
                     failures.append(f"snapshot at change {view._graph_seq}")
+                anchors = [n.id for n in view.whole_graph()[0] if n.kind == "anchor"]
+                probes = list(view.node_embeddings(anchors[:2]))
+                if _searches(view, probes) != _searches(_exact_sql(view), probes):
+                    failures.append(f"search at change {view._graph_seq}")
                 checked[0] += 1
 
     threads = [threading.Thread(target=read) for _ in range(3)]

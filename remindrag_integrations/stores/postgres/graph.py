@@ -58,6 +58,7 @@ class GraphWrites(PgBase):
             carried: dict[str, np.ndarray] = {}
             # nodes whose edges (or aliases) change: the graph cache reads them again
             touched = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
+            touched.update(n.id for n in nodes)  # their embeddings too (seed search)
             if replace:  # the old versions go in this transaction, but not what the batch uses
                 keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
                 near = self._memory_at(cur, sorted(set(replace)))
