@@ -18,7 +18,9 @@ import pytest
 from test_round_trips import CountingPg
 
 from remindrag_integrations import ConfigError, Document, ReMindRAG
+from remindrag_integrations.core.store import MatrixStore
 from remindrag_integrations.core.types import Edge
+from remindrag_integrations.stores.graph_matrix import GraphMatrix
 from remindrag_integrations.stores.postgres import PostgresGraphStore
 from remindrag_integrations.testing import HashEmbedder
 
@@ -32,9 +34,11 @@ DIM = 32
 # before (the push reading the graph one statement a round, the walk every node's edges and
 # embedding); with the graph in memory 15-29 the first time a question's nodes are read and
 # 7-11 when asked again (seed and lexical search, title hop, names, replay's
-# memory reads, the trace).
-MAX_STATEMENTS = 32
-MAX_STATEMENTS_AGAIN = 12
+# memory reads, the trace); with seed search from the cached vectors, the push over the
+# cached matrix, 12-21 and 6-10; with every node's edges and row read with the links, 7-11
+# the first time too (lexical search, title hop, names, replay, the trace).
+MAX_STATEMENTS = 11
+MAX_STATEMENTS_AGAIN = 10
 Rows = tuple[list[dict], dict[str, dict]]
 
 
@@ -139,10 +143,33 @@ def _same_search(reader: PostgresGraphStore) -> bool:
         return _searches(view, probes) == _searches(_exact_sql(view), probes)
 
 
+def _matrix(g: Any) -> tuple:
+    """A whole-graph matrix as plain data: rows, entries, degrees, anchors, entities."""
+    a = g.adjacency.tocoo()
+    entries = sorted(zip(a.row.tolist(), a.col.tolist(), a.data.tolist()))
+    return (
+        list(g.ids),
+        entries,
+        g.degree.tolist(),
+        g.anchors.tolist(),
+        g.entities.tolist(),
+    )
+
+
+def _same_matrix(reader: PostgresGraphStore) -> bool:
+    """The matrix the prior's push runs over, through a snapshot (the cache's), is the one
+    the embedded store builds from the same graph read through SQL in that snapshot."""
+    with reader.snapshot() as view:
+        nodes, edges = view.whole_graph()
+        return _matrix(view.graph_matrix()) == _matrix(GraphMatrix.build(nodes, edges))
+
+
 def _same_graph(reader: PostgresGraphStore, dsn: str, ns: str) -> bool:
     with PostgresGraphStore(dsn, namespace=ns, graph_cache=False) as sql:
         same = _graph(reader) == _graph(sql) and _spread(reader) == _spread(sql)
-    return same and _same_search(reader)
+        assert not isinstance(sql, MatrixStore)  # its push reads round by round
+    assert isinstance(reader, MatrixStore)
+    return same and _same_search(reader) and _same_matrix(reader)
 
 
 def test_a_graph_write_from_another_process_is_seen_by_the_next_query(
@@ -213,13 +240,26 @@ def test_an_older_snapshot_keeps_its_own_graph_while_the_cache_moves_on(
     ids = sorted(n.id for n in nodes)
     with reader.snapshot() as old:
         before = old.spread_links(ids)
+        matrix = _matrix(old.graph_matrix())
         writer.delete(["d1"])
         with reader.snapshot() as new:  # catches the shared copy up past ``old``
             now = new.spread_links(ids)
+            without = _matrix(new.graph_matrix())
+            assert without != matrix
         cache = reader._graph_cache
         assert cache is not None and (cache.reloads, cache.catch_ups) == (1, 1)
         assert now != before  # the deleted document's nodes lost their links
         assert old.spread_links(ids) == before  # read through SQL in its own snapshot
+        assert _matrix(old.graph_matrix()) == matrix  # the matrix kept for it
+    # a snapshot older than the cache, whose matrix was never built: read through SQL
+    with reader.snapshot() as old:
+        writer.insert([Document("d1", TEXTS[0][1])])
+        with reader.snapshot() as new:
+            new.spread_links(ids)
+        nodes, edges = old.whole_graph()
+        assert _matrix(old.graph_matrix()) == _matrix(GraphMatrix.build(nodes, edges))
+        assert _matrix(old.graph_matrix()) == without  # d1 was not back yet
+    assert cache.reloads == 1 and cache.catch_ups == 2
 
 
 def test_a_dropped_namespace_or_a_gap_in_the_changes_reads_the_graph_again(
@@ -286,6 +326,9 @@ def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
                 probes = list(view.node_embeddings(anchors[:2]))
                 if _searches(view, probes) != _searches(_exact_sql(view), probes):
                     failures.append(f"search at change {view._graph_seq}")
+                nodes, edges = view.whole_graph()
+                if _matrix(view.graph_matrix()) != _matrix(GraphMatrix.build(nodes, edges)):
+                    failures.append(f"matrix at change {view._graph_seq}")
                 checked[0] += 1
 
     threads = [threading.Thread(target=read) for _ in range(3)]

@@ -44,6 +44,10 @@ from .sql import _SPREAD_LINKS
 
 RELOAD_OVER = 50_000  # a change naming more nodes says "read everything again" (NULL)
 KEEP_CHANGES = 1_000  # change rows kept per namespace; a cache further behind reloads
+# a namespace of at most this many edges has every node's edges and row read with its links
+# (the first sight of a question's nodes then costs no statement, as a repeat); a bigger one
+# reads them per node on first use (the edges of 1 M edges would take ~0.3 GB a process)
+PRELOAD_EDGES = 250_000
 KEEP_MATRICES = 2  # whole-graph matrices kept for snapshots older than the cache
 
 
@@ -310,20 +314,46 @@ class GraphCache:
                 self.seq = seq
                 self.catch_ups += 1
                 return
+        row = cur.execute(
+            "SELECT count(*) FROM rr_edges WHERE namespace = %s", (namespace,)
+        ).fetchone()
+        whole = int(row[0]) <= PRELOAD_EDGES if row else False  # every node's edges and row
         cur.execute(
-            "SELECT id, u, v FROM rr_edges WHERE namespace = %s AND kind <> 'learned'",
+            "SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %s"
+            + ("" if whole else " AND kind <> 'learned'"),
             (namespace,),
         )
         links: dict[str, list[tuple[str, str]]] = {}
+        edges: dict[str, list[Edge]] = {}
         names: dict[str, str] = {}  # one string object per node id
-        for eid, u, v in cur.fetchall():
+        for eid, u, v, kind, text in cur.fetchall():
             u, v = names.setdefault(u, u), names.setdefault(v, v)
+            if whole:
+                edge = Edge(eid, u, v, kind, text)
+                edges.setdefault(u, []).append(edge)
+                if u != v:
+                    edges.setdefault(v, []).append(edge)
+            if kind == "learned":
+                continue
             if not is_chunk(v):
                 links.setdefault(u, []).append((eid, v))
             if u != v and not is_chunk(u):
                 links.setdefault(v, []).append((eid, u))
         for got in links.values():
             got.sort()
+        for mine in edges.values():
+            mine.sort(key=lambda e: e.id)
+        nodes: dict[str, Node] = {}
+        if whole:
+            cur.execute(
+                "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
+                "WHERE namespace = %s",
+                (namespace,),
+            )
+            for r in cur.fetchall():
+                node_id = names.setdefault(r[0], r[0])
+                nodes[node_id] = Node(node_id, r[1], r[2], r[3], r[4], tuple(r[5]))
+                edges.setdefault(node_id, [])  # a node without edges: none, no statement
         rows = _vector_rows(
             cur,
             "SELECT n.id, n.kind, n.embedding FROM rr_nodes n JOIN rr_namespaces s "
@@ -339,5 +369,5 @@ class GraphCache:
         )
         self.links, self.seq = links, seq
         self._matrix, self._older, self.corpus_from = None, [], seq
-        self.edges, self.embeddings, self.nodes = {}, {}, {}
+        self.edges, self.embeddings, self.nodes = edges, {}, nodes
         self.reloads += 1
