@@ -104,10 +104,13 @@ def _sql(dsn: str, ns: str) -> dict[str, list[str]]:
 def _graph(store: PostgresGraphStore) -> tuple:
     """Every node's edges, row and embedding through one snapshot (the cache's, filled by
     the first call and read by the next ones, when the store has one)."""
-    ids = sorted(n.id for n in store.whole_graph()[0])
+    nodes = store.whole_graph()[0]
+    ids = sorted(n.id for n in nodes)
+    chunks = sorted(n.id for n in nodes if n.kind == "chunk")
     with store.snapshot() as view:
         edges = view.adjacency(ids)
-        return edges, view.get_nodes(ids), view.node_embeddings(ids).round(5).tolist()
+        rows = view.get_nodes(ids), view.get_chunks(chunks)
+        return edges, rows, view.node_embeddings(ids).round(5).tolist()
 
 
 def _searches(view: PostgresGraphStore, probes: list[Any]) -> list[tuple[list, list]]:

@@ -59,6 +59,7 @@ class GraphWrites(PgBase):
             # nodes whose edges (or aliases) change: the graph cache reads them again
             touched = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
             touched.update(n.id for n in nodes)  # their embeddings too (seed search)
+            touched.update(c.id for c in chunks)  # and the chunks' rows
             if replace:  # the old versions go in this transaction, but not what the batch uses
                 keep = {x for e in edges for x in (e.u, e.v)} | set(entity_aliases)
                 near = self._memory_at(cur, sorted(set(replace)))
@@ -282,8 +283,13 @@ class GraphWrites(PgBase):
         # the foreign keys cascade: edges, their memory and journal, entity names
         cur.execute("DELETE FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, doomed))
         n_nodes = cur.rowcount
-        cur.execute("DELETE FROM rr_chunks WHERE namespace = %s AND doc_id = ANY(%s)", (ns, docs))
-        n_chunks = cur.rowcount
+        cur.execute(
+            "DELETE FROM rr_chunks WHERE namespace = %s AND doc_id = ANY(%s) RETURNING id",
+            (ns, docs),
+        )
+        gone = [r[0] for r in cur.fetchall()]
+        touched.update(gone)  # the graph cache's copies of their rows go
+        n_chunks = len(gone)
         cur.execute("DELETE FROM rr_documents WHERE namespace = %s AND id = ANY(%s)", (ns, docs))
         return {"documents": len(docs), "chunks": n_chunks, "nodes": n_nodes, "edges": int(n_edges)}
 

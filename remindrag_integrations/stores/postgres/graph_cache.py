@@ -38,7 +38,7 @@ import numpy as np
 import psycopg
 
 from ...core.ids import is_chunk
-from ...core.types import Edge, Node
+from ...core.types import Chunk, Edge, Node
 from ..graph_matrix import GraphMatrix
 from .sql import _SPREAD_LINKS
 
@@ -198,8 +198,8 @@ class GraphCache:
 
     - ``links``: per node the ``(edge id, other end)`` of its corpus edges to entities and
       anchors, in edge id order (:meth:`~.reads.Reads.spread_links`), read whole on first use;
-    - ``edges``, ``embeddings``, ``nodes``: a node's edges (learned ones too), its embedding
-      and its row, filled as queries read them (:meth:`~.reads.Reads.adjacency`,
+    - ``edges``, ``embeddings``, ``nodes``, ``chunks``: a node's edges (learned ones too),
+      its embedding, its row, a chunk's row (text, metadata), filled as queries read them (:meth:`~.reads.Reads.adjacency`,
       ``neighbors``, ``node_embeddings``, ``get_nodes``) and dropped for every node a change
       names (a node's row changes only with its aliases: named too).
 
@@ -215,6 +215,7 @@ class GraphCache:
         self.edges: dict[str, list[Edge]] = {}
         self.embeddings: dict[str, np.ndarray] = {}
         self.nodes: dict[str, Node] = {}
+        self.chunks: dict[str, Chunk] = {}
         self.vectors: Vectors | None = None
         # the prior's whole-graph matrix (``matrix``), built on demand, valid for the
         # snapshots from change ``corpus_from`` on (later changes that left the links and
@@ -307,6 +308,7 @@ class GraphCache:
                     self.edges.pop(n, None)
                     self.embeddings.pop(n, None)
                     self.nodes.pop(n, None)
+                    self.chunks.pop(n, None)
                     if got:
                         self.links[n] = got
                     else:
@@ -369,5 +371,5 @@ class GraphCache:
         )
         self.links, self.seq = links, seq
         self._matrix, self._older, self.corpus_from = None, [], seq
-        self.edges, self.embeddings, self.nodes = edges, {}, nodes
+        self.edges, self.embeddings, self.nodes, self.chunks = edges, {}, nodes, {}
         self.reloads += 1

@@ -124,16 +124,28 @@ class Reads(PgBase):
         return Chunk(*row)
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
-        """The chunks in the order asked, in one statement."""
+        """The chunks in the order asked, in one statement (through a snapshot, those read
+        before from the graph cache: none)."""
         if not chunk_ids:
             return []
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT id, doc_id, idx, text, start_char, end_char, metadata "
-                "FROM rr_chunks WHERE namespace = %s AND id = ANY(%s)",
-                (self.namespace, list(dict.fromkeys(chunk_ids))),
-            )
-            found = {r[0]: Chunk(*r) for r in cur}
+        ids = list(dict.fromkeys(chunk_ids))
+        found: dict[str, Chunk] = {}
+        cache = self._cache()
+        if cache is not None:
+            with cache.lock:
+                have = cache.chunks if cache.seq == self._graph_seq else {}
+                found = {c: have[c] for c in ids if c in have}
+        missing = [c for c in ids if c not in found]
+        if missing:
+            with self._cursor() as cur:
+                cur.execute(
+                    "SELECT id, doc_id, idx, text, start_char, end_char, metadata "
+                    "FROM rr_chunks WHERE namespace = %s AND id = ANY(%s)",
+                    (self.namespace, missing),
+                )
+                read = {r[0]: Chunk(*r) for r in cur}
+            found.update(read)
+            self._keep(cache, "chunks", read)
         return [_get(found, c, "chunk") for c in chunk_ids]
 
     def get_edge(self, edge_id: str) -> Edge:
@@ -176,7 +188,7 @@ class Reads(PgBase):
 
     def _keep(self, cache: GraphCache | None, what: str, rows: dict[str, Any]) -> None:
         """Keep rows read through SQL in the cache, when it still stands at this view's
-        change (``what``: ``edges``, ``embeddings`` or ``nodes``)."""
+        change (``what``: ``edges``, ``embeddings``, ``nodes`` or ``chunks``)."""
         if cache is not None and rows:
             with cache.lock:
                 if cache.seq == self._graph_seq:
