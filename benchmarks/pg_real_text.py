@@ -386,7 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         query, *params = FIRST_SQL[k]
         if not isinstance(query, str):
             continue
-        with pg._cursor() as cur:
+        with pg._pool.connection() as conn, conn.transaction(), conn.cursor(binary=True) as cur:
+            if query.startswith("SET LOCAL"):  # lexical: SET LOCAL; the SELECT; SET LOCAL
+                first, *select, _ = query.split("; ")
+                cur.execute(first)
+                query, params = "; ".join(select), []
             cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + query, *params)
             plan = [_VECTOR.sub("'[...]'", r[0]) for r in cur.fetchall()]
         out["explain"][k] = plan
