@@ -22,6 +22,7 @@ from remindrag_integrations.core.store import MatrixStore
 from remindrag_integrations.core.types import Edge
 from remindrag_integrations.stores.graph_matrix import GraphMatrix
 from remindrag_integrations.stores.postgres import PostgresGraphStore
+from remindrag_integrations.stores.postgres.lexical import or_query
 from remindrag_integrations.testing import HashEmbedder
 
 pg_dsn = pg_fixture.pg_dsn
@@ -343,3 +344,29 @@ def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
     assert not failures and checked[0] >= 8
     cache = reader._graph_cache
     assert cache is not None and cache.reloads == 1 and cache.catch_ups >= 2
+
+
+def test_full_text_rank_leaves_the_planner_settings_as_they_were(
+    make_pg_store: Callable[..., PostgresGraphStore], hotpot: Rows
+) -> None:
+    """The lexical statement turns sequential scans off for itself alone (in the query's
+    snapshot and outside one) and ranks as the plain statement does."""
+    store = make_pg_store("lexical-index")
+    ReMindRAG(embeddings=HashEmbedder(DIM), store=store).insert(_docs(hotpot))
+    q = _questions(hotpot)[0]
+    plain = (
+        "WITH q AS (SELECT to_tsquery('english', %(q)s) AS q) "
+        "SELECT id, ts_rank(tsv, q.q, 1)::float8 FROM rr_chunks, q "
+        "WHERE namespace = %(ns)s AND tsv @@ q.q ORDER BY 2 DESC, id LIMIT 10"
+    )
+    with store._cursor() as cur:
+        cur.execute(plain, {"q": or_query(q), "ns": "lexical-index"})
+        want = [(r[0], round(r[1], 6)) for r in cur.fetchall() if r[1] > 0]
+    assert want
+    assert [(c, round(s, 6)) for c, s in store.lexical_search(q, 10)] == want
+    with store.snapshot() as view:
+        assert [(c, round(s, 6)) for c, s in view.lexical_search(q, 10)] == want
+        with view._cursor() as cur:
+            assert cur.execute("SHOW enable_seqscan").fetchone() == ("on",)
+    with store._cursor() as cur:
+        assert cur.execute("SHOW enable_seqscan").fetchone() == ("on",)
