@@ -299,13 +299,6 @@ class Reads(PgBase):
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
-        following = (
-            follow is not None and np.isfinite(follow.min_alignment) and follow.max_nodes > 0
-        )
-        if not following:  # through a snapshot: the graph from the cache, memory from SQL
-            cached = self._cached_neighborhoods(ids)
-            if cached is not None:
-                return cached
         params: dict[str, Any] = {"ns": self.namespace, "ids": ids}
         frontier = _FRONTIER
         if follow is not None and np.isfinite(follow.min_alignment) and follow.max_nodes > 0:
@@ -320,58 +313,6 @@ class Reads(PgBase):
             rows = cur.fetchall()
         found = {r[0] for r in rows}
         return _assemble([n for n in ids if n not in found] + sorted(found), rows, self.dim or 0)
-
-    def _cached_neighborhoods(self, ids: list[str]) -> dict[str, Neighborhood] | None:
-        """The neighbourhoods of ``ids`` (known, distinct) with their nodes, embeddings and
-        edges from the graph cache and their edges' memory in one statement (the remembered
-        neighbours' rows and embeddings from the cache too, or read as
-        :meth:`get_nodes` and :meth:`node_embeddings` do); None when the cache is not at
-        this snapshot or lacks one of the nodes (the whole statement then)."""
-        cache = self._cache()
-        if cache is None:
-            return None
-        got: dict[str, tuple[Node, np.ndarray, list[Edge]]] = {}
-        with cache.lock:
-            if cache.seq != self._graph_seq:
-                return None
-            vecs = cache.vectors
-            for n in ids:
-                node, edges = cache.nodes.get(n), cache.edges.get(n)
-                emb = cache.embeddings.get(n)
-                if emb is None and vecs is not None:
-                    emb = vecs.get(n)
-                if node is None or edges is None or emb is None:
-                    return None
-                got[n] = (node, emb, list(edges))
-        edge_ids = sorted({e.id for _, _, edges in got.values() for e in edges})
-        memory: dict[str, np.ndarray] = {}
-        if edge_ids:
-            with self._cursor() as cur:
-                cur.execute(
-                    "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s "
-                    "AND edge_id = ANY(%s)",
-                    (self.namespace, edge_ids),
-                )
-                memory = {r[0]: r[1] for r in cur.fetchall()}
-        far: dict[str, tuple[Node, np.ndarray]] = {}
-        others = sorted(
-            {e.other(n) for n, (_, _, edges) in got.items() for e in edges if e.id in memory}
-        )
-        if others:
-            far = dict(zip(others, zip(self.get_nodes(others), self.node_embeddings(others))))
-        dim = self.dim or 0
-        zero, empty = np.zeros(dim, dtype=np.float32), np.zeros((0, dim), dtype=np.float32)
-        out = {}
-        for n, (node, emb, edges) in got.items():
-            rows = [memory.get(e.id) for e in edges]
-            mem_rows = (
-                np.stack([zero if m is None else np.asarray(m, np.float32) for m in rows])
-                if edges
-                else empty
-            )
-            seen = {e.other(n) for e in edges if e.id in memory}
-            out[n] = Neighborhood(node, emb, tuple(edges), mem_rows, {o: far[o] for o in seen})
-        return out
 
     def search(
         self,
