@@ -12,7 +12,7 @@ the tests' embedded server (``REMINDRAG_PG_SERVER_OPTIONS``, default ``-c
 shared_buffers=1GB``: room for the HNSW index, as docs/postgres.md says) unless ``--dsn``.
 
 Three engines ask the same ``--queries`` questions (MuSiQue's and HotpotQA's, interleaved),
-taking turns block by block so they share the machine's load: ``embedded``, ``postgres``
+taking turns question by question so they share the machine's load: ``embedded``, ``postgres``
 (the library's defaults: the graph a query reads kept in process memory, caught up by the
 change sequence) and ``postgres-sql`` (``graph_cache=False``: every read a statement, as
 before issue 49). Round 0 is each question's first sight (cold caches), rounds 1.. are
@@ -251,35 +251,41 @@ def main(argv: list[str] | None = None) -> int:
         eng.retrieve("warm up")
     emb.embed([q for q, _ in qs])  # the questions' vectors cached: no engine pays them first
 
-    def block(label: str, eng: Any) -> list[dict]:
-        got = []
+    def ask(label: str, q: str) -> dict:
+        eng = engines[label]
         store = eng.store
-        for q, _ in qs:
-            s0, r0 = (store.tally if hasattr(store, "tally") else (0, 0))[:2]
-            t = time.perf_counter()
-            r = eng.retrieve(q)
-            ms = (time.perf_counter() - t) * 1e3
-            s1, r1 = (store.tally if hasattr(store, "tally") else (0, 0))[:2]
-            got.append(
-                {
-                    "ms": ms,
-                    "st": s1 - s0,
-                    "rows": r1 - r0,
-                    "chunks": [c.chunk.id for c in r.chunks],
-                    "stages": dict(r.trace.timings_ms),
-                }
-            )
+        s0, r0 = (store.tally if hasattr(store, "tally") else (0, 0))[:2]
+        t = time.perf_counter()
+        r = eng.retrieve(q)
+        ms = (time.perf_counter() - t) * 1e3
+        s1, r1 = (store.tally if hasattr(store, "tally") else (0, 0))[:2]
+        return {
+            "ms": ms,
+            "st": s1 - s0,
+            "rows": r1 - r0,
+            "chunks": [c.chunk.id for c in r.chunks],
+            "stages": dict(r.trace.timings_ms),
+        }
+
+    def block(labels: list[str]) -> dict[str, list[dict]]:
+        """Every question asked of every engine in turn (the order rotating question by
+        question), so a busy machine's load falls on all engines alike."""
+        got: dict[str, list[dict]] = {k: [] for k in labels}
+        for i, (q, _) in enumerate(qs):
+            turn = labels[i % len(labels) :] + labels[: i % len(labels)]
+            for label in turn:  # --per-statement: the postgres engine's questions asked again
+                _Cursor.watch = watch and label == "postgres"
+                got[label].append(ask(label, q))
+                _Cursor.watch = False
         return got
 
     labels = list(engines)
     runs: dict[str, dict[int, list[dict]]] = {k: {} for k in labels}
     out["load_avg_before_queries"] = load_avg()
     for rnd in range(args.rounds):
-        order = labels if rnd % 2 == 0 else labels[::-1]
-        for label in order:  # --per-statement: the postgres engine's questions asked again
-            _Cursor.watch = args.per_statement and label == "postgres" and rnd > 0
-            runs[label][rnd] = block(label, engines[label])
-            _Cursor.watch = False
+        watch = args.per_statement and rnd > 0
+        for label, got in block(labels).items():
+            runs[label][rnd] = got
         print("round", rnd, "done", load_avg(), flush=True)
     # memory: the first questions' gold passages named as support, on each engine
     writes: dict[str, list[float]] = {k: [] for k in labels}
@@ -291,9 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             eng.memorize(r.trace_id, supporting=support)
             writes[label].append((time.perf_counter() - t) * 1e3)
-    after: dict[str, list[dict]] = {}
-    for label in labels[::-1]:
-        after[label] = block(label, engines[label])
+    watch = False
+    after = block(labels)
     out["load_avg_after"] = load_avg()
 
     ref = {rnd: [r["chunks"] for r in rs] for rnd, rs in runs["embedded"].items()}
@@ -381,7 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         query, *params = FIRST_SQL[k]
         if not isinstance(query, str):
             continue
-        with pg._cursor() as cur:
+        with pg._pool.connection() as conn, conn.transaction(), conn.cursor(binary=True) as cur:
+            if query.startswith("SET LOCAL"):  # lexical: SET LOCAL; the SELECT; SET LOCAL
+                first, *select, _ = query.split("; ")
+                cur.execute(first)
+                query, params = "; ".join(select), []
             cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + query, *params)
             plan = [_VECTOR.sub("'[...]'", r[0]) for r in cur.fetchall()]
         out["explain"][k] = plan

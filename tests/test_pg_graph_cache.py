@@ -18,8 +18,11 @@ import pytest
 from test_round_trips import CountingPg
 
 from remindrag_integrations import ConfigError, Document, ReMindRAG
+from remindrag_integrations.core.store import MatrixStore
 from remindrag_integrations.core.types import Edge
+from remindrag_integrations.stores.graph_matrix import GraphMatrix
 from remindrag_integrations.stores.postgres import PostgresGraphStore
+from remindrag_integrations.stores.postgres.lexical import or_query
 from remindrag_integrations.testing import HashEmbedder
 
 pg_dsn = pg_fixture.pg_dsn
@@ -32,9 +35,11 @@ DIM = 32
 # before (the push reading the graph one statement a round, the walk every node's edges and
 # embedding); with the graph in memory 15-29 the first time a question's nodes are read and
 # 7-11 when asked again (seed and lexical search, title hop, names, replay's
-# memory reads, the trace).
-MAX_STATEMENTS = 32
-MAX_STATEMENTS_AGAIN = 12
+# memory reads, the trace); with seed search from the cached vectors, the push over the
+# cached matrix, 12-21 and 6-10; with every node's edges and row read with the links, 7-11
+# the first time too (lexical search, title hop, names, replay, the trace).
+MAX_STATEMENTS = 11
+MAX_STATEMENTS_AGAIN = 10
 Rows = tuple[list[dict], dict[str, dict]]
 
 
@@ -100,15 +105,75 @@ def _sql(dsn: str, ns: str) -> dict[str, list[str]]:
 def _graph(store: PostgresGraphStore) -> tuple:
     """Every node's edges, row and embedding through one snapshot (the cache's, filled by
     the first call and read by the next ones, when the store has one)."""
-    ids = sorted(n.id for n in store.whole_graph()[0])
+    nodes = store.whole_graph()[0]
+    ids = sorted(n.id for n in nodes)
+    chunks = sorted(n.id for n in nodes if n.kind == "chunk")
     with store.snapshot() as view:
         edges = view.adjacency(ids)
-        return edges, view.get_nodes(ids), view.node_embeddings(ids).round(5).tolist()
+        rows = view.get_nodes(ids), view.get_chunks(chunks)
+        return edges, rows, view.node_embeddings(ids).round(5).tolist()
+
+
+def _searches(view: PostgresGraphStore, probes: list[Any]) -> list[tuple[list, list]]:
+    """Each probe's top 5 entities, anchors and both: their cosines (to 4 places), and the
+    ids of those above the 5th (which of the nodes tied with the 5th makes the cut is the
+    store's choice: SQL's arbitrary, the cache's by id)."""
+    out = []
+    for q in probes:
+        for kinds in (("entity",), ("anchor",), ("entity", "anchor")):
+            hits = [(n, round(s, 4)) for n, s in view.search(q, 5, kinds)]
+            last = hits[-1][1] if len(hits) == 5 else -2.0
+            out.append(([s for _, s in hits], [n for n, s in hits if s > last + 1e-4]))
+    return out
+
+
+def _exact_sql(view: PostgresGraphStore) -> PostgresGraphStore:
+    """The same snapshot read through SQL, seed search a full scan (exact, not HNSW)."""
+    sql = copy.copy(view)
+    sql._graph_cache = None
+    with sql._cursor() as cur:
+        cur.execute("SET LOCAL enable_indexscan = off")
+    return sql
+
+
+def _same_search(reader: PostgresGraphStore) -> bool:
+    """Unfiltered seed search through a snapshot (from the cache's vectors when the store
+    has them) finds what an exact scan in SQL finds in that snapshot."""
+    nodes, _ = reader.whole_graph()
+    ids = sorted(n.id for n in nodes if n.kind != "chunk")
+    with reader.snapshot() as view:
+        probes = list(view.node_embeddings(ids[:: max(1, len(ids) // 6)]))
+        probes.append(HashEmbedder(DIM).embed(["Who cooked in Lyon?"])[0])
+        return _searches(view, probes) == _searches(_exact_sql(view), probes)
+
+
+def _matrix(g: Any) -> tuple:
+    """A whole-graph matrix as plain data: rows, entries, degrees, anchors, entities."""
+    a = g.adjacency.tocoo()
+    entries = sorted(zip(a.row.tolist(), a.col.tolist(), a.data.tolist()))
+    return (
+        list(g.ids),
+        entries,
+        g.degree.tolist(),
+        g.anchors.tolist(),
+        g.entities.tolist(),
+    )
+
+
+def _same_matrix(reader: PostgresGraphStore) -> bool:
+    """The matrix the prior's push runs over, through a snapshot (the cache's), is the one
+    the embedded store builds from the same graph read through SQL in that snapshot."""
+    with reader.snapshot() as view:
+        nodes, edges = view.whole_graph()
+        return _matrix(view.graph_matrix()) == _matrix(GraphMatrix.build(nodes, edges))
 
 
 def _same_graph(reader: PostgresGraphStore, dsn: str, ns: str) -> bool:
     with PostgresGraphStore(dsn, namespace=ns, graph_cache=False) as sql:
-        return _graph(reader) == _graph(sql) and _spread(reader) == _spread(sql)
+        same = _graph(reader) == _graph(sql) and _spread(reader) == _spread(sql)
+        assert not isinstance(sql, MatrixStore)  # its push reads round by round
+    assert isinstance(reader, MatrixStore)
+    return same and _same_search(reader) and _same_matrix(reader)
 
 
 def test_a_graph_write_from_another_process_is_seen_by_the_next_query(
@@ -179,13 +244,26 @@ def test_an_older_snapshot_keeps_its_own_graph_while_the_cache_moves_on(
     ids = sorted(n.id for n in nodes)
     with reader.snapshot() as old:
         before = old.spread_links(ids)
+        matrix = _matrix(old.graph_matrix())
         writer.delete(["d1"])
         with reader.snapshot() as new:  # catches the shared copy up past ``old``
             now = new.spread_links(ids)
+            without = _matrix(new.graph_matrix())
+            assert without != matrix
         cache = reader._graph_cache
         assert cache is not None and (cache.reloads, cache.catch_ups) == (1, 1)
         assert now != before  # the deleted document's nodes lost their links
         assert old.spread_links(ids) == before  # read through SQL in its own snapshot
+        assert _matrix(old.graph_matrix()) == matrix  # the matrix kept for it
+    # a snapshot older than the cache, whose matrix was never built: read through SQL
+    with reader.snapshot() as old:
+        writer.insert([Document("d1", TEXTS[0][1])])
+        with reader.snapshot() as new:
+            new.spread_links(ids)
+        nodes, edges = old.whole_graph()
+        assert _matrix(old.graph_matrix()) == _matrix(GraphMatrix.build(nodes, edges))
+        assert _matrix(old.graph_matrix()) == without  # d1 was not back yet
+    assert cache.reloads == 1 and cache.catch_ups == 2
 
 
 def test_a_dropped_namespace_or_a_gap_in_the_changes_reads_the_graph_again(
@@ -248,6 +326,13 @@ def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
                 sql._graph_cache = None  # the same snapshot, read through SQL
                 if cached != sql.spread_links(ids):
                     failures.append(f"snapshot at change {view._graph_seq}")
+                anchors = [n.id for n in view.whole_graph()[0] if n.kind == "anchor"]
+                probes = list(view.node_embeddings(anchors[:2]))
+                if _searches(view, probes) != _searches(_exact_sql(view), probes):
+                    failures.append(f"search at change {view._graph_seq}")
+                nodes, edges = view.whole_graph()
+                if _matrix(view.graph_matrix()) != _matrix(GraphMatrix.build(nodes, edges)):
+                    failures.append(f"matrix at change {view._graph_seq}")
                 checked[0] += 1
 
     threads = [threading.Thread(target=read) for _ in range(3)]
@@ -259,3 +344,29 @@ def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
     assert not failures and checked[0] >= 8
     cache = reader._graph_cache
     assert cache is not None and cache.reloads == 1 and cache.catch_ups >= 2
+
+
+def test_full_text_rank_leaves_the_planner_settings_as_they_were(
+    make_pg_store: Callable[..., PostgresGraphStore], hotpot: Rows
+) -> None:
+    """The lexical statement turns sequential scans off for itself alone (in the query's
+    snapshot and outside one) and ranks as the plain statement does."""
+    store = make_pg_store("lexical-index")
+    ReMindRAG(embeddings=HashEmbedder(DIM), store=store).insert(_docs(hotpot))
+    q = _questions(hotpot)[0]
+    plain = (
+        "WITH q AS (SELECT to_tsquery('english', %(q)s) AS q) "
+        "SELECT id, ts_rank(tsv, q.q, 1)::float8 FROM rr_chunks, q "
+        "WHERE namespace = %(ns)s AND tsv @@ q.q ORDER BY 2 DESC, id LIMIT 10"
+    )
+    with store._cursor() as cur:
+        cur.execute(plain, {"q": or_query(q), "ns": "lexical-index"})
+        want = [(r[0], round(r[1], 6)) for r in cur.fetchall() if r[1] > 0]
+    assert want
+    assert [(c, round(s, 6)) for c, s in store.lexical_search(q, 10)] == want
+    with store.snapshot() as view:
+        assert [(c, round(s, 6)) for c, s in view.lexical_search(q, 10)] == want
+        with view._cursor() as cur:
+            assert cur.execute("SHOW enable_seqscan").fetchone() == ("on",)
+    with store._cursor() as cur:
+        assert cur.execute("SHOW enable_seqscan").fetchone() == ("on",)

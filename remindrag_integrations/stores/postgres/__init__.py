@@ -10,7 +10,9 @@
 - Neighbour, memory and embedding lookups are indexed point queries. Through a snapshot, the
   graph a query walks (the push's links, nodes' edges, embeddings and rows) comes from the
   store object's in-process copy, caught up from the change sequence every graph write
-  records (:mod:`.graph_cache`); memory vectors are always read from the database.
+  records (:mod:`.graph_cache`), and so do unfiltered seed search (an exact scan of the
+  cached entity and anchor vectors) and the prior's whole-graph matrix (``graph_matrix``);
+  memory vectors are always read from the database.
   :meth:`~.reads.Reads.neighborhoods` reads a whole frontier (and what memory leads to from
   it) in one statement, so replay costs one round trip.
 - A large ``add_graph`` batch (``BulkOptions.rows``) is bulk-loaded: COPY into tables with

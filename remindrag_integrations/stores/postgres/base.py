@@ -109,6 +109,7 @@ class PgBase:
         # the graph a query reads, in memory, caught up by the change sequence (.graph_cache)
         self._graph_cache = GraphCache() if graph_cache else None
         self._graph_seq: int | None = None  # a snapshot view's change sequence number
+        self._bind_matrix()
         self._create_schema(dim)
         self._pool = _Pool(dsn, pool_size, lambda conn: _configure(conn, self.ef_search))
 
@@ -190,7 +191,6 @@ class PgBase:
         an old snapshot holds back vacuum)."""
         try:
             with self._pool.connection() as conn:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 # the snapshot is taken by the first statement, not by BEGIN: take it now,
                 # with the graph's change sequence number as of it (.graph_cache), in the
                 # same round trip (two statements, no parameters: the simple protocol)
@@ -206,12 +206,22 @@ class PgBase:
                     view = copy.copy(self)
                     view._pool = _Pinned(conn)  # type: ignore[assignment]
                     view._graph_seq = int(row[0]) if row else None
+                    view._bind_matrix()
                     yield view
                 finally:
                     if not conn.closed:
                         conn.execute("ROLLBACK")
         except psycopg.OperationalError as exc:
             raise StoreError(f"PostgreSQL store {_redact(self.dsn)}: {exc}") from exc
+
+    def _bind_matrix(self) -> None:
+        """With the graph cache the store keeps the whole graph as a matrix
+        (:class:`~remindrag_integrations.core.store.MatrixStore`: ``graph_matrix()``, from
+        the cache's links, :meth:`~.reads.Reads.matrix_of_cache`), so the prior's push runs
+        over it as on the embedded store; without the cache it has no ``graph_matrix`` and
+        the push reads the graph round by round."""
+        if self._graph_cache is not None:
+            self.graph_matrix = self.matrix_of_cache  # type: ignore[attr-defined]
 
     def close(self) -> None:
         """Close the pooled connections (the store reopens them on next use)."""

@@ -73,6 +73,8 @@ class GraphWrites(PgBase):
         ns = self.namespace
         # nodes whose edges (or aliases) change: the graph cache reads them again
         touched = {x for e in change.edges for x in (e.u, e.v)} | {n for _, n in change.names}
+        touched.update(n.id for n in change.nodes)  # their embeddings too (seed search)
+        touched.update(c.id for c in change.chunks)  # and the chunks' rows
         if change.drop_nodes or change.drop_edges or change.drop_documents:
             self._drop(cur, change, touched)
         new = [n for n in change.nodes if n.id in change.vectors]
@@ -139,7 +141,11 @@ class GraphWrites(PgBase):
         # the foreign keys cascade: edges, their memory and journal, entity names
         cur.execute("DELETE FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, doomed))
         docs = sorted(change.drop_documents)
-        cur.execute("DELETE FROM rr_chunks WHERE namespace = %s AND doc_id = ANY(%s)", (ns, docs))
+        cur.execute(
+            "DELETE FROM rr_chunks WHERE namespace = %s AND doc_id = ANY(%s) RETURNING id",
+            (ns, docs),
+        )
+        touched.update(r[0] for r in cur.fetchall())  # the graph cache's copies of their rows go
         cur.execute("DELETE FROM rr_documents WHERE namespace = %s AND id = ANY(%s)", (ns, docs))
 
     def _write_documents(

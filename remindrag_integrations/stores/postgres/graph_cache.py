@@ -21,6 +21,11 @@ vectors stay in the database:
   the snapshot sees; a snapshot older than the cache (another thread caught it up
   meanwhile) reads through SQL. A write from any process is therefore seen by the next
   query of every process.
+- **Seed search.** The cache also holds the embeddings of every entity and anchor (the
+  nodes the HNSW index holds, :class:`Vectors`: a matrix, ``dim`` × 4 bytes a node), read
+  whole with the links and caught up with them: a query's unfiltered seed and name searches
+  are an exact scan in process memory, as on the embedded store, not a statement (a
+  filtered search, or one for chunks, still goes to SQL and its HNSW index).
 """
 
 from __future__ import annotations
@@ -33,11 +38,17 @@ import numpy as np
 import psycopg
 
 from ...core.ids import is_chunk
-from ...core.types import Edge, Node
+from ...core.types import Chunk, Edge, Node
+from ..graph_matrix import GraphMatrix
 from .sql import _SPREAD_LINKS
 
 RELOAD_OVER = 50_000  # a change naming more nodes says "read everything again" (NULL)
 KEEP_CHANGES = 1_000  # change rows kept per namespace; a cache further behind reloads
+# a namespace of at most this many edges has every node's edges and row read with its links
+# (the first sight of a question's nodes then costs no statement, as a repeat); a bigger one
+# reads them per node on first use (the edges of 1 M edges would take ~0.3 GB a process)
+PRELOAD_EDGES = 250_000
+KEEP_MATRICES = 2  # whole-graph matrices kept for snapshots older than the cache
 
 
 def note_change(cur: psycopg.Cursor, namespace: str, nodes: Iterable[str] | None) -> int:
@@ -64,16 +75,136 @@ def note_change(cur: psycopg.Cursor, namespace: str, nodes: Iterable[str] | None
     return seq
 
 
+_KINDS = {"entity": 1, "anchor": 2}  # the kinds Vectors holds (the HNSW index's)
+
+
+class Vectors:
+    """The embeddings of a namespace's entities and anchors, one row each, in a matrix that
+    grows by doubling; a removed node's row is marked dead and reused by the next new one.
+    Each row's inverse norm is kept beside it, so a search's dot products are cosines (as
+    pgvector's ``<=>``; a zero row scores 0)."""
+
+    def __init__(self, ids: list[str], kinds: list[str], rows: list[np.ndarray], dim: int):
+        self.dim = dim
+        n = len(ids)
+        self.mat = np.zeros((max(n, 16), dim), dtype=np.float32)
+        if n:
+            self.mat[:n] = np.stack(rows)
+        self.ids: list[str | None] = list(ids)
+        self.kind = np.zeros(self.mat.shape[0], dtype=np.int8)
+        self.kind[:n] = [_KINDS[k] for k in kinds]
+        self.inv = np.zeros(self.mat.shape[0], dtype=np.float32)
+        self.inv[:n] = _inverse(np.linalg.norm(self.mat[:n], axis=1))
+        self.row = {x: i for i, x in enumerate(ids)}
+        self.free: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def get(self, node_id: str) -> np.ndarray | None:
+        i = self.row.get(node_id)
+        return None if i is None else self.mat[i].copy()
+
+    def put(self, node_id: str, kind: str, vec: np.ndarray) -> None:
+        i = self.row.get(node_id)
+        if i is None:
+            if self.free:
+                i = self.free.pop()
+                self.ids[i] = node_id
+            else:
+                i = len(self.ids)
+                if i == self.mat.shape[0]:  # full: twice the room
+                    self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
+                    self.kind = np.concatenate([self.kind, np.zeros_like(self.kind)])
+                    self.inv = np.concatenate([self.inv, np.zeros_like(self.inv)])
+                self.ids.append(node_id)
+            self.row[node_id] = i
+        self.mat[i] = vec
+        self.kind[i] = _KINDS[kind]
+        self.inv[i] = _inverse(np.linalg.norm(self.mat[i : i + 1], axis=1))[0]
+
+    def drop(self, node_id: str) -> None:
+        i = self.row.pop(node_id, None)
+        if i is not None:
+            self.ids[i], self.kind[i] = None, 0
+            self.free.append(i)
+
+    def search(self, q: np.ndarray, k: int, kinds: Sequence[str]) -> list[tuple[str, float]]:
+        """The top-``k`` nodes of ``kinds`` by cosine to the unit vector ``q``, exactly:
+        (id, cosine), best first, ties by id."""
+        want = [_KINDS[x] for x in set(kinds) if x in _KINDS]
+        n = len(self.ids)
+        if k <= 0 or not want or not n:
+            return []
+        sims = (self.mat[:n] @ q.astype(np.float32)) * self.inv[:n]
+        ok = np.isin(self.kind[:n], want)
+        idx = np.flatnonzero(ok)
+        if len(idx) > k:  # the k best, and every row tied with the k-th (ties go by id)
+            part = sims[idx]
+            kth = np.partition(part, len(part) - k)[len(part) - k]
+            idx = idx[part >= kth]
+        ids = self.ids
+        hits = [(ids[i], float(sims[i])) for i in idx]
+        hits.sort(key=lambda t: (-t[1], t[0]))  # type: ignore[arg-type,return-value]
+        return hits[:k]  # type: ignore[return-value]
+
+
+def _build(links: dict[str, list[tuple[str, str]]], vectors: Vectors) -> GraphMatrix:
+    """:class:`~..graph_matrix.GraphMatrix` of the cache's links (rows: every entity and
+    anchor, in id order; an entry per edge at each end, a self-loop's twice at its one)."""
+    import scipy.sparse as sp
+
+    ids = sorted(vectors.row)
+    pos = {n: i for i, n in enumerate(ids)}
+    rows: list[int] = []
+    cols: list[int] = []
+    for u, got in links.items():
+        i = pos.get(u)
+        if i is None:  # a chunk's links
+            continue
+        for _, other in got:
+            j = pos.get(other)
+            if j is not None:
+                rows.append(i)
+                cols.append(j)
+                if j == i:
+                    rows.append(i)
+                    cols.append(j)
+    n = len(ids)
+    adj = sp.csr_matrix(
+        (np.ones(len(rows), np.float32), (np.asarray(rows, np.int64), np.asarray(cols, np.int64))),
+        shape=(n, n),
+    )
+    degree = np.asarray(adj.sum(axis=1), np.float32).ravel()
+    anchors = np.array([i for i, x in enumerate(ids) if x.startswith("a-")], np.int64)
+    entities = np.array([x.startswith("e-") for x in ids], bool)
+    return GraphMatrix(ids, pos, adj, degree, anchors, entities)
+
+
+def _inverse(norms: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(norms, dtype=np.float32)
+    np.divide(1.0, norms, out=out, where=norms > 0)
+    return out
+
+
+def _vector_rows(cur: psycopg.Cursor, sql: str, params: tuple) -> list[tuple[str, str, Any]]:
+    cur.execute(sql, params)
+    return cur.fetchall()
+
+
 class GraphCache:
     """What a query reads of the graph, in process memory as of change ``seq`` (-1: nothing
     read yet). One per store object, shared by its snapshot views (under ``lock``):
 
     - ``links``: per node the ``(edge id, other end)`` of its corpus edges to entities and
       anchors, in edge id order (:meth:`~.reads.Reads.spread_links`), read whole on first use;
-    - ``edges``, ``embeddings``, ``nodes``: a node's edges (learned ones too), its embedding
-      and its row, filled as queries read them (:meth:`~.reads.Reads.adjacency`,
+    - ``edges``, ``embeddings``, ``nodes``, ``chunks``: a node's edges (learned ones too),
+      its embedding, its row, a chunk's row (text, metadata), filled as queries read them (:meth:`~.reads.Reads.adjacency`,
       ``neighbors``, ``node_embeddings``, ``get_nodes``) and dropped for every node a change
       names (a node's row changes only with its aliases: named too).
+
+    - ``vectors``: every entity's and anchor's embedding (:class:`Vectors`), read whole with
+      ``links``: unfiltered seed search and these nodes' embeddings from memory.
 
     Memory vectors are never kept here: they change with every memory write."""
 
@@ -84,6 +215,15 @@ class GraphCache:
         self.edges: dict[str, list[Edge]] = {}
         self.embeddings: dict[str, np.ndarray] = {}
         self.nodes: dict[str, Node] = {}
+        self.chunks: dict[str, Chunk] = {}
+        self.vectors: Vectors | None = None
+        # the prior's whole-graph matrix (``matrix``), built on demand, valid for the
+        # snapshots from change ``corpus_from`` on (later changes that left the links and
+        # the set of entities and anchors as they were: memory's links, an edit's
+        # unchanged nodes); the last ones replaced, with the changes they were valid for
+        self.corpus_from = -1
+        self._matrix: GraphMatrix | None = None
+        self._older: list[tuple[int, int, GraphMatrix]] = []
         self.reloads = 0  # whole-graph reads (tests and benchmarks look)
         self.catch_ups = 0
 
@@ -95,6 +235,30 @@ class GraphCache:
             with cur_of() as cur:
                 self._catch_up(cur, namespace, seq)
         return self.seq == seq
+
+    def matrix(self, seq: int) -> GraphMatrix | None:
+        """The whole-graph matrix (entities, anchors, the corpus's edges between them) as
+        of change ``seq`` (call under ``lock``, after :meth:`at`): the current one, built
+        now if it is not yet, or one kept from before the last changes; None when the cache
+        has moved past ``seq`` without one (the snapshot reads it through SQL)."""
+        if self.corpus_from <= seq <= self.seq and self.vectors is not None:
+            if self._matrix is None:
+                self._matrix = _build(self.links, self.vectors)
+            return self._matrix
+        for first, last, m in self._older:
+            if first <= seq <= last:
+                return m
+        return None
+
+    def _corpus_changed(self, seq: int) -> None:
+        """The links or the nodes changed at ``seq``: the matrix built before is kept
+        (for older snapshots) and the next one is built anew."""
+        if self._matrix is not None:
+            self._older = [
+                *self._older[-(KEEP_MATRICES - 1) :],
+                (self.corpus_from, self.seq, self._matrix),
+            ]
+        self._matrix, self.corpus_from = None, seq
 
     def spread(self, ids: Sequence[str]) -> dict[str, list[str]]:
         links = self.links
@@ -108,39 +272,104 @@ class GraphCache:
                 (namespace, self.seq, seq),
             )
             rows = cur.fetchall()
-            if len(rows) == seq - self.seq and all(r[1] is not None for r in rows):
+            caught = self.vectors is not None  # else (nothing had a vector): read it all
+            if caught and len(rows) == seq - self.seq and all(r[1] is not None for r in rows):
                 touched = sorted({n for _, nodes in rows for n in nodes})
                 fresh: dict[str, list[tuple[str, str]]] = {n: [] for n in touched}
                 if touched:
                     cur.execute(_SPREAD_LINKS, {"ns": namespace, "ids": touched})
                     for n, eid, other in cur.fetchall():
                         fresh[n].append((eid, other))
+                if touched and self.vectors is not None:  # new, changed, deleted nodes
+                    found = {
+                        r[0]: r
+                        for r in _vector_rows(
+                            cur,
+                            "SELECT id, kind, embedding FROM rr_nodes WHERE namespace = %s "
+                            "AND id = ANY(%s) AND kind <> 'chunk'",
+                            (namespace, touched),
+                        )
+                    }
+                    held = self.vectors.row
+                    before = {n for n in touched if n in held}
+                    for n in touched:
+                        row = found.get(n)
+                        if row is None:
+                            self.vectors.drop(n)
+                        elif len(row[2]) == self.vectors.dim:
+                            self.vectors.put(n, row[1], row[2])
+                    if before != {n for n in touched if n in held}:
+                        self._corpus_changed(seq)
+                for got in fresh.values():
+                    got.sort()
+                if any(fresh[n] != self.links.get(n, []) for n in touched):
+                    self._corpus_changed(seq)
                 for n, got in fresh.items():
                     self.edges.pop(n, None)
                     self.embeddings.pop(n, None)
                     self.nodes.pop(n, None)
+                    self.chunks.pop(n, None)
                     if got:
-                        got.sort()
                         self.links[n] = got
                     else:
                         self.links.pop(n, None)
                 self.seq = seq
                 self.catch_ups += 1
                 return
+        row = cur.execute(
+            "SELECT count(*) FROM rr_edges WHERE namespace = %s", (namespace,)
+        ).fetchone()
+        whole = int(row[0]) <= PRELOAD_EDGES if row else False  # every node's edges and row
         cur.execute(
-            "SELECT id, u, v FROM rr_edges WHERE namespace = %s AND kind <> 'learned'",
+            "SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %s"
+            + ("" if whole else " AND kind <> 'learned'"),
             (namespace,),
         )
         links: dict[str, list[tuple[str, str]]] = {}
+        edges: dict[str, list[Edge]] = {}
         names: dict[str, str] = {}  # one string object per node id
-        for eid, u, v in cur.fetchall():
+        for eid, u, v, kind, text in cur.fetchall():
             u, v = names.setdefault(u, u), names.setdefault(v, v)
+            if whole:
+                edge = Edge(eid, u, v, kind, text)
+                edges.setdefault(u, []).append(edge)
+                if u != v:
+                    edges.setdefault(v, []).append(edge)
+            if kind == "learned":
+                continue
             if not is_chunk(v):
                 links.setdefault(u, []).append((eid, v))
             if u != v and not is_chunk(u):
                 links.setdefault(v, []).append((eid, u))
         for got in links.values():
             got.sort()
+        for mine in edges.values():
+            mine.sort(key=lambda e: e.id)
+        nodes: dict[str, Node] = {}
+        if whole:
+            cur.execute(
+                "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
+                "WHERE namespace = %s",
+                (namespace,),
+            )
+            for r in cur.fetchall():
+                node_id = names.setdefault(r[0], r[0])
+                nodes[node_id] = Node(node_id, r[1], r[2], r[3], r[4], tuple(r[5]))
+                edges.setdefault(node_id, [])  # a node without edges: none, no statement
+        rows = _vector_rows(
+            cur,
+            "SELECT n.id, n.kind, n.embedding FROM rr_nodes n JOIN rr_namespaces s "
+            "ON s.namespace = n.namespace AND s.dim = n.dim "
+            "WHERE n.namespace = %s AND n.kind <> 'chunk' ORDER BY n.id",
+            (namespace,),
+        )
+        dims = {len(r[2]) for r in rows}
+        self.vectors = (
+            Vectors([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], dims.pop())
+            if len(dims) == 1
+            else None  # an empty namespace: the first catch-up with nodes reloads
+        )
         self.links, self.seq = links, seq
-        self.edges, self.embeddings, self.nodes = {}, {}, {}
+        self._matrix, self._older, self.corpus_from = None, [], seq
+        self.edges, self.embeddings, self.nodes, self.chunks = edges, {}, nodes, {}
         self.reloads += 1

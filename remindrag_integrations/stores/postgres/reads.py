@@ -13,6 +13,7 @@ from ...core.errors import EmbeddingError, UnknownNodeError
 from ...core.frontier import Follow, Neighborhood
 from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, Node, NodeKind
+from ..graph_matrix import GraphMatrix
 from .base import PgBase, _get
 from .filter_sql import where_sql
 from .graph_cache import GraphCache
@@ -123,16 +124,28 @@ class Reads(PgBase):
         return Chunk(*row)
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
-        """The chunks in the order asked, in one statement."""
+        """The chunks in the order asked, in one statement (through a snapshot, those read
+        before from the graph cache: none)."""
         if not chunk_ids:
             return []
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT id, doc_id, idx, text, start_char, end_char, metadata "
-                "FROM rr_chunks WHERE namespace = %s AND id = ANY(%s)",
-                (self.namespace, list(dict.fromkeys(chunk_ids))),
-            )
-            found = {r[0]: Chunk(*r) for r in cur}
+        ids = list(dict.fromkeys(chunk_ids))
+        found: dict[str, Chunk] = {}
+        cache = self._cache()
+        if cache is not None:
+            with cache.lock:
+                have = cache.chunks if cache.seq == self._graph_seq else {}
+                found = {c: have[c] for c in ids if c in have}
+        missing = [c for c in ids if c not in found]
+        if missing:
+            with self._cursor() as cur:
+                cur.execute(
+                    "SELECT id, doc_id, idx, text, start_char, end_char, metadata "
+                    "FROM rr_chunks WHERE namespace = %s AND id = ANY(%s)",
+                    (self.namespace, missing),
+                )
+                read = {r[0]: Chunk(*r) for r in cur}
+            found.update(read)
+            self._keep(cache, "chunks", read)
         return [_get(found, c, "chunk") for c in chunk_ids]
 
     def get_edge(self, edge_id: str) -> Edge:
@@ -154,9 +167,28 @@ class Reads(PgBase):
         with cache.lock:
             return cache if cache.at(self._cursor, self.namespace, seq) else None
 
+    def matrix_of_cache(self) -> GraphMatrix:
+        """The whole graph of entities and anchors as a matrix, as of this snapshot view
+        (the store's ``graph_matrix()`` when it has the graph cache): the cache's, built
+        from its links once per change of the corpus's graph; outside a snapshot through a
+        new one; in a snapshot the cache has moved past without keeping its matrix, read
+        whole through SQL (rare: a corpus write between a query's start and its prior)."""
+        seq, cache = self._graph_seq, self._graph_cache
+        if seq is None:
+            with self.snapshot() as view:
+                return view.matrix_of_cache()
+        if cache is not None:
+            self._cache()  # caught up to this snapshot when behind
+            with cache.lock:
+                matrix = cache.matrix(seq)
+            if matrix is not None:
+                return matrix
+        nodes, edges = self.whole_graph()
+        return GraphMatrix.build(nodes, edges)
+
     def _keep(self, cache: GraphCache | None, what: str, rows: dict[str, Any]) -> None:
         """Keep rows read through SQL in the cache, when it still stands at this view's
-        change (``what``: ``edges``, ``embeddings`` or ``nodes``)."""
+        change (``what``: ``edges``, ``embeddings``, ``nodes`` or ``chunks``)."""
         if cache is not None and rows:
             with cache.lock:
                 if cache.seq == self._graph_seq:
@@ -170,8 +202,13 @@ class Reads(PgBase):
         cache = self._cache()
         if cache is not None:
             with cache.lock:
-                have = cache.embeddings if cache.seq == self._graph_seq else {}
-                found = {n: have[n] for n in ids if n in have}
+                if cache.seq == self._graph_seq:
+                    have, vecs = cache.embeddings, cache.vectors
+                    found = {n: have[n] for n in ids if n in have}
+                    if vecs is not None:
+                        for n in ids:
+                            if n not in found and (v := vecs.get(n)) is not None:
+                                found[n] = v
         missing = [n for n in ids if n not in found]
         if missing:
             with self._cursor() as cur:
@@ -291,8 +328,15 @@ class Reads(PgBase):
         if q.shape != (dim,):
             raise EmbeddingError(f"query dimension {q.shape} != store dimension {dim}")
 
-        params: dict[str, Any] = {"q": q, "ns": self.namespace, "k": list(kinds), "n": k}
         parsed = filters.parse(where)
+        if parsed is None and "chunk" not in kinds:  # a snapshot's: exact, from memory
+            cache = self._cache()
+            if cache is not None:
+                with cache.lock:
+                    vecs = cache.vectors if cache.seq == self._graph_seq else None
+                    if vecs is not None and vecs.dim == dim:
+                        return vecs.search(q, k, kinds)
+        params: dict[str, Any] = {"q": q, "ns": self.namespace, "k": list(kinds), "n": k}
         docs = (  # chunks and anchors of passing documents (GIN index on the metadata)
             " AND (doc_id IS NULL OR doc_id IN (SELECT id FROM rr_documents WHERE "
             f"namespace = %(ns)s AND {where_sql(parsed, params)}))"
