@@ -33,6 +33,7 @@ READS = {
     "get_documents",
     "inspect_memory",
     "memory_stats",
+    "memory_vectors",
     "trace",
 }
 WRITES = {
@@ -48,6 +49,9 @@ WRITES = {
     "reset_memory",
     "decay_memory",
     "import_memory",
+    "forget_edges",
+    "forget_trace",
+    "restore_memory",
 }
 DOCS = [
     Document("warsaw", "Warsaw is the capital of Poland. It lies on the Vistula river."),
@@ -104,7 +108,8 @@ def test_every_public_write_reaches_the_folder_when_it_returns(tmp_path: Path) -
     rag.insert_stream(iter(DOCS[3:]))
     check("insert_stream")
     target = rag.store.document_chunks("krakow")[0].id
-    rag.memorize(rag.retrieve(QUESTION, k=2).trace_id, supporting=[target])
+    taught = rag.retrieve(QUESTION, k=2).trace_id
+    rag.memorize(taught, supporting=[target])
     check("memorize")
     r = rag.retrieve("Where is Wawel castle?", k=2)
     asyncio.run(rag.amemorize(r.trace_id, supporting=[rag.store.document_chunks("gdansk")[0].id]))
@@ -122,6 +127,12 @@ def test_every_public_write_reaches_the_folder_when_it_returns(tmp_path: Path) -
     check("reset_memory")
     rag.import_memory(tmp_path / "memory.json")
     check("import_memory")
+    held = rag.forget_edges(sorted(rag.memory_vectors())[:1])
+    check("forget_edges")
+    rag.restore_memory(held)
+    check("restore_memory")
+    rag.forget_trace(taught)
+    check("forget_trace")
     rag.delete(["poznan"])
     check("delete")
     rag.close()
