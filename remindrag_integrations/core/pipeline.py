@@ -25,7 +25,7 @@ from .observe import Observer
 from .prompts import PRE_QUERY_PROMPT, parse_pre_query
 from .selection import seed
 from .steps import Embed, Step, ask, done, timed
-from .store import GraphStore
+from .store import GraphStore, reading
 from .types import CostLedger, Retrieval, RetrievedChunk, Trace
 from .walk import Stop, StopReason, Walk, path_triples
 
@@ -165,9 +165,13 @@ def make_trace(
 
 def requery(store: GraphStore, question: str, cfg: RetrievalConfig) -> Step:
     """The question asked again as a user would, zero-token (no pre-query: no LLM is asked):
-    what memory writes that must bring named passages back check against."""
+    what memory writes that must bring named passages back check against. It reads one
+    version of the graph, through the store's snapshot, as the engine's queries do (on
+    PostgreSQL that is also what lets it read the graph cache: on the live store each read
+    was a statement, issue 49)."""
     plain = cfg.with_overrides(pre_query=False, verify_replay=False, min_score=None)
-    return (yield from retrieve(store, question, plain, ZeroTokenNavigator(), CostLedger()))
+    with reading(store) as view:
+        return (yield from retrieve(view, question, plain, ZeroTokenNavigator(), CostLedger()))
 
 
 def retrieve(

@@ -11,14 +11,14 @@ update).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..errors import UnknownNodeError
+from ..frontier import AdjacencyStore, adjacency
 from ..ids import anchor_of, contains_edge_of, edge_id, is_chunk
-from ..store import GraphStore
+from ..store import GraphStore, reading
 from ..types import Edge, MemoryWrite, Trace
 from ..walk import Parents
 from .filter import Support
@@ -63,36 +63,72 @@ def bridge_paths(
     """Parent entries that connect chunks outside the subgraph to it: for each chunk the
     shortest graph path (at most ``max_depth`` hops, chunk nodes never passed through) from
     any subgraph node to the chunk's anchor, then the anchor's contains edge. Chunks that
-    cannot be reached within the bounds are left out."""
+    cannot be reached within the bounds are left out.
+
+    Breadth first, one level at a time: the edges of a level's nodes are one read
+    (:func:`..frontier.adjacency`), on a store with batched reads through one snapshot
+    (PostgreSQL: from its graph cache, no statement, where it was a statement per node:
+    thousands for one write, issue 49); the nodes are visited in the same order as node by
+    node, so the paths are the same."""
     targets = {anchor_of(c): c for c in chunk_ids if c not in subgraph}
+    if not targets:
+        return {}
+    if not isinstance(store, AdjacencyStore):  # reads cost no round trip: no snapshot
+        return _bridge(store, subgraph, targets, max_depth, max_nodes)
+    with reading(store) as view:
+        return _bridge(view, subgraph, targets, max_depth, max_nodes)
+
+
+def _bridge(
+    store: GraphStore, subgraph: Parents, targets: dict[str, str], max_depth: int, max_nodes: int
+) -> Parents:
     prev: Parents = {n: (None, None) for n in subgraph if not is_chunk(n)}
-    frontier = deque((n, 0) for n in prev)
+    level, depth = list(prev), 0
     found: list[str] = []
-    while frontier and len(found) < len(targets) and len(prev) < max_nodes:
-        node, depth = frontier.popleft()
-        if depth >= max_depth:
-            continue
-        try:
-            around = store.neighbors(node)
-        except UnknownNodeError:  # a document edit since the retrieval removed it
-            continue
-        for e in around:
-            w = e.other(node)
-            if w in prev or is_chunk(w):
-                continue
-            prev[w] = (node, e.id)
-            if w in targets:
-                found.append(w)
-            frontier.append((w, depth + 1))
+    while level and depth < max_depth and len(found) < len(targets) and len(prev) < max_nodes:
+        around = _edges_of(store, level)
+        nxt: list[str] = []
+        for node in level:
+            if len(found) >= len(targets) or len(prev) >= max_nodes:
+                break
+            for e in around.get(node, ()):  # a node a document edit removed: no edges
+                w = e.other(node)
+                if w in prev or is_chunk(w):
+                    continue
+                prev[w] = (node, e.id)
+                if w in targets:
+                    found.append(w)
+                nxt.append(w)
+        level, depth = nxt, depth + 1
     out: Parents = {}
+    anchors = _edges_of(store, found)
     for anchor in found:
-        contains = next(e for e in store.neighbors(anchor) if e.kind == "contains")
+        contains = next((e for e in anchors.get(anchor, ()) if e.kind == "contains"), None)
+        if contains is None:  # an anchor without its chunk: nothing to reach
+            continue
         out[targets[anchor]] = (anchor, contains.id)
         node = anchor
         while node not in subgraph:
             out[node] = prev[node]
             node = prev[node][0]  # type: ignore[assignment]
     return out
+
+
+def _edges_of(store: GraphStore, node_ids: Sequence[str]) -> dict[str, list[Edge]]:
+    """The edges of each node, in one read; nodes a document edit removed since the
+    retrieval are left out (read node by node only then)."""
+    if not node_ids:
+        return {}
+    try:
+        return adjacency(store, node_ids)
+    except UnknownNodeError:
+        out: dict[str, list[Edge]] = {}
+        for n in dict.fromkeys(node_ids):
+            try:
+                out[n] = store.neighbors(n)
+            except UnknownNodeError:
+                continue
+        return out
 
 
 LEARNED_TEXT = "remembered link"
