@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from ...core.ids import is_chunk
+from ...core.ids import is_anchor, is_chunk, is_entity
 from ...core.types import Chunk, Edge, Node
 from ..graph_matrix import GraphMatrix
 from .sql import _SPREAD_LINKS
@@ -176,8 +176,8 @@ def _build(links: dict[str, list[tuple[str, str]]], vectors: Vectors) -> GraphMa
         shape=(n, n),
     )
     degree = np.asarray(adj.sum(axis=1), np.float32).ravel()
-    anchors = np.array([i for i, x in enumerate(ids) if x.startswith("a-")], np.int64)
-    entities = np.array([x.startswith("e-") for x in ids], bool)
+    anchors = np.array([i for i, x in enumerate(ids) if is_anchor(x)], np.int64)
+    entities = np.array([is_entity(x) for x in ids], bool)
     return GraphMatrix(ids, pos, adj, degree, anchors, entities)
 
 
