@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core.errors import EmbeddingError, InvalidArgumentError, UnknownNodeError
 from ..core.ids import is_learned
+from ..core.memory.math import memory_vector as memory_vector  # the stores check imports with it
 from ..core.store import MemoryFn
 from ..core.types import Edge, Node
 
@@ -103,25 +104,6 @@ def memory_rows(new: object, n: int, dim: int) -> np.ndarray:
     if out.shape != (n, dim) or not np.all(np.isfinite(out)):
         raise EmbeddingError(f"a memory update must return finite rows of shape {(n, dim)}")
     return out
-
-
-def memory_vector(edge_id: str, vector: object, dim: int | None) -> np.ndarray:
-    """One imported memory vector: finite, of the store's dimension, norm at most 1 (the
-    memory math never leaves the unit ball)."""
-    try:
-        arr = np.asarray(vector, dtype=np.float32)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise EmbeddingError(f"memory vector of {edge_id} is not a list of numbers") from exc
-    if arr.shape != (dim,):
-        raise EmbeddingError(f"memory vector of {edge_id} has shape {arr.shape}, want ({dim},)")
-    if not np.all(np.isfinite(arr)):
-        raise EmbeddingError(
-            f"memory vector of {edge_id} holds NaN or infinity: the file is damaged; export "
-            "the memory again, or leave this edge out"
-        )
-    if float(np.linalg.norm(arr.astype(np.float64))) > 1.0 + 1e-3:
-        raise EmbeddingError(f"memory vector of {edge_id} has norm > 1")
-    return arr
 
 
 def storable(emb: np.ndarray, dtype: np.dtype) -> None:

@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from .. import arguments
-from ..errors import EmbeddingError, InvalidArgumentError, StoreError, UnknownNodeError
+from ..errors import InvalidArgumentError, StoreError, UnknownNodeError
 from ..ids import EDGE_ID_RE
 from ..protocols import Embedder
 from ..steps import embed_checked
 from ..store import GraphStore
+from .math import memory_vector
 
 MEMORY_FORMAT = "remindrag-memory/1"
 
@@ -215,22 +216,9 @@ class MemoryAdmin:
         ids = _known_edges(self.store, list(vectors), "vectors")
         if not ids:
             return 0
-        rows = np.stack([_memory_row(e, vectors[e], self.store.dim) for e in ids])
+        rows = np.stack([memory_vector(e, vectors[e], self.store.dim) for e in ids])
         self.store.update_memory(ids, lambda _current: rows)
         return len(ids)
-
-
-def _memory_row(edge_id: str, vector: Any, dim: int | None) -> np.ndarray:
-    """One vector to put back: numbers, the store's dimension, finite, norm at most 1."""
-    try:
-        arr = np.asarray(vector, dtype=np.float32)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise EmbeddingError(f"the memory vector of {edge_id} is not a list of numbers") from exc
-    if arr.shape != (dim,):
-        raise EmbeddingError(f"the memory vector of {edge_id} has shape {arr.shape}, want ({dim},)")
-    if not np.all(np.isfinite(arr)) or float(np.linalg.norm(arr.astype(np.float64))) > 1.001:
-        raise EmbeddingError(f"the memory vector of {edge_id} is not finite or has norm > 1")
-    return arr
 
 
 def _has_edge(store: GraphStore, edge_id: str) -> bool:

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import EmbeddingError
+
 
 def unit(x: np.ndarray) -> np.ndarray:
     """``x`` scaled to norm 1 (zero stays zero)."""
@@ -153,3 +155,22 @@ def memory_update(
     """The function of one docs/method.md §3 write: enhance ``enhance_ids`` and penalise the others
     along the unit ``query``. Pass it with its ``edge_ids`` to ``store.update_memory``."""
     return MemoryUpdate(enhance_ids, penalise_ids, query)
+
+
+def memory_vector(edge_id: str, vector: object, dim: int | None) -> np.ndarray:
+    """One memory vector given from outside (an import, an undo): numbers, finite, of the
+    store's dimension, norm at most 1 (the memory math never leaves the unit ball)."""
+    try:
+        arr = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise EmbeddingError(f"memory vector of {edge_id} is not a list of numbers") from exc
+    if arr.shape != (dim,):
+        raise EmbeddingError(f"memory vector of {edge_id} has shape {arr.shape}, want ({dim},)")
+    if not np.all(np.isfinite(arr)):
+        raise EmbeddingError(
+            f"memory vector of {edge_id} holds NaN or infinity: the file is damaged; export "
+            "the memory again, or leave this edge out"
+        )
+    if float(np.linalg.norm(arr.astype(np.float64))) > 1.0 + 1e-3:
+        raise EmbeddingError(f"memory vector of {edge_id} has norm > 1")
+    return arr
