@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pg_fixture
 import psycopg
 import pytest
@@ -37,9 +38,12 @@ DIM = 32
 # 7-11 when asked again (seed and lexical search, title hop, names, replay's
 # memory reads, the trace); with seed search from the cached vectors, the push over the
 # cached matrix, 12-21 and 6-10; with every node's edges and row read with the links, 7-11
-# the first time too (lexical search, title hop, names, replay, the trace).
-MAX_STATEMENTS = 11
-MAX_STATEMENTS_AGAIN = 10
+# the first time too (lexical search, title hop, names, replay, the trace). With memory
+# vectors and names in the cache too (round 4): 2-3, and 2 after memory (lexical search,
+# the trace; the third a chunk row not read yet).
+MAX_STATEMENTS = 4
+MAX_STATEMENTS_AGAIN = 4
+MAX_STATEMENTS_AFTER_MEMORY = 4
 Rows = tuple[list[dict], dict[str, dict]]
 
 
@@ -78,6 +82,21 @@ def test_a_whole_query_on_real_text_reads_the_graph_from_memory(
             same = ref.retrieve(q)
             assert [c.chunk.id for c in r.chunks] == [c.chunk.id for c in same.chunks], q
         assert store._graph_cache.reloads == 1  # no write: never read again
+        # memory written (each question's gold passages named), then every question asked
+        # again: replay's reads of memory come from the cache too
+        for item in [q for qs, _ in (musique, hotpot) for q in qs[:5]]:
+            r = eng.retrieve(item["question"])
+            support = [c.id for g in item["gold_pids"] for c in store.document_chunks(g)]
+            assert eng.memorize(r.trace_id, supporting=support).applied
+        spent = []
+        for q in qs:
+            before = store.statements
+            r = eng.retrieve(q)
+            spent.append(store.statements - before)
+            same = ref.retrieve(q)
+            assert [c.chunk.id for c in r.chunks] == [c.chunk.id for c in same.chunks], q
+        assert max(spent) <= MAX_STATEMENTS_AFTER_MEMORY, spent
+        assert store._graph_cache.reloads == 1
     finally:
         store.close()
         sql.close()
@@ -108,9 +127,12 @@ def _graph(store: PostgresGraphStore) -> tuple:
     nodes = store.whole_graph()[0]
     ids = sorted(n.id for n in nodes)
     chunks = sorted(n.id for n in nodes if n.kind == "chunk")
+    with store._cursor() as cur:  # every name ever given, and one never
+        cur.execute("SELECT DISTINCT name FROM rr_entity_names")
+        names = sorted(r[0] for r in cur.fetchall()) + ["nobody at all"]
     with store.snapshot() as view:
         edges = view.adjacency(ids)
-        rows = view.get_nodes(ids), view.get_chunks(chunks)
+        rows = view.get_nodes(ids), view.get_chunks(chunks), view.find_entities_by_name(names)
         return edges, rows, view.node_embeddings(ids).round(5).tolist()
 
 
@@ -453,3 +475,162 @@ def test_a_memory_write_bridges_from_memory_as_it_did_node_by_node(
     finally:
         store.close()
         sql.close()
+
+
+# Memory vectors in the graph cache (issue 49, round 4): a query's neighbourhood reads (the
+# walk's and replay's, with the memory of every edge) come from process memory, caught up by
+# ``rr_memory_changes``; every memory write of any process names the edges it wrote.
+
+
+def _memory_rows(dsn: str, ns: str) -> dict[str, list[float]]:
+    with psycopg.connect(dsn) as conn:
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        rows = conn.execute(
+            "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s", (ns,)
+        ).fetchall()
+    return {e: [round(float(x), 5) for x in v.to_list()] for e, v in rows}
+
+
+def _cached_memory(store: PostgresGraphStore) -> dict[str, list[float]] | None:
+    """The cache's memory rows as of a new snapshot (caught up by opening it)."""
+    with store.snapshot() as view:
+        view.memory(["no-such-edge"])
+        cache = view._graph_cache
+        assert cache is not None and cache.seq == view._graph_seq
+        if cache.memory is None:
+            return None
+        return {e: [round(float(x), 5) for x in v] for e, v in cache.memory.items()}
+
+
+def _hoods(view: PostgresGraphStore, ids: list[str], q: Any) -> list[dict]:
+    """Every node's neighbourhood as plain data, alone and following memory."""
+    from remindrag_integrations.core.frontier import Follow
+
+    out = []
+    for follow in (None, Follow(q, 0.0, max_nodes=500)):
+        got = view.neighborhoods(ids, follow)
+        out.append(
+            {
+                n: (
+                    h.node,
+                    h.edges,
+                    h.memory.round(5).tolist(),
+                    h.embedding.round(5).tolist(),
+                    sorted(h.remembered),
+                )
+                for n, h in got.items()
+            }
+        )
+    return out
+
+
+def _same_hoods(reader: PostgresGraphStore, q: Any) -> bool:
+    """Neighbourhoods through a snapshot (the cache's) are what SQL reads in that snapshot,
+    and the cache's memory rows are the table's."""
+    ids = sorted(n.id for n in reader.whole_graph()[0])
+    with reader.snapshot() as view:
+        cached = _hoods(view, ids, q)
+        sql = copy.copy(view)
+        sql._graph_cache = None
+        return cached == _hoods(sql, ids, q)
+
+
+def _run(dsn: str, ns: str, code: str) -> str:
+    """``code`` in another process, ``s`` the store (namespace ``ns``)."""
+    prog = (
+        "import sys, numpy as np; from remindrag_integrations.stores.postgres import "
+        "PostgresGraphStore as P; s = P(sys.argv[1], namespace=sys.argv[2]);" + code + "; s.close()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", prog, dsn, ns],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_memory_written_by_any_process_is_in_the_next_querys_neighbourhoods(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    ns = "cache-memory"
+    make_pg_store(ns)
+    reader = CountingPg(pg_dsn, namespace=ns)
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    writer.insert([Document(i, t) for i, t in TEXTS])
+    q = HashEmbedder(DIM).embed(["Who cooked in Lyon?"])[0]
+    try:
+        assert _cached_memory(reader) == {} and _same_hoods(reader, q)
+        cache = reader._graph_cache
+        assert cache is not None and cache.whole
+        # another connection's memory write: named in the change, read again alone
+        r = writer.retrieve("Who cooked in Lyon?")
+        w = writer.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
+        assert w.applied
+        held = _cached_memory(reader)
+        assert held and held == _memory_rows(pg_dsn, ns) and cache.reloads == 1
+        assert _same_hoods(reader, q)
+        # through a snapshot, the neighbourhoods (following memory too) cost no statement
+        ids = sorted(n.id for n in reader.whole_graph()[0])
+        with reader.snapshot() as view:
+            view.memory(ids[:1])  # caught up
+            before = reader.statements
+            got = view.neighborhoods(ids, None)
+            assert reader.statements == before and set(got) == set(ids)
+            assert np.any([h.memory.any() for h in got.values()])
+        # another process decays memory (every row), imports a row, then forgets the
+        # memory of a document (deleted with its edges, whose memory rows go)
+        _run(pg_dsn, ns, "print(s.decay_memory(0.5))")
+        assert _cached_memory(reader) == _memory_rows(pg_dsn, ns) and _same_hoods(reader, q)
+        edge = sorted(e.id for e in reader.whole_graph()[1] if e.kind != "contains")[0]
+        _run(pg_dsn, ns, f"s.import_memory({{{edge!r}: list(np.eye({DIM})[3])}})")
+        assert edge in (_cached_memory(reader) or {}) and _same_hoods(reader, q)
+        remembered = set(_memory_rows(pg_dsn, ns))
+        d3 = {e.id for e in reader.whole_graph()[1] if "Lyon" in e.text or "Bocuse" in e.text}
+        assert remembered & d3  # memory on the document about to go
+        writer.delete(["d3"])
+        assert _cached_memory(reader) == _memory_rows(pg_dsn, ns) and _same_hoods(reader, q)
+        # the same text again: the same edge ids, without memory (no stale row comes back)
+        writer.insert([Document("d3", TEXTS[2][1])])
+        assert not set(_cached_memory(reader) or {}) & d3
+        assert _cached_memory(reader) == _memory_rows(pg_dsn, ns) and _same_hoods(reader, q)
+        # reset, from another process: every row gone
+        _run(pg_dsn, ns, "print(s.reset_memory())")
+        assert _cached_memory(reader) == {} == _memory_rows(pg_dsn, ns)
+        assert cache.reloads == 1  # each change caught up, never the whole graph again
+    finally:
+        reader.close()
+
+
+def test_too_much_memory_to_hold_is_read_through_sql(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore], monkeypatch: Any
+) -> None:
+    from remindrag_integrations.stores.postgres import graph_cache
+
+    ns = "cache-memory-big"
+    make_pg_store(ns)
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    writer.insert([Document(i, t) for i, t in TEXTS])
+    r = writer.retrieve("Who cooked in Lyon?")
+    writer.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
+    monkeypatch.setattr(graph_cache, "PRELOAD_MEMORY", 1)
+    reader = CountingPg(pg_dsn, namespace=ns)
+    q = HashEmbedder(DIM).embed(["Who cooked in Lyon?"])[0]
+    try:
+        assert _cached_memory(reader) is None and _same_hoods(reader, q)
+        ids = sorted(n.id for n in reader.whole_graph()[0])
+        with reader.snapshot() as view:
+            view.memory(ids[:1])
+            before = reader.statements
+            view.neighborhoods(ids, None)
+            assert reader.statements == before + 1  # one statement, as without the cache
+        # a later memory write is not held either, and reads stay right
+        r = writer.retrieve("Who discovered polonium?")
+        writer.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
+        assert _cached_memory(reader) is None and _same_hoods(reader, q)
+    finally:
+        reader.close()

@@ -72,7 +72,7 @@ def _read_level(store: GraphStore, node_ids: Sequence[str]) -> dict[str, Neighbo
         return {}
     nodes = store.get_nodes(ids)
     embs = store.node_embeddings(ids)
-    edges = {n: store.neighbors(n) for n in ids}
+    edges = adjacency(store, ids)
     flat = [e.id for n in ids for e in edges[n]]
     memory = store.memory(flat) if flat else np.zeros((0, embs.shape[1]), dtype=np.float32)
     # node by node, its edges are one slice of ``flat``; which rows hold memory is one

@@ -214,6 +214,15 @@ class PgBase:
         except psycopg.OperationalError as exc:
             raise StoreError(f"PostgreSQL store {_redact(self.dsn)}: {exc}") from exc
 
+    def _cache(self) -> GraphCache | None:
+        """The store's graph cache, caught up to this snapshot view's change, or None (not
+        a snapshot, no cache, or a snapshot older than the cache: read through SQL)."""
+        cache, seq = self._graph_cache, self._graph_seq
+        if cache is None or seq is None:
+            return None
+        with cache.lock:
+            return cache if cache.at(self._cursor, self.namespace, seq) else None
+
     def _bind_matrix(self) -> None:
         """With the graph cache the store keeps the whole graph as a matrix
         (:class:`~remindrag_integrations.core.store.MatrixStore`: ``graph_matrix()``, from

@@ -75,8 +75,9 @@ class GraphWrites(PgBase):
         touched = {x for e in change.edges for x in (e.u, e.v)} | {n for _, n in change.names}
         touched.update(n.id for n in change.nodes)  # their embeddings too (seed search)
         touched.update(c.id for c in change.chunks)  # and the chunks' rows
+        forgot: set[str] = set()  # memory rows the removals take
         if change.drop_nodes or change.drop_edges or change.drop_documents:
-            self._drop(cur, change, touched)
+            forgot = self._drop(cur, change, touched)
         new = [n for n in change.nodes if n.id in change.vectors]
         records = [n for n in change.nodes if n.id not in change.vectors]
         rows = len(new) + len(change.edges)
@@ -123,20 +124,31 @@ class GraphWrites(PgBase):
                 [(ns, o, n) for o, n in sorted(change.successors.items())],
             )
         write_memory(cur, ns, change.memory)
-        if touched:  # last: the sequence's row lock is held only until the commit
-            note_change(cur, ns, touched)
+        if touched or forgot or change.memory:  # last: the row lock held only to the commit
+            note_change(cur, ns, touched, memory=forgot | set(change.memory))
 
-    def _drop(self, cur: psycopg.Cursor, change: writes.Change, touched: set[str]) -> None:
-        """The removals of a change; the nodes whose edges change are added to ``touched``."""
+    def _drop(self, cur: psycopg.Cursor, change: writes.Change, touched: set[str]) -> set[str]:
+        """The removals of a change; the nodes whose edges change are added to ``touched``.
+        Returns the edges whose memory rows went (deleted here, not by the cascade, so the
+        graph cache learns which)."""
         ns = self.namespace
         dead = sorted(change.drop_edges)
+        doomed = sorted(change.drop_nodes)
+        cur.execute(
+            "DELETE FROM rr_edge_memory m WHERE m.namespace = %(ns)s AND m.edge_id IN ("
+            "SELECT e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.id = ANY(%(dead)s) "
+            "UNION SELECT e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = ANY(%(doomed)s) "
+            "UNION SELECT e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = ANY(%(doomed)s)"
+            ") RETURNING m.edge_id",
+            {"ns": ns, "dead": dead, "doomed": doomed},
+        )
+        forgot = {r[0] for r in cur.fetchall()}
         if dead:
             cur.execute(
                 "SELECT u, v FROM rr_edges WHERE namespace = %s AND id = ANY(%s)", (ns, dead)
             )
             touched.update(x for end in cur.fetchall() for x in end)
             cur.execute("DELETE FROM rr_edges WHERE namespace = %s AND id = ANY(%s)", (ns, dead))
-        doomed = sorted(change.drop_nodes)
         touched.update(doomed)
         # the foreign keys cascade: edges, their memory and journal, entity names
         cur.execute("DELETE FROM rr_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, doomed))
@@ -147,6 +159,7 @@ class GraphWrites(PgBase):
         )
         touched.update(r[0] for r in cur.fetchall())  # the graph cache's copies of their rows go
         cur.execute("DELETE FROM rr_documents WHERE namespace = %s AND id = ANY(%s)", (ns, docs))
+        return forgot
 
     def _write_documents(
         self,
@@ -241,7 +254,7 @@ class GraphWrites(PgBase):
             cur.execute(
                 "UPDATE rr_namespaces SET dim = NULL WHERE namespace = %s", (self.namespace,)
             )
-            note_change(cur, self.namespace, None)
+            note_change(cur, self.namespace, None, memory=None)
             return out
 
         result = self._tx(drop)

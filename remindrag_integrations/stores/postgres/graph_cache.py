@@ -4,8 +4,8 @@ The prior's push (:mod:`remindrag_integrations.core.push`) reads the graph round
 the walk reads each node's edges and embedding: on PostgreSQL one statement each, 37-53 a
 zero-token query on real text (issue 49), where the embedded store answers from memory. This
 is the folder store's pattern (:mod:`..sqlite_store`: an in-memory cache that catches up
-from a ``changes`` table) for what a query reads of the graph (:class:`GraphCache`); memory
-vectors stay in the database:
+from a ``changes`` table) for what a query reads of the graph and its memory
+(:class:`GraphCache`):
 
 - **Writers.** A transaction that changes edges (``add_graph``, a document replaced or
   deleted, a memory write that adds learned links, ``drop_namespace``) ends with
@@ -13,7 +13,10 @@ vectors stay in the database:
   commit, so graph writers of one namespace commit in sequence order; taken last, so it
   waits for nothing and nothing waits for it long) and writes one ``rr_graph_changes`` row
   naming the nodes whose edges changed (NULL: too many to name, or everything: read the
-  whole graph again). Memory writes without new links write nothing here.
+  whole graph again). A write of edge memory (a memory write, a document's edit carrying
+  memory over or deleting it, import, decay, reset) also writes one ``rr_memory_changes``
+  row with the same number, naming the edges whose memory rows it wrote or deleted (NULL:
+  any edge's, as decay and reset: read every row again).
 - **Readers.** A query's snapshot (``REPEATABLE READ``) reads the sequence number in the
   round trip that opens it. The first cached read through a snapshot newer than the cache
   brings it up to that number inside that snapshot (the changes since, then the named
@@ -26,6 +29,10 @@ vectors stay in the database:
   whole with the links and caught up with them: a query's unfiltered seed and name searches
   are an exact scan in process memory, as on the embedded store, not a statement (a
   filtered search, or one for chunks, still goes to SQL and its HNSW index).
+- **Memory and names.** Every edge's memory row (up to ``PRELOAD_MEMORY`` rows: more are
+  read through SQL) and, in a namespace held whole, every entity name: a query's
+  neighbourhood reads (the walk's and replay's, following memory) and the question's name
+  lookups cost no statement, as on the embedded store.
 """
 
 from __future__ import annotations
@@ -49,11 +56,21 @@ KEEP_CHANGES = 1_000  # change rows kept per namespace; a cache further behind r
 # reads them per node on first use (the edges of 1 M edges would take ~0.3 GB a process)
 PRELOAD_EDGES = 250_000
 KEEP_MATRICES = 2  # whole-graph matrices kept for snapshots older than the cache
+# a namespace with at most this many memory rows has them all held (``dim`` x 4 bytes each,
+# 0.15 GB at 100 K rows of 384 dimensions), caught up by ``rr_memory_changes``; more: read
+# per query through SQL
+PRELOAD_MEMORY = 100_000
 
 
-def note_change(cur: psycopg.Cursor, namespace: str, nodes: Iterable[str] | None) -> int:
-    """Record, as the last statements of a graph write, that the edges of ``nodes`` changed
-    (``None``: anything may have); returns the new sequence number."""
+def note_change(
+    cur: psycopg.Cursor,
+    namespace: str,
+    nodes: Iterable[str] | None,
+    memory: Iterable[str] | None = (),
+) -> int:
+    """Record, as the last statements of a write, that the edges of ``nodes`` changed
+    (``None``: anything may have) and that the memory of the edges ``memory`` was written
+    (``None``: any edge's; empty: none); returns the new sequence number."""
     row = cur.execute(
         "INSERT INTO rr_graph_seq (namespace, seq) VALUES (%s, 1) ON CONFLICT (namespace) "
         "DO UPDATE SET seq = rr_graph_seq.seq + 1 RETURNING seq",
@@ -67,11 +84,20 @@ def note_change(cur: psycopg.Cursor, namespace: str, nodes: Iterable[str] | None
         "INSERT INTO rr_graph_changes (namespace, seq, nodes) VALUES (%s, %s, %s::text[])",
         (namespace, seq, touched),
     )
-    if seq % 100 == 0:
+    written = None if memory is None else sorted(set(memory))
+    if written is None or written:
+        if written is not None and len(written) > RELOAD_OVER:
+            written = None
         cur.execute(
-            "DELETE FROM rr_graph_changes WHERE namespace = %s AND seq <= %s",
-            (namespace, seq - KEEP_CHANGES),
+            "INSERT INTO rr_memory_changes (namespace, seq, edges) VALUES (%s, %s, %s::text[])",
+            (namespace, seq, written),
         )
+    if seq % 100 == 0:
+        for table in ("rr_graph_changes", "rr_memory_changes"):
+            cur.execute(
+                f"DELETE FROM {table} WHERE namespace = %s AND seq <= %s",
+                (namespace, seq - KEEP_CHANGES),
+            )
     return seq
 
 
@@ -204,9 +230,11 @@ class GraphCache:
       names (a node's row changes only with its aliases: named too).
 
     - ``vectors``: every entity's and anchor's embedding (:class:`Vectors`), read whole with
-      ``links``: unfiltered seed search and these nodes' embeddings from memory.
-
-    Memory vectors are never kept here: they change with every memory write."""
+      ``links``: unfiltered seed search and these nodes' embeddings from memory;
+    - ``memory``: every edge's memory row (None: more than ``PRELOAD_MEMORY``, not held),
+      caught up by the edges each memory change names;
+    - with ``whole`` (at most ``PRELOAD_EDGES`` edges): every node's edges and row, the
+      chunks' embeddings and ``names``, every entity name."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -217,6 +245,12 @@ class GraphCache:
         self.nodes: dict[str, Node] = {}
         self.chunks: dict[str, Chunk] = {}
         self.vectors: Vectors | None = None
+        # every edge's memory row (edge id -> vector; an edge without a row has none), or
+        # None: not held (too many rows) and read through SQL
+        self.memory: dict[str, np.ndarray] | None = None
+        self.whole = False  # every node's edges, row and embedding held (PRELOAD_EDGES)
+        # when whole: every entity name (normalised name -> node id; ``rr_entity_names``)
+        self.names: dict[str, str] = {}
         # the prior's whole-graph matrix (``matrix``), built on demand, valid for the
         # snapshots from change ``corpus_from`` on (later changes that left the links and
         # the set of entities and anchors as they were: memory's links, an edit's
@@ -267,59 +301,109 @@ class GraphCache:
     def _catch_up(self, cur: psycopg.Cursor, namespace: str, seq: int) -> None:
         if self.seq >= 0:
             cur.execute(
-                "SELECT seq, nodes FROM rr_graph_changes WHERE namespace = %s "
-                "AND seq > %s AND seq <= %s ORDER BY seq",
+                "SELECT g.seq, g.nodes, m.seq IS NOT NULL, m.edges FROM rr_graph_changes g "
+                "LEFT JOIN rr_memory_changes m ON m.namespace = g.namespace AND m.seq = g.seq "
+                "WHERE g.namespace = %s AND g.seq > %s AND g.seq <= %s ORDER BY g.seq",
                 (namespace, self.seq, seq),
             )
             rows = cur.fetchall()
             caught = self.vectors is not None  # else (nothing had a vector): read it all
             if caught and len(rows) == seq - self.seq and all(r[1] is not None for r in rows):
-                touched = sorted({n for _, nodes in rows for n in nodes})
-                fresh: dict[str, list[tuple[str, str]]] = {n: [] for n in touched}
-                if touched:
-                    cur.execute(_SPREAD_LINKS, {"ns": namespace, "ids": touched})
-                    for n, eid, other in cur.fetchall():
-                        fresh[n].append((eid, other))
-                if touched and self.vectors is not None:  # new, changed, deleted nodes
-                    found = {
-                        r[0]: r
-                        for r in _vector_rows(
-                            cur,
-                            "SELECT id, kind, embedding FROM rr_nodes WHERE namespace = %s "
-                            "AND id = ANY(%s) AND kind <> 'chunk'",
-                            (namespace, touched),
-                        )
-                    }
-                    held = self.vectors.row
-                    before = {n for n in touched if n in held}
-                    for n in touched:
-                        row = found.get(n)
-                        if row is None:
-                            self.vectors.drop(n)
-                        elif len(row[2]) == self.vectors.dim:
-                            self.vectors.put(n, row[1], row[2])
-                    if before != {n for n in touched if n in held}:
-                        self._corpus_changed(seq)
-                for got in fresh.values():
-                    got.sort()
-                if any(fresh[n] != self.links.get(n, []) for n in touched):
-                    self._corpus_changed(seq)
-                for n, got in fresh.items():
-                    self.edges.pop(n, None)
-                    self.embeddings.pop(n, None)
-                    self.nodes.pop(n, None)
-                    self.chunks.pop(n, None)
-                    if got:
-                        self.links[n] = got
-                    else:
-                        self.links.pop(n, None)
+                self._links_changed(cur, namespace, seq, sorted({n for r in rows for n in r[1]}))
+                if self.memory is not None and any(r[2] for r in rows):
+                    named = [r[3] for r in rows if r[2]]
+                    self._memory_changed(
+                        cur,
+                        namespace,
+                        None
+                        if any(x is None for x in named)
+                        else sorted({e for x in named for e in x}),
+                    )
                 self.seq = seq
                 self.catch_ups += 1
                 return
+        self._reload(cur, namespace, seq)
+
+    def _links_changed(
+        self, cur: psycopg.Cursor, namespace: str, seq: int, touched: list[str]
+    ) -> None:
+        """The nodes ``touched`` (by the changes up to ``seq``) read again: their links and
+        vectors now, their edges, rows and embeddings on next use."""
+        if not touched:
+            return
+        fresh: dict[str, list[tuple[str, str]]] = {n: [] for n in touched}
+        cur.execute(_SPREAD_LINKS, {"ns": namespace, "ids": touched})
+        for n, eid, other in cur.fetchall():
+            fresh[n].append((eid, other))
+        if self.vectors is not None:  # new, changed, deleted nodes
+            found = {
+                r[0]: r
+                for r in _vector_rows(
+                    cur,
+                    "SELECT id, kind, embedding FROM rr_nodes WHERE namespace = %s "
+                    "AND id = ANY(%s) AND kind <> 'chunk'",
+                    (namespace, touched),
+                )
+            }
+            held = self.vectors.row
+            before = {n for n in touched if n in held}
+            for n in touched:
+                row = found.get(n)
+                if row is None:
+                    self.vectors.drop(n)
+                elif len(row[2]) == self.vectors.dim:
+                    self.vectors.put(n, row[1], row[2])
+            if before != {n for n in touched if n in held}:
+                self._corpus_changed(seq)
+        for got in fresh.values():
+            got.sort()
+        if any(fresh[n] != self.links.get(n, []) for n in touched):
+            self._corpus_changed(seq)
+        if self.whole:  # the names of the touched nodes (a name goes with its node)
+            mine = set(touched)
+            self.names = {k: n for k, n in self.names.items() if n not in mine}
+            cur.execute(
+                "SELECT name, node_id FROM rr_entity_names WHERE namespace = %s "
+                "AND node_id = ANY(%s)",
+                (namespace, touched),
+            )
+            self.names.update(cur.fetchall())
+        for n, got in fresh.items():
+            self.edges.pop(n, None)
+            self.embeddings.pop(n, None)
+            self.nodes.pop(n, None)
+            self.chunks.pop(n, None)
+            if got:
+                self.links[n] = got
+            else:
+                self.links.pop(n, None)
+
+    def _memory_changed(
+        self, cur: psycopg.Cursor, namespace: str, written: list[str] | None
+    ) -> None:
+        """The memory rows of the edges ``written`` (None: all) read again."""
+        if written is None:
+            self.memory = _memory_rows(cur, namespace, None)
+            return
+        if self.memory is None or not written:
+            return
+        fresh = _memory_rows(cur, namespace, written)
+        for e in written:
+            vec = fresh.get(e)
+            if vec is None:
+                self.memory.pop(e, None)
+            else:
+                self.memory[e] = vec
+
+    def _reload(self, cur: psycopg.Cursor, namespace: str, seq: int) -> None:
+        """Read the namespace's graph whole (its first read, or a cache too far behind)."""
         row = cur.execute(
-            "SELECT count(*) FROM rr_edges WHERE namespace = %s", (namespace,)
+            "SELECT (SELECT count(*) FROM rr_edges WHERE namespace = %(ns)s), "
+            "(SELECT count(*) FROM rr_edge_memory WHERE namespace = %(ns)s)",
+            {"ns": namespace},
         ).fetchone()
         whole = int(row[0]) <= PRELOAD_EDGES if row else False  # every node's edges and row
+        memory = _memory_rows(cur, namespace, None) if row and row[1] <= PRELOAD_MEMORY else None
         cur.execute(
             "SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %s"
             + ("" if whole else " AND kind <> 'learned'"),
@@ -346,6 +430,7 @@ class GraphCache:
         for mine in edges.values():
             mine.sort(key=lambda e: e.id)
         nodes: dict[str, Node] = {}
+        entity_names: dict[str, str] = {}
         if whole:
             cur.execute(
                 "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
@@ -356,20 +441,45 @@ class GraphCache:
                 node_id = names.setdefault(r[0], r[0])
                 nodes[node_id] = Node(node_id, r[1], r[2], r[3], r[4], tuple(r[5]))
                 edges.setdefault(node_id, [])  # a node without edges: none, no statement
+            cur.execute(
+                "SELECT name, node_id FROM rr_entity_names WHERE namespace = %s", (namespace,)
+            )
+            entity_names = {name: names.setdefault(n, n) for name, n in cur.fetchall()}
+        # every entity's and anchor's embedding (the chunks' too when whole: a chunk's
+        # neighbourhood then costs no statement either)
         rows = _vector_rows(
             cur,
             "SELECT n.id, n.kind, n.embedding FROM rr_nodes n JOIN rr_namespaces s "
             "ON s.namespace = n.namespace AND s.dim = n.dim "
-            "WHERE n.namespace = %s AND n.kind <> 'chunk' ORDER BY n.id",
+            "WHERE n.namespace = %s"
+            + ("" if whole else " AND n.kind <> 'chunk'")
+            + " ORDER BY n.id",
             (namespace,),
         )
+        embeddings = {names.setdefault(r[0], r[0]): r[2] for r in rows if r[1] == "chunk"}
+        rows = [r for r in rows if r[1] != "chunk"]
         dims = {len(r[2]) for r in rows}
         self.vectors = (
             Vectors([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], dims.pop())
             if len(dims) == 1
             else None  # an empty namespace: the first catch-up with nodes reloads
         )
-        self.links, self.seq = links, seq
+        self.links, self.seq, self.whole, self.memory = links, seq, whole, memory
+        self.names = entity_names
         self._matrix, self._older, self.corpus_from = None, [], seq
-        self.edges, self.embeddings, self.nodes, self.chunks = edges, {}, nodes, {}
+        self.edges, self.embeddings, self.nodes, self.chunks = edges, embeddings, nodes, {}
         self.reloads += 1
+
+
+def _memory_rows(
+    cur: psycopg.Cursor, namespace: str, edge_ids: list[str] | None
+) -> dict[str, np.ndarray]:
+    """The memory rows of ``edge_ids`` (None: every edge's) of the namespace."""
+    if edge_ids is None:
+        cur.execute("SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s", (namespace,))
+    else:
+        cur.execute(
+            "SELECT edge_id, vec FROM rr_edge_memory WHERE namespace = %s AND edge_id = ANY(%s)",
+            (namespace, edge_ids),
+        )
+    return {r[0]: r[1] for r in cur.fetchall()}

@@ -27,6 +27,15 @@ class Memory(PgBase):
         out = np.zeros((len(edge_ids), self.dim or 0), dtype=np.float32)
         if not edge_ids:
             return out
+        cache = self._cache()  # a snapshot's: from the graph cache when it holds memory
+        if cache is not None:
+            with cache.lock:
+                held = cache.memory if cache.seq == self._graph_seq else None
+                if held is not None:
+                    for i, eid in enumerate(edge_ids):
+                        if (vec := held.get(eid)) is not None:
+                            out[i] = vec
+                    return out
         with self._cursor() as cur:
             cur.execute(
                 "SELECT edge_id, vec FROM rr_edge_memory "
@@ -90,8 +99,10 @@ class Memory(PgBase):
                 "VALUES (%s, %s, %s, %s)",
                 entries,
             )
-        if links:  # last: the change sequence's row lock is held only until the commit
-            note_change(cur, ns, {x for e in links for x in (e.u, e.v)})
+        # last: the change sequence's row lock is held only until the commit (the graph
+        # cache's memory rows and, with links, its links catch up from it)
+        if links or change.memory:
+            note_change(cur, ns, {x for e in links for x in (e.u, e.v)}, memory=change.memory)
         return new
 
     def edge_successors(self, edge_ids: Sequence[str]) -> dict[str, str]:
@@ -156,12 +167,21 @@ class Memory(PgBase):
     def reset_memory(self, *, all_namespaces: bool = False) -> int:
         """Forget the memory of this namespace (or, with ``all_namespaces``, of every tenant
         in the database). Returns the edges reset."""
-        with self._cursor() as cur:
+
+        def reset(cur: psycopg.Cursor) -> int:
             if all_namespaces:
                 cur.execute("DELETE FROM rr_edge_memory")
-            else:
-                cur.execute("DELETE FROM rr_edge_memory WHERE namespace = %s", (self.namespace,))
-            return cur.rowcount
+                gone = cur.rowcount
+                cur.execute("SELECT namespace FROM rr_namespaces ORDER BY namespace")
+                for (ns,) in cur.fetchall():  # in one order: no deadlock between resets
+                    note_change(cur, ns, (), memory=None)
+                return gone
+            cur.execute("DELETE FROM rr_edge_memory WHERE namespace = %s", (self.namespace,))
+            gone = cur.rowcount
+            note_change(cur, self.namespace, (), memory=None)
+            return gone
+
+        return self._tx(reset)
 
     def namespaces(self) -> list[str]:
         """Every namespace (tenant) this database holds."""
@@ -171,14 +191,20 @@ class Memory(PgBase):
 
     def decay_memory(self, factor: float) -> int:
         factor = fraction(factor, "the decay factor")
-        with self._cursor() as cur:  # one UPDATE: row locks serialise it with update_memory
+
+        def decay(cur: psycopg.Cursor) -> int:  # one UPDATE: row locks serialise it
             cur.execute(
                 "UPDATE rr_edge_memory SET vec = vec * array_fill(%s::real, "
                 "ARRAY[vector_dims(vec)])::vector, updated_at = now() "
                 "WHERE namespace = %s",
                 (factor, self.namespace),
             )
-            return cur.rowcount
+            changed = cur.rowcount
+            if changed:
+                note_change(cur, self.namespace, (), memory=None)
+            return changed
+
+        return self._tx(decay)
 
     def export_memory(self) -> dict[str, list[float]]:
         with self._cursor() as cur:
@@ -203,6 +229,7 @@ class Memory(PgBase):
                 "updated_at = now()",
                 rows,
             )
+            note_change(cur, self.namespace, (), memory=sorted(vectors))
 
         self._tx(write)
         return len(rows)

@@ -10,7 +10,7 @@ import psycopg
 
 from ...core import filters
 from ...core.errors import EmbeddingError, UnknownNodeError
-from ...core.frontier import Follow, Neighborhood
+from ...core.frontier import Follow, Neighborhood, read_neighborhoods
 from ...core.memory import math as mem
 from ...core.types import Chunk, Edge, Node, NodeKind
 from ..graph_matrix import GraphMatrix
@@ -158,15 +158,6 @@ class Reads(PgBase):
             raise UnknownNodeError(f"unknown edge id {edge_id!r}")
         return Edge(*row)
 
-    def _cache(self) -> GraphCache | None:
-        """The store's graph cache, caught up to this snapshot view's change, or None (not
-        a snapshot, no cache, or a snapshot older than the cache: read through SQL)."""
-        cache, seq = self._graph_cache, self._graph_seq
-        if cache is None or seq is None:
-            return None
-        with cache.lock:
-            return cache if cache.at(self._cursor, self.namespace, seq) else None
-
     def matrix_of_cache(self) -> GraphMatrix:
         """The whole graph of entities and anchors as a matrix, as of this snapshot view
         (the store's ``graph_matrix()`` when it has the graph cache): the cache's, built
@@ -299,6 +290,12 @@ class Reads(PgBase):
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
+        cache = self._cache()
+        if cache is not None:  # a snapshot's, the cache holding the graph and its memory
+            with cache.lock:
+                held = cache.whole and cache.memory is not None and cache.seq == self._graph_seq
+            if held:  # the plain reads, each from the cache: no statement
+                return read_neighborhoods(self, ids, follow)  # type: ignore[arg-type]
         params: dict[str, Any] = {"ns": self.namespace, "ids": ids}
         frontier = _FRONTIER
         if follow is not None and np.isfinite(follow.min_alignment) and follow.max_nodes > 0:
@@ -382,17 +379,20 @@ class Reads(PgBase):
             return nodes, [Edge(*r) for r in cur]
 
     def find_entity_by_name(self, normalized_name: str) -> str | None:
-        with self._cursor() as cur:
-            row = cur.execute(
-                "SELECT node_id FROM rr_entity_names WHERE namespace = %s AND name = %s",
-                (self.namespace, normalized_name),
-            ).fetchone()
-        return row[0] if row else None
+        return self.find_entities_by_name([normalized_name]).get(normalized_name)
 
     def find_entities_by_name(self, normalized_names: Sequence[str]) -> dict[str, str]:
+        """The entities of the names known (one statement; through a snapshot, from the
+        graph cache when it holds the namespace whole: none)."""
         names = list(dict.fromkeys(normalized_names))
         if not names:
             return {}
+        cache = self._cache()
+        if cache is not None:
+            with cache.lock:
+                if cache.whole and cache.seq == self._graph_seq:
+                    held = cache.names
+                    return {k: held[k] for k in names if k in held}
         with self._cursor() as cur:
             rows = cur.execute(
                 "SELECT name, node_id FROM rr_entity_names WHERE namespace = %s AND name = ANY(%s)",

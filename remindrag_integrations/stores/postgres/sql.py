@@ -63,8 +63,12 @@ CREATE TABLE IF NOT EXISTS rr_edge_moves (
 CREATE TABLE IF NOT EXISTS rr_graph_seq (namespace text PRIMARY KEY, seq bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS rr_graph_changes (
   namespace text NOT NULL, seq bigint NOT NULL, nodes text[], PRIMARY KEY (namespace, seq));
+-- the edges whose memory a change of the sequence wrote (NULL: any edge's), for the memory
+-- vectors the graph cache holds (.graph_cache); a change without memory writes has no row
+CREATE TABLE IF NOT EXISTS rr_memory_changes (
+  namespace text NOT NULL, seq bigint NOT NULL, edges text[], PRIMARY KEY (namespace, seq));
 """
-LAST_SCHEMA_OBJECT = "rr_graph_changes"  # missing: the schema (or its newest part) is to run
+LAST_SCHEMA_OBJECT = "rr_memory_changes"  # missing: the schema (or its newest part) is to run
 
 TABLES = (
     "rr_documents",
@@ -80,6 +84,7 @@ TABLES = (
     "rr_edge_moves",
     "rr_graph_seq",
     "rr_graph_changes",
+    "rr_memory_changes",
 )
 
 
