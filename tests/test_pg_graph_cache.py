@@ -634,3 +634,39 @@ def test_too_much_memory_to_hold_is_read_through_sql(
         assert _cached_memory(reader) is None and _same_hoods(reader, q)
     finally:
         reader.close()
+
+
+def test_a_namespace_too_big_to_hold_whole_keeps_the_neighbourhoods_it_read(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore], monkeypatch: Any
+) -> None:
+    """Over ``PRELOAD_EDGES`` a node's neighbourhood is read through SQL the first time (one
+    statement for the frontier), then from the cache, with memory written meanwhile."""
+    from remindrag_integrations.stores.postgres import graph_cache
+
+    ns = "cache-memory-partial"
+    make_pg_store(ns)
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    writer.insert([Document(i, t) for i, t in TEXTS])
+    monkeypatch.setattr(graph_cache, "PRELOAD_EDGES", 1)
+    reader = CountingPg(pg_dsn, namespace=ns)
+    q = HashEmbedder(DIM).embed(["Who cooked in Lyon?"])[0]
+    ids = sorted(n.id for n in reader.whole_graph()[0])
+    try:
+        with reader.snapshot() as view:
+            view.memory(ids[:1])
+            cache = view._graph_cache
+            assert cache is not None and not cache.whole and cache.memory == {}
+            before = reader.statements
+            first = view.neighborhoods(ids, None)
+            assert reader.statements == before + 1
+            again = view.neighborhoods(ids, None)
+            assert reader.statements == before + 1  # held now
+            assert {n: (h.node, h.edges) for n, h in first.items()} == {
+                n: (h.node, h.edges) for n, h in again.items()
+            }
+        r = writer.retrieve("Who cooked in Lyon?")
+        writer.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
+        assert _cached_memory(reader) == _memory_rows(pg_dsn, ns)
+        assert _same_hoods(reader, q) and _same_hoods(reader, q)
+    finally:
+        reader.close()

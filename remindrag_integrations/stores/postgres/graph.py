@@ -137,8 +137,10 @@ class GraphWrites(PgBase):
         cur.execute(
             "DELETE FROM rr_edge_memory m WHERE m.namespace = %(ns)s AND m.edge_id IN ("
             "SELECT e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.id = ANY(%(dead)s) "
-            "UNION SELECT e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.u = ANY(%(doomed)s) "
-            "UNION SELECT e.id FROM rr_edges e WHERE e.namespace = %(ns)s AND e.v = ANY(%(doomed)s)"
+            "UNION SELECT e.id FROM rr_edges e "
+            "WHERE e.namespace = %(ns)s AND e.u = ANY(%(doomed)s) "
+            "UNION SELECT e.id FROM rr_edges e "
+            "WHERE e.namespace = %(ns)s AND e.v = ANY(%(doomed)s)"
             ") RETURNING m.edge_id",
             {"ns": ns, "dead": dead, "doomed": doomed},
         )

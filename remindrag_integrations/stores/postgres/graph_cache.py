@@ -30,9 +30,9 @@ from a ``changes`` table) for what a query reads of the graph and its memory
   are an exact scan in process memory, as on the embedded store, not a statement (a
   filtered search, or one for chunks, still goes to SQL and its HNSW index).
 - **Memory and names.** Every edge's memory row (up to ``PRELOAD_MEMORY`` rows: more are
-  read through SQL) and, in a namespace held whole, every entity name: a query's
-  neighbourhood reads (the walk's and replay's, following memory) and the question's name
-  lookups cost no statement, as on the embedded store.
+  read through SQL) and every entity name: a query's neighbourhood reads (the walk's and
+  replay's, following memory) of nodes held and the question's name lookups cost no
+  statement, as on the embedded store.
 """
 
 from __future__ import annotations
@@ -233,8 +233,9 @@ class GraphCache:
       ``links``: unfiltered seed search and these nodes' embeddings from memory;
     - ``memory``: every edge's memory row (None: more than ``PRELOAD_MEMORY``, not held),
       caught up by the edges each memory change names;
-    - with ``whole`` (at most ``PRELOAD_EDGES`` edges): every node's edges and row, the
-      chunks' embeddings and ``names``, every entity name."""
+    - ``names``: every entity name (the question's names looked up without a statement);
+    - with ``whole`` (at most ``PRELOAD_EDGES`` edges): every node's edges and row, and the
+      chunks' embeddings."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -249,7 +250,7 @@ class GraphCache:
         # None: not held (too many rows) and read through SQL
         self.memory: dict[str, np.ndarray] | None = None
         self.whole = False  # every node's edges, row and embedding held (PRELOAD_EDGES)
-        # when whole: every entity name (normalised name -> node id; ``rr_entity_names``)
+        # every entity name (normalised name -> node id; ``rr_entity_names``)
         self.names: dict[str, str] = {}
         # the prior's whole-graph matrix (``matrix``), built on demand, valid for the
         # snapshots from change ``corpus_from`` on (later changes that left the links and
@@ -359,7 +360,7 @@ class GraphCache:
             got.sort()
         if any(fresh[n] != self.links.get(n, []) for n in touched):
             self._corpus_changed(seq)
-        if self.whole:  # the names of the touched nodes (a name goes with its node)
+        if touched:  # the names of the touched nodes (a name goes with its node)
             mine = set(touched)
             self.names = {k: n for k, n in self.names.items() if n not in mine}
             cur.execute(
@@ -430,7 +431,6 @@ class GraphCache:
         for mine in edges.values():
             mine.sort(key=lambda e: e.id)
         nodes: dict[str, Node] = {}
-        entity_names: dict[str, str] = {}
         if whole:
             cur.execute(
                 "SELECT id, kind, name, doc_id, chunk_id, aliases FROM rr_nodes "
@@ -441,10 +441,8 @@ class GraphCache:
                 node_id = names.setdefault(r[0], r[0])
                 nodes[node_id] = Node(node_id, r[1], r[2], r[3], r[4], tuple(r[5]))
                 edges.setdefault(node_id, [])  # a node without edges: none, no statement
-            cur.execute(
-                "SELECT name, node_id FROM rr_entity_names WHERE namespace = %s", (namespace,)
-            )
-            entity_names = {name: names.setdefault(n, n) for name, n in cur.fetchall()}
+        cur.execute("SELECT name, node_id FROM rr_entity_names WHERE namespace = %s", (namespace,))
+        entity_names = {name: names.setdefault(n, n) for name, n in cur.fetchall()}
         # every entity's and anchor's embedding (the chunks' too when whole: a chunk's
         # neighbourhood then costs no statement either)
         rows = _vector_rows(

@@ -291,10 +291,15 @@ class Reads(PgBase):
         if not ids:
             return {}
         cache = self._cache()
-        if cache is not None:  # a snapshot's, the cache holding the graph and its memory
+        if cache is not None:  # a snapshot's, the cache holding memory and these nodes
             with cache.lock:
-                held = cache.whole and cache.memory is not None and cache.seq == self._graph_seq
-            if held:  # the plain reads, each from the cache: no statement
+                held = (
+                    cache.memory is not None
+                    and cache.seq == self._graph_seq
+                    and (cache.whole or all(n in cache.edges and n in cache.nodes for n in ids))
+                )
+            if held:  # the plain reads, each from the cache (what memory reaches beyond the
+                # nodes held: a statement or two a level, rare)
                 return read_neighborhoods(self, ids, follow)  # type: ignore[arg-type]
         params: dict[str, Any] = {"ns": self.namespace, "ids": ids}
         frontier = _FRONTIER
@@ -309,7 +314,12 @@ class Reads(PgBase):
             cur.execute(_NEIGHBORHOODS.format(frontier=frontier), params)
             rows = cur.fetchall()
         found = {r[0] for r in rows}
-        return _assemble([n for n in ids if n not in found] + sorted(found), rows, self.dim or 0)
+        out = _assemble([n for n in ids if n not in found] + sorted(found), rows, self.dim or 0)
+        if cache is not None:  # the next query's reads of these nodes: from the cache
+            self._keep(cache, "edges", {n: list(h.edges) for n, h in out.items()})
+            self._keep(cache, "nodes", {n: h.node for n, h in out.items()})
+            self._keep(cache, "embeddings", {n: h.embedding for n, h in out.items()})
+        return out
 
     def search(
         self,
@@ -390,7 +400,7 @@ class Reads(PgBase):
         cache = self._cache()
         if cache is not None:
             with cache.lock:
-                if cache.whole and cache.seq == self._graph_seq:
+                if cache.seq == self._graph_seq:
                     held = cache.names
                     return {k: held[k] for k in names if k in held}
         with self._cursor() as cur:
