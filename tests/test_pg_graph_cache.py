@@ -670,3 +670,53 @@ def test_a_namespace_too_big_to_hold_whole_keeps_the_neighbourhoods_it_read(
         assert _same_hoods(reader, q) and _same_hoods(reader, q)
     finally:
         reader.close()
+
+
+def test_the_cached_vectors_search_as_a_brute_force_scan_does() -> None:
+    """Vectors (a matrix per kind, rows reused after a drop) against a plain scan, ties by
+    id, after puts, drops, a node changing kind and a zero vector."""
+    from remindrag_integrations.stores.postgres.graph_cache import Vectors
+
+    rng = np.random.default_rng(7)
+    ids = [f"e-{i:04x}" if i % 3 else f"a-{i:04x}" for i in range(60)]
+    kinds = ["entity" if i.startswith("e-") else "anchor" for i in ids]
+    rows = [rng.normal(size=8).astype(np.float32) for _ in ids]
+    rows[5] = rows[7].copy()  # a tie
+    vecs = Vectors(ids, kinds, rows, 8)
+    held = {i: (k, r) for i, k, r in zip(ids, kinds, rows)}
+    for i in ids[::4]:
+        vecs.drop(i)
+        del held[i]
+    for j in range(6):  # reuse of freed rows, a zero row, a node that changes kind
+        node = f"e-new{j}"
+        vec = np.zeros(8, np.float32) if j == 0 else rng.normal(size=8).astype(np.float32)
+        vecs.put(node, "entity", vec)
+        held[node] = ("entity", vec)
+    vecs.put(ids[1], "anchor", held[ids[1]][1])
+    held[ids[1]] = ("anchor", held[ids[1]][1])
+
+    def brute(q: np.ndarray, k: int, want: tuple[str, ...]) -> list[tuple[str, float]]:
+        out = []
+        for i, (kd, r) in held.items():
+            if kd in want:
+                norm = float(np.linalg.norm(r))
+                out.append((i, float(r @ q) / norm if norm else 0.0))
+        return sorted(out, key=lambda t: (-t[1], t[0]))[:k]
+
+    assert len(vecs) == len(held)
+    for _ in range(20):
+        q = rng.normal(size=8).astype(np.float32)
+        q /= np.linalg.norm(q)
+        for want in (("entity",), ("anchor",), ("entity", "anchor")):
+            for k in (1, 5, 200):
+                got = vecs.search(q, k, want)
+                exp = brute(q, k, want)
+                true = dict(brute(q, 10**6, want))  # each node's cosine
+                # the same scores in the same places; each id with its own score (which of
+                # two nodes within a float's last bits comes first is not asked)
+                assert len(got) == len(exp) and len({i for i, _ in got}) == len(got)
+                assert np.allclose([s for _, s in got], [s for _, s in exp], atol=1e-5)
+                assert all(abs(true[i] - s) < 1e-5 for i, s in got), (want, k)
+    q = np.asarray(held[ids[7]][1]) / np.linalg.norm(held[ids[7]][1])
+    assert [i for i, _ in vecs.search(q, 2, ("anchor", "entity"))] == sorted([ids[5], ids[7]])
+    assert vecs.get("e-nothing") is None and np.array_equal(vecs.get(ids[2]), held[ids[2]][1])
