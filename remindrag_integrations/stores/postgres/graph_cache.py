@@ -31,7 +31,7 @@ vectors stay in the database:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ import psycopg
 from ...core.ids import is_anchor, is_chunk, is_entity
 from ...core.types import Chunk, Edge, Node
 from ..graph_matrix import GraphMatrix
+from ..lexical import LexicalIndex
 from .sql import _SPREAD_LINKS
 
 RELOAD_OVER = 50_000  # a change naming more nodes says "read everything again" (NULL)
@@ -226,6 +227,13 @@ class GraphCache:
         self._older: list[tuple[int, int, GraphMatrix]] = []
         self.reloads = 0  # whole-graph reads (tests and benchmarks look)
         self.catch_ups = 0
+        # every chunk's (doc_id, text) in a namespace held whole (None: not held), the
+        # same from change ``texts_from`` on, and their BM25 index (:meth:`lexical`)
+        self.texts: dict[str, tuple[str, str]] | None = None
+        self.texts_from = -1
+        self._lexical: Lexical | None = None
+        self._lexical_lock = threading.Lock()  # one build at a time, outside ``lock``
+        self.lexical_builds = 0  # tests and benchmarks look
 
     def at(self, cur_of: Callable[[], Any], namespace: str, seq: int) -> bool:
         """Bring the cache up to change ``seq`` (reading through ``cur_of``, a cursor in a
@@ -304,6 +312,7 @@ class GraphCache:
                     got.sort()
                 if any(fresh[n] != self.links.get(n, []) for n in touched):
                     self._corpus_changed(seq)
+                self._catch_up_texts(cur, namespace, touched, seq)
                 for n, got in fresh.items():
                     self.edges.pop(n, None)
                     self.embeddings.pop(n, None)
@@ -369,7 +378,95 @@ class GraphCache:
             if len(dims) == 1
             else None  # an empty namespace: the first catch-up with nodes reloads
         )
+        self._reload_texts(cur, namespace, whole, seq)
         self.links, self.seq = links, seq
         self._matrix, self._older, self.corpus_from = None, [], seq
         self.edges, self.embeddings, self.nodes, self.chunks = edges, {}, nodes, {}
         self.reloads += 1
+
+    def _reload_texts(self, cur: psycopg.Cursor, namespace: str, whole: bool, seq: int) -> None:
+        """With the whole graph: every chunk's text, in a namespace held whole (the lexical
+        search's BM25, :meth:`lexical`); a bigger one holds none (full-text rank in SQL)."""
+        self._lexical, self.texts_from = None, seq
+        if not whole:
+            self.texts = None
+            return
+        cur.execute("SELECT id, doc_id, text FROM rr_chunks WHERE namespace = %s", (namespace,))
+        self.texts = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
+
+    def _catch_up_texts(
+        self, cur: psycopg.Cursor, namespace: str, touched: Sequence[str], seq: int
+    ) -> None:
+        """The chunks a change names (a graph write names every chunk it writes or drops),
+        read again; when one was added, removed or changed, the BM25 index is stale (built
+        again on the next lexical search)."""
+        texts = self.texts
+        named = [n for n in touched if is_chunk(n)]
+        if texts is None or not named:
+            return
+        cur.execute(
+            "SELECT id, doc_id, text FROM rr_chunks WHERE namespace = %s AND id = ANY(%s)",
+            (namespace, named),
+        )
+        found = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
+        changed = False
+        for c in named:
+            row = found.get(c)
+            if texts.get(c) != row:
+                changed = True
+                if row is None:
+                    del texts[c]
+                else:
+                    texts[c] = row
+        if changed:
+            self.texts_from = seq
+
+    def lexical(self, seq: int) -> Lexical | None:
+        """The BM25 index of every chunk's text as of change ``seq`` (call after :meth:`at`,
+        not under ``lock``): built on the first lexical search after a change of the texts,
+        once for all the store's threads (outside ``lock``: other reads go on meanwhile);
+        None when the texts are not held (a namespace too big to hold whole) or have
+        changed since ``seq`` (an older snapshot: full-text rank in SQL)."""
+        with self.lock:
+            texts = self.texts
+            if texts is None or not self.texts_from <= seq <= self.seq:
+                return None
+            version, built = self.texts_from, self._lexical
+            if built is not None and built.version == version:
+                return built
+            items = [(c, d, t) for c, (d, t) in texts.items()]
+        with self._lexical_lock:
+            built = self._lexical
+            if built is None or built.version != version:
+                built = Lexical(version, items)
+                with self.lock:
+                    self.lexical_builds += 1
+                    if self.texts_from == version:
+                        self._lexical = built
+            return built
+
+
+class Lexical:
+    """A BM25 index (the embedded store's, :class:`~..lexical.LexicalIndex`) of a
+    namespace's chunk texts as of one version of them, with each chunk's document."""
+
+    def __init__(self, version: int, items: Sequence[tuple[str, str, str]]) -> None:
+        self.version = version
+        self.index = LexicalIndex((c, text) for c, _, text in items)
+        doc_of = {c: d for c, d, _ in items}
+        self.docs = [doc_of[c] for c in self.index.ids]  # in the index's order
+
+    def search(
+        self, text: str, k: int, passing: Callable[[], Collection[str]] | None = None
+    ) -> list[tuple[str, float]]:
+        """The top-``k`` chunks by BM25, best first; with ``passing`` (the documents a
+        filter passes, asked only when a chunk matches) only their chunks, scored as
+        unfiltered (as the embedded store: one scale)."""
+        allowed = None
+        if passing is not None:
+
+            def allowed(ids: list[str]) -> np.ndarray:
+                ok = passing()
+                return np.fromiter((d in ok for d in self.docs), bool, len(self.docs))
+
+        return self.index.search(text, k, allowed)
