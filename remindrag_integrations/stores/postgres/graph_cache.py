@@ -26,6 +26,11 @@ vectors stay in the database:
   whole with the links and caught up with them: a query's unfiltered seed and name searches
   are an exact scan in process memory, as on the embedded store, not a statement (a
   filtered search, or one for chunks, still goes to SQL and its HNSW index).
+- **Lexical search.** In a namespace held whole (up to ``PRELOAD_EDGES`` edges) the cache
+  also holds every chunk's text (``texts``, read with the whole graph; a change names every
+  chunk a write adds or drops: those are read again), and a search is the embedded store's
+  BM25 over them (:meth:`GraphCache.lexical`, :mod:`.lexical`): no statement, the embedded
+  store's scores. Its index is built on the first search after a change of the texts.
 """
 
 from __future__ import annotations
@@ -206,6 +211,8 @@ class GraphCache:
 
     - ``vectors``: every entity's and anchor's embedding (:class:`Vectors`), read whole with
       ``links``: unfiltered seed search and these nodes' embeddings from memory.
+    - ``texts``: every chunk's document and text in a namespace held whole, and their BM25
+      index (:meth:`lexical`, :class:`Lexical`): the lexical search.
 
     Memory vectors are never kept here: they change with every memory write."""
 
