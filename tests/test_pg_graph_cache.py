@@ -343,6 +343,14 @@ def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
                 nodes, edges = view.whole_graph()
                 if _matrix(view.graph_matrix()) != _matrix(GraphMatrix.build(nodes, edges)):
                     failures.append(f"matrix at change {view._graph_seq}")
+                # BM25 over this snapshot's chunks (or, in a snapshot older than the
+                # cache's texts without an index kept for it, the full-text rank)
+                q = "Paris France Lyon Seine round"
+                got = view.lexical_search(q, 10)
+                if not _same_hits([got], [_bm25(sql, q)]) and [
+                    (c, round(x, 6)) for c, x in got
+                ] != _ts_rank(sql, q):
+                    failures.append(f"lexical at change {view._graph_seq}")
                 checked[0] += 1
 
     threads = [threading.Thread(target=read) for _ in range(3)]
@@ -354,6 +362,7 @@ def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
     assert not failures and checked[0] >= 8
     cache = reader._graph_cache
     assert cache is not None and cache.reloads == 1 and cache.catch_ups >= 2
+    assert cache.lexical_builds >= 2
 
 
 def test_full_text_rank_leaves_the_planner_settings_as_they_were(
@@ -623,14 +632,27 @@ def test_lexical_search_is_the_full_text_rank_without_the_texts_in_the_cache(
         [Document(i, t) for i, t in TEXTS[:2]]
     )
     other = ReMindRAG(embeddings=HashEmbedder(DIM), store=PostgresGraphStore(pg_dsn, ns + "-old"))
+    cache = reader._graph_cache
+    assert cache is not None
     try:
         with reader.snapshot() as old:
             assert _same_hits([old.lexical_search(q, 10)], [_bm25(old, q)])
-            assert reader._graph_cache is not None and reader._graph_cache.lexical_builds == 1
+            assert cache.lexical_builds == 1
             other.insert([Document("d3", TEXTS[2][1])])
             with reader.snapshot() as new:  # the cache's texts move past ``old``
                 assert new.lexical_search("Bocuse", 5)
-            assert old.lexical_search("Bocuse", 5) == []  # its own snapshot, in SQL
+            # the index built for ``old`` is kept for it: BM25 over its own chunks
+            assert old.lexical_search("Bocuse", 5) == []
+            assert _same_hits([old.lexical_search(q, 10)], [_bm25(old, q)])
+            assert cache.lexical_builds == 2
+        other.insert([Document("d2", "Paris is the capital of France.")])  # nobody searches
+        with reader.snapshot() as old:  # the cache stays behind it: ``old`` reads nothing
+            other.insert([Document("d2", TEXTS[1][1])])
+            with reader.snapshot() as new:  # one catch-up past ``old``
+                assert new.lexical_search("Seine", 5)
+            # no index was built for ``old``: full-text rank, in its own snapshot
+            assert old.lexical_search("Seine", 5) == []
             assert [(c, round(s, 6)) for c, s in old.lexical_search(q, 10)] == _ts_rank(old, q)
+            assert cache.lexical_builds == 3
     finally:
         other.store.close()  # type: ignore[attr-defined]

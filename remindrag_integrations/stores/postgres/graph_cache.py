@@ -239,6 +239,7 @@ class GraphCache:
         self.texts: dict[str, tuple[str, str]] | None = None
         self.texts_from = -1
         self._lexical: Lexical | None = None
+        self._older_lexical: list[tuple[int, Lexical]] = []  # (last change, index) kept
         self._lexical_lock = threading.Lock()  # one build at a time, outside ``lock``
         self.lexical_builds = 0  # tests and benchmarks look
 
@@ -394,7 +395,7 @@ class GraphCache:
     def _reload_texts(self, cur: psycopg.Cursor, namespace: str, whole: bool, seq: int) -> None:
         """With the whole graph: every chunk's text, in a namespace held whole (the lexical
         search's BM25, :meth:`lexical`); a bigger one holds none (full-text rank in SQL)."""
-        self._lexical, self.texts_from = None, seq
+        self._lexical, self._older_lexical, self.texts_from = None, [], seq
         if not whole:
             self.texts = None
             return
@@ -416,7 +417,9 @@ class GraphCache:
             (namespace, named),
         )
         found = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
-        changed = False
+        # over several changes the texts may have differed in between (a chunk added, then
+        # dropped): the snapshots between them have no index of their texts
+        changed = seq - self.seq > 1
         for c in named:
             row = found.get(c)
             if texts.get(c) != row:
@@ -425,19 +428,28 @@ class GraphCache:
                     del texts[c]
                 else:
                     texts[c] = row
-        if changed:
-            self.texts_from = seq
+        if changed:  # the index built before is kept (for older snapshots), as matrices
+            if self._lexical is not None and self._lexical.version == self.texts_from:
+                self._older_lexical = [
+                    *self._older_lexical[-(KEEP_MATRICES - 1) :],
+                    (self.seq, self._lexical),
+                ]
+            self._lexical, self.texts_from = None, seq
 
     def lexical(self, seq: int) -> Lexical | None:
         """The BM25 index of every chunk's text as of change ``seq`` (call after :meth:`at`,
         not under ``lock``): built on the first lexical search after a change of the texts,
         once for all the store's threads (outside ``lock``: other reads go on meanwhile);
-        None when the texts are not held (a namespace too big to hold whole) or have
-        changed since ``seq`` (an older snapshot: full-text rank in SQL)."""
+        an older snapshot's is one kept from before the last changes of the texts; None
+        when the texts are not held (a namespace too big to hold whole) or have changed
+        since ``seq`` without an index kept (full-text rank in SQL)."""
         with self.lock:
             texts = self.texts
-            if texts is None or not self.texts_from <= seq <= self.seq:
+            if texts is None:
                 return None
+            if not self.texts_from <= seq <= self.seq:
+                older = (x for last, x in self._older_lexical if x.version <= seq <= last)
+                return next(older, None)
             version, built = self.texts_from, self._lexical
             if built is not None and built.version == version:
                 return built
