@@ -450,7 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     out["questions"] = len(qs)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"pg_real_text_{args.passages}{copies_tag}{args.tag}.json").write_text(json.dumps(out, indent=2))
+    (OUT / f"pg_real_text_{args.passages}{copies_tag}{args.tag}.json").write_text(
+        json.dumps(out, indent=2)
+    )
     n = args.passages
     print(
         f"\n| {n} passages | first sight p50 / p95 ms | asked again p50 / p95 | after memory "
@@ -491,7 +493,9 @@ def main(argv: list[str] | None = None) -> int:
         out["explain"][k] = plan
         print(f"\nEXPLAIN (ANALYZE, BUFFERS), {k}:")
         print("\n".join(plan))
-    (OUT / f"pg_real_text_{args.passages}{copies_tag}{args.tag}.json").write_text(json.dumps(out, indent=2))
+    (OUT / f"pg_real_text_{args.passages}{copies_tag}{args.tag}.json").write_text(
+        json.dumps(out, indent=2)
+    )
     return 0
 
 

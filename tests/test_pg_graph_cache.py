@@ -22,6 +22,7 @@ from remindrag_integrations import ConfigError, Document, ReMindRAG
 from remindrag_integrations.core.store import MatrixStore
 from remindrag_integrations.core.types import Edge
 from remindrag_integrations.stores.graph_matrix import GraphMatrix
+from remindrag_integrations.stores.lexical import LexicalIndex
 from remindrag_integrations.stores.postgres import PostgresGraphStore
 from remindrag_integrations.stores.postgres.lexical import or_query
 from remindrag_integrations.testing import HashEmbedder
@@ -38,12 +39,13 @@ DIM = 32
 # 7-11 when asked again (seed and lexical search, title hop, names, replay's
 # memory reads, the trace); with seed search from the cached vectors, the push over the
 # cached matrix, 12-21 and 6-10; with every node's edges and row read with the links, 7-11
-# the first time too (lexical search, title hop, names, replay, the trace). With memory
-# vectors and names in the cache too (round 4): 2-3, and 2 after memory (lexical search,
-# the trace; the third a chunk row not read yet).
-MAX_STATEMENTS = 4
-MAX_STATEMENTS_AGAIN = 4
-MAX_STATEMENTS_AFTER_MEMORY = 4
+# the first time too (lexical search, title hop, names, replay, the trace); with the lexical
+# search BM25 over the cached chunk texts, at most 10 the first time and 9 again. With memory
+# vectors and names in the cache too (round 4): 1-2 the first time (the trace; a passage's
+# row not read yet), 1 asked again and 1 after memory writes (the trace).
+MAX_STATEMENTS = 3
+MAX_STATEMENTS_AGAIN = 2
+MAX_STATEMENTS_AFTER_MEMORY = 2
 Rows = tuple[list[dict], dict[str, dict]]
 
 
@@ -68,6 +70,14 @@ def test_a_whole_query_on_real_text_reads_the_graph_from_memory(
     try:
         eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=store)
         eng.insert(_docs(musique, hotpot))
+        # the same first pass as the cache's, from the graph read through SQL: BM25 over
+        # every chunk's text, the power iteration over the whole graph's matrix (without
+        # one the push reads round by round: other rounding, a rare swap of close scores)
+        chunks = [c for d in sql.document_ids() for c in sql.document_chunks(d)]
+        bm25 = LexicalIndex((c.id, c.text) for c in chunks)
+        matrix = GraphMatrix.build(*sql.whole_graph())
+        sql.lexical_search = lambda text, k, where=None: bm25.search(text, k)  # type: ignore[method-assign]
+        sql.graph_matrix = lambda: matrix  # type: ignore[attr-defined]
         ref = ReMindRAG(embeddings=HashEmbedder(DIM), store=sql)
         eng.retrieve("warm up")  # the first query reads the graph once
         assert store._graph_cache is not None and store._graph_cache.reloads == 1
@@ -355,6 +365,14 @@ def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
                 nodes, edges = view.whole_graph()
                 if _matrix(view.graph_matrix()) != _matrix(GraphMatrix.build(nodes, edges)):
                     failures.append(f"matrix at change {view._graph_seq}")
+                # BM25 over this snapshot's chunks (or, in a snapshot older than the
+                # cache's texts without an index kept for it, the full-text rank)
+                q = "Paris France Lyon Seine round"
+                got = view.lexical_search(q, 10)
+                if not _same_hits([got], [_bm25(sql, q)]) and [
+                    (c, round(x, 6)) for c, x in got
+                ] != _ts_rank(sql, q):
+                    failures.append(f"lexical at change {view._graph_seq}")
                 checked[0] += 1
 
     threads = [threading.Thread(target=read) for _ in range(3)]
@@ -366,14 +384,16 @@ def test_threads_reading_while_another_connection_writes_see_their_own_snapshot(
     assert not failures and checked[0] >= 8
     cache = reader._graph_cache
     assert cache is not None and cache.reloads == 1 and cache.catch_ups >= 2
+    assert cache.lexical_builds >= 2
 
 
 def test_full_text_rank_leaves_the_planner_settings_as_they_were(
     make_pg_store: Callable[..., PostgresGraphStore], hotpot: Rows
 ) -> None:
     """The lexical statement turns sequential scans off for itself alone (in the query's
-    snapshot and outside one) and ranks as the plain statement does."""
-    store = make_pg_store("lexical-index")
+    snapshot and outside one) and ranks as the plain statement does (without the graph
+    cache: with it, BM25 from the cache answers)."""
+    store = make_pg_store("lexical-index", graph_cache=False)
     ReMindRAG(embeddings=HashEmbedder(DIM), store=store).insert(_docs(hotpot))
     q = _questions(hotpot)[0]
     plain = (
@@ -720,3 +740,209 @@ def test_the_cached_vectors_search_as_a_brute_force_scan_does() -> None:
     q = np.asarray(held[ids[7]][1]) / np.linalg.norm(held[ids[7]][1])
     assert [i for i, _ in vecs.search(q, 2, ("anchor", "entity"))] == sorted([ids[5], ids[7]])
     assert vecs.get("e-nothing") is None and np.array_equal(vecs.get(ids[2]), held[ids[2]][1])
+
+
+# --- the lexical half: BM25 over the cached chunk texts ----------------------------------------
+
+LEX_QUERIES = [
+    "Who discovered polonium in Paris?",
+    "Which river flows through the capital of France?",
+    "Who cooked in Lyon?",
+    "Notre-Dame cathedral",
+    "zebra",  # no word known: nothing
+]
+
+
+def _lexical(store: Any, where: dict | None = None) -> list[list[tuple[str, float]]]:
+    return [store.lexical_search(q, 10, where) for q in LEX_QUERIES]
+
+
+def _same_hits(got: list[list[tuple[str, float]]], want: list[list[tuple[str, float]]]) -> bool:
+    """The same chunks in the same order for every query, scores equal to float32 precision."""
+    return len(got) == len(want) and all(
+        [c for c, _ in g] == [c for c, _ in w]
+        and all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for (_, a), (_, b) in zip(g, w))
+        for g, w in zip(got, want)
+    )
+
+
+def test_lexical_search_through_a_snapshot_is_the_embedded_stores_bm25_without_a_statement(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    from remindrag_integrations.stores import InMemoryGraphStore
+
+    docs = [Document(i, t, metadata={"n": n}) for n, (i, t) in enumerate(TEXTS)]
+    mem = InMemoryGraphStore()
+    ReMindRAG(embeddings=HashEmbedder(DIM), store=mem).insert(docs)
+    make_pg_store("lexical-cache")  # an empty namespace
+    store = CountingPg(pg_dsn, namespace="lexical-cache")
+    try:
+        ReMindRAG(embeddings=HashEmbedder(DIM), store=store).insert(docs)
+        want, only = _lexical(mem), {"n": {"$gte": 1}}
+        assert any(want) and not want[-1]
+        with store.snapshot() as view:
+            view.spread_links(["e-missing"])  # the cache caught up to this snapshot
+            before = store.statements
+            assert _same_hits(_lexical(view), want)
+            assert store.statements == before  # no statement: BM25 in process
+            got = _lexical(view, only)
+            # the passing documents, one statement a search that found a chunk
+            assert store.statements - before == sum(1 for w in want if w)
+            assert _same_hits(got, _lexical(mem, only))
+            assert all(c.startswith("c-") for hits in got for c, _ in hits)
+            assert {store.get_chunk(c).doc_id for hits in got for c, _ in hits} == {"d2", "d3"}
+            assert view.lexical_search(LEX_QUERIES[0], 0) == []
+        assert _same_hits(_lexical(store), want)  # outside a snapshot: through one
+        cache = store._graph_cache
+        assert cache is not None and cache.lexical_builds == 1 and cache.reloads == 1
+    finally:
+        store.close()
+
+
+def test_lexical_search_sees_chunks_another_store_object_or_process_writes(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore]
+) -> None:
+    """A chunk inserted, replaced or deleted by another store object (and process) is in
+    the next query's lexical search, the index built again once per change of the texts
+    (a memory write changes none: not again)."""
+    from remindrag_integrations.stores import InMemoryGraphStore
+
+    ns = "lexical-follows"
+    reader = make_pg_store(ns)
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    mem = ReMindRAG(embeddings=HashEmbedder(DIM), store=InMemoryGraphStore())
+
+    def both(op: str, *args: Any) -> None:
+        getattr(writer, op)(*args)
+        getattr(mem, op)(*args)
+
+    both("insert", [Document(i, t) for i, t in TEXTS[:2]])
+    assert _same_hits(_lexical(reader), _lexical(mem.store))
+    cache = reader._graph_cache
+    assert cache is not None and cache.lexical_builds == 1
+    both("insert", [Document("d3", TEXTS[2][1])])  # inserted
+    assert _same_hits(_lexical(reader), _lexical(mem.store))
+    assert any(c.startswith("c-") for c, _ in reader.lexical_search("Bocuse", 5))
+    assert (cache.reloads, cache.catch_ups, cache.lexical_builds) == (1, 1, 2)
+    replaced = "Paris is the capital of France. Notre-Dame cathedral stands in Paris."
+    both("insert", [Document("d2", replaced)])  # replaced
+    assert _same_hits(_lexical(reader), _lexical(mem.store))
+    assert not reader.lexical_search("Seine", 5) and reader.lexical_search("cathedral", 5)
+    assert cache.lexical_builds == 3
+    r = writer.retrieve("Who cooked in Lyon?")  # a memory write: no chunk changes
+    writer.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
+    assert _same_hits(_lexical(reader), _lexical(mem.store)) and cache.lexical_builds == 3
+    code = (
+        "import sys; from remindrag_integrations.stores.postgres import PostgresGraphStore as P;"
+        "s = P(sys.argv[1], namespace=sys.argv[2]); print(s.delete_documents(['d1'])); s.close()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, pg_dsn, ns],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "'documents': 1" in out.stdout
+    mem.delete(["d1"])  # deleted by another process
+    assert _same_hits(_lexical(reader), _lexical(mem.store))
+    assert reader.lexical_search("polonium", 5) == []
+    assert cache.reloads == 1 and cache.lexical_builds == 4
+
+
+def _ts_rank(store: PostgresGraphStore, q: str) -> list[tuple[str, float]]:
+    """The full-text rank of the SQL path, as a plain statement."""
+    with store._cursor() as cur:
+        cur.execute(
+            "WITH q AS (SELECT to_tsquery('english', %(q)s) AS q) "
+            "SELECT id, ts_rank(tsv, q.q, 1)::float8 FROM rr_chunks, q "
+            "WHERE namespace = %(ns)s AND tsv @@ q.q ORDER BY 2 DESC, id LIMIT 10",
+            {"q": or_query(q), "ns": store.namespace},
+        )
+        return [(r[0], round(r[1], 6)) for r in cur.fetchall() if r[1] > 0]
+
+
+def _bm25(store: PostgresGraphStore, q: str) -> list[tuple[str, float]]:
+    """BM25 over every chunk's text, read through SQL."""
+    chunks = [c for d in store.document_ids() for c in store.document_chunks(d)]
+    return LexicalIndex((c.id, c.text) for c in chunks).search(q, 10)
+
+
+def test_lexical_search_is_the_full_text_rank_without_the_texts_in_the_cache(
+    pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A namespace too big to hold whole, a store without the cache, and a snapshot older
+    than the cache's texts rank by ``ts_rank`` in SQL."""
+    from remindrag_integrations.stores.postgres import graph_cache
+
+    ns = "lexical-sql"
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    writer.insert([Document(i, t) for i, t in TEXTS[:2]])
+    q = "Who discovered polonium in Paris?"
+    with PostgresGraphStore(pg_dsn, namespace=ns, graph_cache=False) as sql:
+        want = _ts_rank(sql, q)
+        assert want and [(c, round(s, 6)) for c, s in sql.lexical_search(q, 10)] == want
+    monkeypatch.setattr(graph_cache, "PRELOAD_EDGES", 1)
+    big = PostgresGraphStore(pg_dsn, namespace=ns)
+    try:
+        with big.snapshot() as view:
+            assert [(c, round(s, 6)) for c, s in view.lexical_search(q, 10)] == want
+        cache = big._graph_cache
+        assert cache is not None and cache.reloads == 1 and cache.texts is None
+        assert cache.lexical_builds == 0 and cache.links  # the graph held, not the texts
+    finally:
+        big.close()
+    monkeypatch.undo()
+    reader = make_pg_store(ns + "-old")
+    ReMindRAG(embeddings=HashEmbedder(DIM), store=reader).insert(
+        [Document(i, t) for i, t in TEXTS[:2]]
+    )
+    other = ReMindRAG(embeddings=HashEmbedder(DIM), store=PostgresGraphStore(pg_dsn, ns + "-old"))
+    cache = reader._graph_cache
+    assert cache is not None
+    try:
+        with reader.snapshot() as old:
+            assert _same_hits([old.lexical_search(q, 10)], [_bm25(old, q)])
+            assert cache.lexical_builds == 1
+            other.insert([Document("d3", TEXTS[2][1])])
+            with reader.snapshot() as new:  # the cache's texts move past ``old``
+                assert new.lexical_search("Bocuse", 5)
+            # the index built for ``old`` is kept for it: BM25 over its own chunks
+            assert old.lexical_search("Bocuse", 5) == []
+            assert _same_hits([old.lexical_search(q, 10)], [_bm25(old, q)])
+            assert cache.lexical_builds == 2
+        other.insert([Document("d2", "Paris is the capital of France.")])  # nobody searches
+        with reader.snapshot() as old:  # the cache stays behind it: ``old`` reads nothing
+            other.insert([Document("d2", TEXTS[1][1])])
+            with reader.snapshot() as new:  # one catch-up past ``old``
+                assert new.lexical_search("Seine", 5)
+            # no index was built for ``old``: full-text rank, in its own snapshot
+            assert old.lexical_search("Seine", 5) == []
+            assert [(c, round(s, 6)) for c, s in old.lexical_search(q, 10)] == _ts_rank(old, q)
+            assert cache.lexical_builds == 3
+    finally:
+        other.store.close()  # type: ignore[attr-defined]
+
+
+def test_a_snapshot_between_a_change_and_its_undoing_gets_its_own_matrix(
+    make_pg_store: Callable[..., PostgresGraphStore],
+) -> None:
+    """A document replaced, then put back: the cache catches up over both at once (its links
+    as before), and a snapshot taken in between still gets the graph it saw."""
+    ns = "cache-undone"
+    reader = make_pg_store(ns)
+    writer = ReMindRAG(embeddings=HashEmbedder(DIM), store=make_pg_store(ns))
+    writer.insert([Document(i, t) for i, t in TEXTS])
+    with reader.snapshot() as view:
+        before = _matrix(view.graph_matrix())
+    writer.insert([Document("d2", "Paris is the capital of France. Notre-Dame stands in Paris.")])
+    with reader.snapshot() as between:  # opened now, read after the cache moved on
+        writer.insert([Document("d2", TEXTS[1][1])])
+        with reader.snapshot() as after:
+            assert _matrix(after.graph_matrix()) == before
+        cache = reader._graph_cache
+        assert cache is not None and cache.catch_ups == 1  # both changes at once
+        nodes, edges = between.whole_graph()
+        want = _matrix(GraphMatrix.build(nodes, edges))
+        assert want != before and _matrix(between.graph_matrix()) == want

@@ -43,11 +43,12 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
 
 
 class LexicalIndex:
-    """A BM25 index over fixed (chunk id, text) pairs; a store rebuilds it after a change."""
+    """A BM25 index over fixed (chunk id, text) pairs, in id order; a store rebuilds it after
+    a change."""
 
     def __init__(self, items: Iterable[tuple[str, str]]) -> None:
         bm25s = _bm25s()
-        pairs = list(items)
+        pairs = sorted(items)  # in id order: ties go by id, whatever order chunks came in
         self.ids = [cid for cid, _ in pairs]
         self._bm25 = bm25s.BM25()
         tokens = tokenize([t for _, t in pairs])
@@ -68,12 +69,12 @@ class LexicalIndex:
         return ids, np.asarray(self._bm25.get_scores_from_ids(known), np.float32)
 
     def search(self, text: str, n: int, allowed: Allowed | None = None) -> list[tuple[str, float]]:
-        """The top-``n`` chunks with a positive score, best first (ties by id order); with
+        """The top-``n`` chunks with a positive score, best first (ties by id); with
         ``allowed`` only the chunks it passes."""
         ids, sc = self.scores(text)
         if not ids or n <= 0:
             return []
-        if allowed is not None:
+        if allowed is not None and (sc > 0).any():  # (none matches: no filter to ask)
             sc = np.where(allowed(ids), sc, 0.0)
         n = min(n, int((sc > 0).sum()))
         if n == 0:

@@ -33,12 +33,17 @@ from a ``changes`` table) for what a query reads of the graph and its memory
   read through SQL) and every entity name: a query's neighbourhood reads (the walk's and
   replay's, following memory) of nodes held and the question's name lookups cost no
   statement, as on the embedded store.
+- **Lexical search.** In a namespace held whole (up to ``PRELOAD_EDGES`` edges) the cache
+  also holds every chunk's text (``texts``, read with the whole graph; a change names every
+  chunk a write adds or drops: those are read again), and a search is the embedded store's
+  BM25 over them (:meth:`GraphCache.lexical`, :mod:`.lexical`): no statement, the embedded
+  store's scores. Its index is built on the first search after a change of the texts.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,6 +52,7 @@ import psycopg
 from ...core.ids import is_anchor, is_chunk, is_entity
 from ...core.types import Chunk, Edge, Node
 from ..graph_matrix import GraphMatrix
+from ..lexical import LexicalIndex
 from .sql import _SPREAD_LINKS
 
 RELOAD_OVER = 50_000  # a change naming more nodes says "read everything again" (NULL)
@@ -278,7 +284,9 @@ class GraphCache:
       caught up by the edges each memory change names;
     - ``names``: every entity name (the question's names looked up without a statement);
     - with ``whole`` (at most ``PRELOAD_EDGES`` edges): every node's edges and row, and the
-      chunks' embeddings."""
+      chunks' embeddings;
+    - ``texts``: every chunk's document and text in a namespace held whole, and their BM25
+      index (:meth:`lexical`, :class:`Lexical`): the lexical search."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -304,6 +312,14 @@ class GraphCache:
         self._older: list[tuple[int, int, GraphMatrix]] = []
         self.reloads = 0  # whole-graph reads (tests and benchmarks look)
         self.catch_ups = 0
+        # every chunk's (doc_id, text) in a namespace held whole (None: not held), the
+        # same from change ``texts_from`` on, and their BM25 index (:meth:`lexical`)
+        self.texts: dict[str, tuple[str, str]] | None = None
+        self.texts_from = -1
+        self._lexical: Lexical | None = None
+        self._older_lexical: list[tuple[int, Lexical]] = []  # (last change, index) kept
+        self._lexical_lock = threading.Lock()  # one build at a time, outside ``lock``
+        self.lexical_builds = 0  # tests and benchmarks look
 
     def at(self, cur_of: Callable[[], Any], namespace: str, seq: int) -> bool:
         """Bring the cache up to change ``seq`` (reading through ``cur_of``, a cursor in a
@@ -353,7 +369,12 @@ class GraphCache:
             rows = cur.fetchall()
             caught = self.vectors is not None  # else (nothing had a vector): read it all
             if caught and len(rows) == seq - self.seq and all(r[1] is not None for r in rows):
-                self._links_changed(cur, namespace, seq, sorted({n for r in rows for n in r[1]}))
+                touched = sorted({n for r in rows for n in r[1]})
+                # changes to nodes in between: a snapshot among them may have seen other
+                # links, even when the last leaves them as they were (a document replaced,
+                # then put back): the matrix built before is kept for the older ones only
+                several = sum(1 for r in rows if r[1]) > 1
+                self._links_changed(cur, namespace, seq, touched, several)
                 if self.memory is not None and any(r[2] for r in rows):
                     named = [r[3] for r in rows if r[2]]
                     self._memory_changed(
@@ -363,13 +384,14 @@ class GraphCache:
                         if any(x is None for x in named)
                         else sorted({e for x in named for e in x}),
                     )
+                self._catch_up_texts(cur, namespace, touched, seq)
                 self.seq = seq
                 self.catch_ups += 1
                 return
         self._reload(cur, namespace, seq)
 
     def _links_changed(
-        self, cur: psycopg.Cursor, namespace: str, seq: int, touched: list[str]
+        self, cur: psycopg.Cursor, namespace: str, seq: int, touched: list[str], several: bool
     ) -> None:
         """The nodes ``touched`` (by the changes up to ``seq``) read again: their links and
         vectors now, their edges, rows and embeddings on next use."""
@@ -401,7 +423,7 @@ class GraphCache:
                 self._corpus_changed(seq)
         for got in fresh.values():
             got.sort()
-        if any(fresh[n] != self.links.get(n, []) for n in touched):
+        if several or any(fresh[n] != self.links.get(n, []) for n in touched):
             self._corpus_changed(seq)
         if touched:  # the names of the touched nodes (a name goes with its node)
             mine = set(touched)
@@ -505,11 +527,110 @@ class GraphCache:
             if len(dims) == 1
             else None  # an empty namespace: the first catch-up with nodes reloads
         )
+        self._reload_texts(cur, namespace, whole, seq)
         self.links, self.seq, self.whole, self.memory = links, seq, whole, memory
         self.names = entity_names
         self._matrix, self._older, self.corpus_from = None, [], seq
         self.edges, self.embeddings, self.nodes, self.chunks = edges, embeddings, nodes, {}
         self.reloads += 1
+
+    def _reload_texts(self, cur: psycopg.Cursor, namespace: str, whole: bool, seq: int) -> None:
+        """With the whole graph: every chunk's text, in a namespace held whole (the lexical
+        search's BM25, :meth:`lexical`); a bigger one holds none (full-text rank in SQL)."""
+        self._lexical, self._older_lexical, self.texts_from = None, [], seq
+        if not whole:
+            self.texts = None
+            return
+        cur.execute("SELECT id, doc_id, text FROM rr_chunks WHERE namespace = %s", (namespace,))
+        self.texts = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
+
+    def _catch_up_texts(
+        self, cur: psycopg.Cursor, namespace: str, touched: Sequence[str], seq: int
+    ) -> None:
+        """The chunks a change names (a graph write names every chunk it writes or drops),
+        read again; when one was added, removed or changed, the BM25 index is stale (built
+        again on the next lexical search)."""
+        texts = self.texts
+        named = [n for n in touched if is_chunk(n)]
+        if texts is None or not named:
+            return
+        cur.execute(
+            "SELECT id, doc_id, text FROM rr_chunks WHERE namespace = %s AND id = ANY(%s)",
+            (namespace, named),
+        )
+        found = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
+        # over several changes the texts may have differed in between (a chunk added, then
+        # dropped): the snapshots between them have no index of their texts
+        changed = seq - self.seq > 1
+        for c in named:
+            row = found.get(c)
+            if texts.get(c) != row:
+                changed = True
+                if row is None:
+                    del texts[c]
+                else:
+                    texts[c] = row
+        if changed:  # the index built before is kept (for older snapshots), as matrices
+            if self._lexical is not None and self._lexical.version == self.texts_from:
+                self._older_lexical = [
+                    *self._older_lexical[-(KEEP_MATRICES - 1) :],
+                    (self.seq, self._lexical),
+                ]
+            self._lexical, self.texts_from = None, seq
+
+    def lexical(self, seq: int) -> Lexical | None:
+        """The BM25 index of every chunk's text as of change ``seq`` (call after :meth:`at`,
+        not under ``lock``): built on the first lexical search after a change of the texts,
+        once for all the store's threads (outside ``lock``: other reads go on meanwhile);
+        an older snapshot's is one kept from before the last changes of the texts; None
+        when the texts are not held (a namespace too big to hold whole) or have changed
+        since ``seq`` without an index kept (full-text rank in SQL)."""
+        with self.lock:
+            texts = self.texts
+            if texts is None:
+                return None
+            if not self.texts_from <= seq <= self.seq:
+                older = (x for last, x in self._older_lexical if x.version <= seq <= last)
+                return next(older, None)
+            version, built = self.texts_from, self._lexical
+            if built is not None and built.version == version:
+                return built
+            items = [(c, d, t) for c, (d, t) in texts.items()]
+        with self._lexical_lock:
+            built = self._lexical
+            if built is None or built.version != version:
+                built = Lexical(version, items)
+                with self.lock:
+                    self.lexical_builds += 1
+                    if self.texts_from == version:
+                        self._lexical = built
+            return built
+
+
+class Lexical:
+    """A BM25 index (the embedded store's, :class:`~..lexical.LexicalIndex`) of a
+    namespace's chunk texts as of one version of them, with each chunk's document."""
+
+    def __init__(self, version: int, items: Sequence[tuple[str, str, str]]) -> None:
+        self.version = version
+        self.index = LexicalIndex((c, text) for c, _, text in items)
+        doc_of = {c: d for c, d, _ in items}
+        self.docs = [doc_of[c] for c in self.index.ids]  # in the index's order
+
+    def search(
+        self, text: str, k: int, passing: Callable[[], Collection[str]] | None = None
+    ) -> list[tuple[str, float]]:
+        """The top-``k`` chunks by BM25, best first; with ``passing`` (the documents a
+        filter passes, asked only when a chunk matches) only their chunks, scored as
+        unfiltered (as the embedded store: one scale)."""
+        allowed = None
+        if passing is not None:
+
+            def allowed(ids: list[str]) -> np.ndarray:
+                ok = passing()
+                return np.fromiter((d in ok for d in self.docs), bool, len(self.docs))
+
+        return self.index.search(text, k, allowed)
 
 
 def _memory_rows(
