@@ -883,7 +883,7 @@ def test_lexical_search_is_the_full_text_rank_without_the_texts_in_the_cache(
     with PostgresGraphStore(pg_dsn, namespace=ns, graph_cache=False) as sql:
         want = _ts_rank(sql, q)
         assert want and [(c, round(s, 6)) for c, s in sql.lexical_search(q, 10)] == want
-    monkeypatch.setattr(graph_cache, "PRELOAD_EDGES", 1)
+    monkeypatch.setattr(graph_cache, "PRELOAD_TEXTS", 1)
     big = PostgresGraphStore(pg_dsn, namespace=ns)
     try:
         with big.snapshot() as view:

@@ -33,7 +33,7 @@ from a ``changes`` table) for what a query reads of the graph and its memory
   read through SQL) and every entity name: a query's neighbourhood reads (the walk's and
   replay's, following memory) of nodes held and the question's name lookups cost no
   statement, as on the embedded store.
-- **Lexical search.** In a namespace held whole (up to ``PRELOAD_EDGES`` edges) the cache
+- **Lexical search.** In a namespace of up to ``PRELOAD_TEXTS`` chunks the cache
   also holds every chunk's text (``texts``, read with the whole graph; a change names every
   chunk a write adds or drops: those are read again), and a search is the embedded store's
   BM25 over them (:meth:`GraphCache.lexical`, :mod:`.lexical`): no statement, the embedded
@@ -66,6 +66,10 @@ KEEP_MATRICES = 2  # whole-graph matrices kept for snapshots older than the cach
 # 0.15 GB at 100 K rows of 384 dimensions), caught up by ``rr_memory_changes``; more: read
 # per query through SQL
 PRELOAD_MEMORY = 100_000
+# a namespace of at most this many chunks has every chunk's text held (its BM25 index built
+# from them: the lexical search without a statement, the embedded store's ranking), ~1 KB a
+# passage of real text with its index; a bigger one ranks by full-text search in SQL
+PRELOAD_TEXTS = 200_000
 
 
 def note_change(
@@ -285,7 +289,7 @@ class GraphCache:
     - ``names``: every entity name (the question's names looked up without a statement);
     - with ``whole`` (at most ``PRELOAD_EDGES`` edges): every node's edges and row, and the
       chunks' embeddings;
-    - ``texts``: every chunk's document and text in a namespace held whole, and their BM25
+    - ``texts``: every chunk's document and text (up to ``PRELOAD_TEXTS``), and their BM25
       index (:meth:`lexical`, :class:`Lexical`): the lexical search."""
 
     def __init__(self) -> None:
@@ -312,7 +316,7 @@ class GraphCache:
         self._older: list[tuple[int, int, GraphMatrix]] = []
         self.reloads = 0  # whole-graph reads (tests and benchmarks look)
         self.catch_ups = 0
-        # every chunk's (doc_id, text) in a namespace held whole (None: not held), the
+        # every chunk's (doc_id, text) up to PRELOAD_TEXTS chunks (None: not held), the
         # same from change ``texts_from`` on, and their BM25 index (:meth:`lexical`)
         self.texts: dict[str, tuple[str, str]] | None = None
         self.texts_from = -1
@@ -465,10 +469,12 @@ class GraphCache:
         """Read the namespace's graph whole (its first read, or a cache too far behind)."""
         row = cur.execute(
             "SELECT (SELECT count(*) FROM rr_edges WHERE namespace = %(ns)s), "
-            "(SELECT count(*) FROM rr_edge_memory WHERE namespace = %(ns)s)",
+            "(SELECT count(*) FROM rr_edge_memory WHERE namespace = %(ns)s), "
+            "(SELECT count(*) FROM rr_chunks WHERE namespace = %(ns)s)",
             {"ns": namespace},
         ).fetchone()
         whole = int(row[0]) <= PRELOAD_EDGES if row else False  # every node's edges and row
+        texts = int(row[2]) <= PRELOAD_TEXTS if row else False  # every chunk's text (BM25)
         memory = _memory_rows(cur, namespace, None) if row and row[1] <= PRELOAD_MEMORY else None
         cur.execute(
             "SELECT id, u, v, kind, text FROM rr_edges WHERE namespace = %s"
@@ -527,18 +533,19 @@ class GraphCache:
             if len(dims) == 1
             else None  # an empty namespace: the first catch-up with nodes reloads
         )
-        self._reload_texts(cur, namespace, whole, seq)
+        self._reload_texts(cur, namespace, texts, seq)
         self.links, self.seq, self.whole, self.memory = links, seq, whole, memory
         self.names = entity_names
         self._matrix, self._older, self.corpus_from = None, [], seq
         self.edges, self.embeddings, self.nodes, self.chunks = edges, embeddings, nodes, {}
         self.reloads += 1
 
-    def _reload_texts(self, cur: psycopg.Cursor, namespace: str, whole: bool, seq: int) -> None:
-        """With the whole graph: every chunk's text, in a namespace held whole (the lexical
-        search's BM25, :meth:`lexical`); a bigger one holds none (full-text rank in SQL)."""
+    def _reload_texts(self, cur: psycopg.Cursor, namespace: str, hold: bool, seq: int) -> None:
+        """With the whole graph: every chunk's text, in a namespace of up to
+        ``PRELOAD_TEXTS`` chunks (the lexical search's BM25, :meth:`lexical`); a bigger one
+        holds none (full-text rank in SQL)."""
         self._lexical, self._older_lexical, self.texts_from = None, [], seq
-        if not whole:
+        if not hold:
             self.texts = None
             return
         cur.execute("SELECT id, doc_id, text FROM rr_chunks WHERE namespace = %s", (namespace,))
@@ -583,7 +590,7 @@ class GraphCache:
         not under ``lock``): built on the first lexical search after a change of the texts,
         once for all the store's threads (outside ``lock``: other reads go on meanwhile);
         an older snapshot's is one kept from before the last changes of the texts; None
-        when the texts are not held (a namespace too big to hold whole) or have changed
+        when the texts are not held (a namespace of over PRELOAD_TEXTS chunks) or have changed
         since ``seq`` without an index kept (full-text rank in SQL)."""
         with self.lock:
             texts = self.texts

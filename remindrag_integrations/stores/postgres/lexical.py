@@ -1,7 +1,7 @@
 """Lexical search of the PostgreSQL store, the lexical half of hybrid seeds.
 
 - **BM25 from the graph cache** (the default). When the store's graph cache
-  (:mod:`.graph_cache`) holds the namespace whole (up to ``PRELOAD_EDGES`` edges) it holds
+  (:mod:`.graph_cache`) holds a namespace of up to ``PRELOAD_TEXTS`` chunks it holds
   every chunk's text too, caught up with the graph (a write names every chunk it writes or
   drops), and a search through a query's snapshot is the embedded store's BM25
   (:class:`~..lexical.LexicalIndex`, bm25s) over them, in process: no statement, the
@@ -10,8 +10,8 @@
   passing documents (one statement, the filter as SQL over ``rr_documents``) and keeps
   their chunks, scored as unfiltered (one scale, as the embedded store). Outside a
   snapshot a search opens one.
-- **Full-text rank in SQL** otherwise (``graph_cache=False``, a namespace too big to hold
-  whole, a snapshot older than the cache's texts): PostgreSQL's full-text search over the
+- **Full-text rank in SQL** otherwise (``graph_cache=False``, a namespace of more chunks,
+  a snapshot older than the cache's texts): PostgreSQL's full-text search over the
   stored column ``tsv`` (``to_tsvector('english', text)``, GIN index), the words of the
   question OR-ed, ranked by ``ts_rank`` normalised by document length. ``ts_rank`` reads
   the stored words: over the expression it parsed every matching chunk's text again,
