@@ -261,6 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the indexed graph repeated this many times, varied (a real-text-shaped 1 M edges)",
     )
     ap.add_argument(
+        "--preload-edges",
+        type=int,
+        default=0,
+        help="the graph cache's PRELOAD_EDGES for this run (0: the library's default)",
+    )
+    ap.add_argument(
         "--engines",
         default="embedded,postgres,postgres-sql",
         help="which of embedded, postgres, postgres-sql (the last slow on a big corpus)",
@@ -313,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         assert store.counts() == mem_store.counts()
         return ReMindRAG(embeddings=emb, store=store)
 
+    if args.preload_edges:  # not the default: a side-by-side of the cache's sizes
+        from remindrag_integrations.stores.postgres import graph_cache
+
+        graph_cache.PRELOAD_EDGES = args.preload_edges
     wanted = args.engines.split(",")
     unknown = set(wanted) - {"embedded", "postgres", "postgres-sql"}
     if unknown or not {"embedded", "postgres"} <= set(wanted):

@@ -57,10 +57,12 @@ from .sql import _SPREAD_LINKS
 
 RELOAD_OVER = 50_000  # a change naming more nodes says "read everything again" (NULL)
 KEEP_CHANGES = 1_000  # change rows kept per namespace; a cache further behind reloads
-# a namespace of at most this many edges has every node's edges and row read with its links
-# (the first sight of a question's nodes then costs no statement, as a repeat); a bigger one
-# reads them per node on first use (the edges of 1 M edges would take ~0.3 GB a process)
-PRELOAD_EDGES = 250_000
+# a namespace of at most this many edges has every node's edges, row and embedding read with
+# its links (the first sight of a question's nodes then costs no statement, as a repeat, and
+# a memory write's bridge reads none); a bigger one reads a node's on first use. Measured
+# (benchmarks/pg_real_text.py, real text, MiniLM): the whole cache adds 114 MB to a process
+# at 49 K edges, 580 MB at 447 K (404 MB with edges per node, first sight 1.8x slower)
+PRELOAD_EDGES = 2_000_000
 KEEP_MATRICES = 2  # whole-graph matrices kept for snapshots older than the cache
 # a namespace with at most this many memory rows has them all held (``dim`` x 4 bytes each,
 # 0.15 GB at 100 K rows of 384 dimensions), caught up by ``rr_memory_changes``; more: read
