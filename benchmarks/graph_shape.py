@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--synthetic", type=int, action="append", default=[])
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from remindrag_integrations import ReMindRAG
+    from remindrag_integrations.stores.sqlite_store import SQLiteGraphStore
     from remindrag_integrations.testing import synthetic_graph
 
     rows: dict[str, dict[str, Any]] = {}
@@ -89,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         label, _, folder = item.partition("=")
         if not folder:
             ap.error(f"--store takes LABEL=FOLDER, not {item!r}")
-        eng = ReMindRAG.load(folder)
-        rows[f"real text, {label} passages"] = shape(eng.store)
+        store = SQLiteGraphStore.open(folder)
+        rows[f"real text, {label} passages"] = shape(store)
+        store.close()
     for n in args.synthetic:
         rows[f"synthetic generator, {n:,} edges"] = shape(synthetic_graph(n, dim=8))
     cols = list(next(iter(rows.values()))) if rows else []
