@@ -69,8 +69,8 @@ KEEP_MATRICES = 2  # whole-graph matrices kept for snapshots older than the cach
 # per query through SQL
 PRELOAD_MEMORY = 100_000
 # a namespace of at most this many chunks has every chunk's text held (its BM25 index built
-# from them: the lexical search without a statement, the embedded store's ranking), ~1 KB a
-# passage of real text with its index; a bigger one ranks by full-text search in SQL
+# from them: the lexical search without a statement, the embedded store's ranking; the texts
+# and the index in each process); a bigger one ranks by full-text search in SQL
 PRELOAD_TEXTS = 200_000
 
 

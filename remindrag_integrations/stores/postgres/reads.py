@@ -393,7 +393,7 @@ class Reads(PgBase):
 
     def find_entities_by_name(self, normalized_names: Sequence[str]) -> dict[str, str]:
         """The entities of the names known (one statement; through a snapshot, from the
-        graph cache when it holds the namespace whole: none)."""
+        graph cache's names: none)."""
         names = list(dict.fromkeys(normalized_names))
         if not names:
             return {}
