@@ -242,20 +242,8 @@ def test_a_graph_write_from_another_process_is_seen_by_the_next_query(
         assert link in view.adjacency([anchors[0]])[anchors[0]]
     assert _same_graph(reader, pg_dsn, ns)
     # another process deletes a document
-    code = (
-        "import sys; from remindrag_integrations.stores.postgres import PostgresGraphStore as P;"
-        "s = P(sys.argv[1], namespace=sys.argv[2]); print(s.delete_documents(['d1'])); s.close()"
-    )
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(
-        [sys.executable, "-c", code, pg_dsn, ns],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert "'documents': 1" in out.stdout
+    out = _run(pg_dsn, ns, "print(s.delete_documents(['d1']))")
+    assert "'documents': 1" in out
     after = _spread(reader)
     assert after == _sql(pg_dsn, ns) and not any("Curie" in k for k in after)
     assert _same_graph(reader, pg_dsn, ns) and cache.reloads == 1
@@ -832,19 +820,8 @@ def test_lexical_search_sees_chunks_another_store_object_or_process_writes(
     r = writer.retrieve("Who cooked in Lyon?")  # a memory write: no chunk changes
     writer.memorize(r.trace_id, supporting=[c.chunk.id for c in r.chunks])
     assert _same_hits(_lexical(reader), _lexical(mem.store)) and cache.lexical_builds == 3
-    code = (
-        "import sys; from remindrag_integrations.stores.postgres import PostgresGraphStore as P;"
-        "s = P(sys.argv[1], namespace=sys.argv[2]); print(s.delete_documents(['d1'])); s.close()"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, pg_dsn, ns],
-        cwd=Path(__file__).resolve().parents[1],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert "'documents': 1" in out.stdout
+    out = _run(pg_dsn, ns, "print(s.delete_documents(['d1']))")
+    assert "'documents': 1" in out
     mem.delete(["d1"])  # deleted by another process
     assert _same_hits(_lexical(reader), _lexical(mem.store))
     assert reader.lexical_search("polonium", 5) == []
