@@ -923,3 +923,60 @@ def test_a_snapshot_between_a_change_and_its_undoing_gets_its_own_matrix(
         nodes, edges = between.whole_graph()
         want = _matrix(GraphMatrix.build(nodes, edges))
         assert want != before and _matrix(between.graph_matrix()) == want
+
+
+def test_a_big_kind_is_searched_through_the_ann_index_as_on_the_embedded_store(
+    monkeypatch: Any,
+) -> None:
+    """At ``ann.THRESHOLD`` nodes of a kind the cached vectors answer through an HNSW index
+    (the embedded store's, :mod:`stores.ann`), re-scored exactly: it finds the exact top
+    hits, follows puts and drops made after it was built, and never returns a dropped node."""
+    from remindrag_integrations.stores import ann
+    from remindrag_integrations.stores.postgres.graph_cache import Vectors
+
+    if not ann.available():  # (found, not imported: onnxruntime must come first)
+        pytest.skip("the ann extra (usearch) is not installed")
+    monkeypatch.setattr(ann, "THRESHOLD", 200)
+    rng = np.random.default_rng(11)
+    n = 600
+    ids = [f"e-{i:05x}" for i in range(n)]
+    rows = rng.normal(size=(n, 16)).astype(np.float32)
+    vecs = Vectors(ids, ["entity"] * n, list(rows), 16)
+    held = dict(zip(ids, rows))
+
+    def exact(q: np.ndarray, k: int) -> list[str]:
+        sims = {i: float(v @ q) / float(np.linalg.norm(v)) for i, v in held.items()}
+        return sorted(sims, key=lambda i: -sims[i])[:k]
+
+    def unit(v: np.ndarray) -> np.ndarray:
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
+    queries = [unit(rng.normal(size=16)) for _ in range(40)]
+    found = [vecs.search(q, 5, ("entity",)) for q in queries]
+    assert vecs.mats["entity"].ann is not None  # built by the first search
+    recall = np.mean(
+        [len({i for i, _ in f} & set(exact(q, 5))) / 5 for f, q in zip(found, queries)]
+    )
+    assert recall >= 0.9, recall
+    for f, q in zip(found, queries):  # each hit with its exact cosine
+        assert all(
+            abs(s - float(held[i] @ q) / float(np.linalg.norm(held[i]))) < 1e-5 for i, s in f
+        )
+    for i in ids[:100]:  # drops after the build: never found again
+        vecs.drop(i)
+        del held[i]
+    for j in range(20):  # puts after the build: found by their own vector
+        node = f"e-new{j:02d}"
+        v = rng.normal(size=16).astype(np.float32)
+        vecs.put(node, "entity", v)
+        held[node] = v
+        assert vecs.search(unit(v), 1, ("entity",))[0][0] == node
+    moved = ids[200]  # a vector replaced: found at its new place
+    v = rng.normal(size=16).astype(np.float32)
+    vecs.put(moved, "entity", v)
+    held[moved] = v
+    assert vecs.search(unit(v), 1, ("entity",))[0][0] == moved
+    for q in queries:
+        got = [i for i, _ in vecs.search(q, 10, ("entity",))]
+        assert not set(got) & set(ids[:100])
+        assert len(set(got) & set(exact(q, 10))) >= 8

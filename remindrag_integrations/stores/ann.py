@@ -18,6 +18,12 @@ from ..core.errors import ConfigError, StoreCorruptError
 _PARK = 1 << 48  # above any table row
 DTYPE = "i8"  # how the index holds its vectors (re-scored from the table's)
 CONNECTIVITY = 32  # links per node
+# the stores' defaults: a node kind of at least THRESHOLD nodes is searched through an index
+# (beam EF), its k x OVERFETCH candidates re-scored exactly (the embedded store's options
+# ann_threshold, ann_ef, ann_overfetch; the PostgreSQL store's graph cache)
+THRESHOLD = 20_000
+EF = 256
+OVERFETCH = 8
 
 
 def available() -> bool:

@@ -36,6 +36,7 @@ from ..core.errors import EmbeddingError, InvalidArgumentError, StoreError, Unkn
 from ..core.ids import norm_name
 from ..core.memory import math as mem
 from ..core.types import Chunk, Edge, Node, NodeKind
+from . import ann as ann_mod
 from . import lexical, validate
 from .base import BaseGraphStore, Change, DerivedReads
 from .directory import Persisted
@@ -67,9 +68,9 @@ class InMemoryGraphStore(FirstPassIndexes, Persisted, BaseGraphStore):
         *,
         vectors: VectorDtype = "float16",
         ann: bool | None = None,
-        ann_threshold: int = 20_000,
-        ann_ef: int = 256,
-        ann_overfetch: int = 8,
+        ann_threshold: int = ann_mod.THRESHOLD,
+        ann_ef: int = ann_mod.EF,
+        ann_overfetch: int = ann_mod.OVERFETCH,
     ) -> None:
         self.namespace = namespace
         self.max_traces = max_traces

@@ -57,9 +57,9 @@ class NodeIndex:
         self,
         dtype: VectorDtype = "float16",
         ann: bool | None = None,
-        threshold: int = 20_000,
-        ef: int = 256,
-        overfetch: int = 8,
+        threshold: int = ann_mod.THRESHOLD,
+        ef: int = ann_mod.EF,
+        overfetch: int = ann_mod.OVERFETCH,
     ) -> None:
         check_options(ann, threshold, ef, overfetch)
         self.table = EmbeddingTable(dtype)

@@ -51,6 +51,7 @@ import psycopg
 
 from ...core.ids import is_anchor, is_chunk, is_entity
 from ...core.types import Chunk, Edge, Node
+from .. import ann
 from ..graph_matrix import GraphMatrix
 from ..lexical import LexicalIndex
 from .sql import _SPREAD_LINKS
@@ -120,10 +121,14 @@ class _Matrix:
     """The embeddings of one kind's nodes, one row each, in a matrix that grows by
     doubling; a removed node's row is zeroed and reused by the next new one. Each row's
     inverse norm is kept beside it, so a search's dot products are cosines (as pgvector's
-    ``<=>``; a zero row scores 0)."""
+    ``<=>``; a zero row scores 0). A kind of at least ``ann.THRESHOLD`` nodes is searched
+    as the embedded store searches it (:mod:`..node_index`): through an HNSW index (extra
+    ``ann``, built on its first search, then kept up with every put and drop), its ``k`` ×
+    ``ann.OVERFETCH`` candidates re-scored exactly; without the extra, by the exact scan."""
 
     def __init__(self, ids: list[str], rows: list[np.ndarray], dim: int):
         n = len(ids)
+        self.dim = dim
         self.mat = np.zeros((max(n, 16), dim), dtype=np.float32)
         if n:
             self.mat[:n] = np.stack(rows)
@@ -132,6 +137,10 @@ class _Matrix:
         self.inv[:n] = _inverse(np.linalg.norm(self.mat[:n], axis=1))
         self.row = {x: i for i, x in enumerate(ids)}
         self.free: list[int] = []
+        self.ann: ann.AnnIndex | None = None  # keys: rows
+
+    def _unit(self, rows: np.ndarray) -> np.ndarray:
+        return self.mat[rows] * self.inv[rows][:, None]
 
     def put(self, node_id: str, vec: np.ndarray) -> None:
         i = self.row.get(node_id)
@@ -146,8 +155,13 @@ class _Matrix:
                     self.inv = np.concatenate([self.inv, np.zeros_like(self.inv)])
                 self.ids.append(node_id)
             self.row[node_id] = i
+        elif self.ann is not None:
+            self.ann.remove([i])
         self.mat[i] = vec
         self.inv[i] = _inverse(np.linalg.norm(self.mat[i : i + 1], axis=1))[0]
+        if self.ann is not None:
+            rows = np.array([i], np.int64)
+            self.ann.add(rows, self._unit(rows))
 
     def drop(self, node_id: str) -> None:
         i = self.row.pop(node_id, None)
@@ -155,13 +169,34 @@ class _Matrix:
             self.ids[i] = None
             self.mat[i], self.inv[i] = 0.0, 0.0  # scores 0, never above a live row's tie
             self.free.append(i)
+            if self.ann is not None:
+                self.ann.remove([i])
+
+    def _index(self) -> ann.AnnIndex | None:
+        """The HNSW index of a kind of at least ``ann.THRESHOLD`` nodes (built now when
+        missing), or None: a smaller kind, or no ``ann`` extra."""
+        if self.ann is None and len(self.row) >= ann.THRESHOLD and ann.available():
+            index = ann.AnnIndex(self.dim, ann.EF)
+            rows = np.array(sorted(self.row.values()), np.int64)
+            for start in range(0, len(rows), 16_384):
+                block = rows[start : start + 16_384]
+                index.add(block, self._unit(block))
+            self.ann = index
+        return self.ann if len(self.row) >= ann.THRESHOLD else None
 
     def search(self, q: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """The top-``k`` rows by cosine to the unit vector ``q``, exactly, and every row tied
-        with the ``k``-th: (id, cosine), unsorted."""
+        """The top-``k`` rows by cosine to the unit vector ``q`` (exactly below the ANN
+        threshold, with every row tied with the ``k``-th): (id, cosine), unsorted."""
         n = len(self.ids)
         if k <= 0 or not self.row:
             return []
+        index = self._index()
+        ids = self.ids
+        if index is not None:  # the candidates, re-scored exactly
+            (found,) = index.search(q[None, :], k * ann.OVERFETCH)
+            rows = np.array([r for r in found.tolist() if r < n and ids[r] is not None], np.int64)
+            sims = (self.mat[rows] @ q) * self.inv[rows]
+            return [(ids[r], float(s)) for r, s in zip(rows.tolist(), sims.tolist())]  # type: ignore[misc]
         sims = (self.mat[:n] @ q) * self.inv[:n]
         live = n - len(self.free)
         if live > k:  # the k best, and every row tied with the k-th (ties go by id)
@@ -173,7 +208,6 @@ class _Matrix:
             keep = np.ones(n, bool)
             keep[self.free] = False
             idx = np.flatnonzero(keep)
-        ids = self.ids
         return [(ids[i], float(sims[i])) for i in idx]  # type: ignore[misc]
 
 
