@@ -62,7 +62,7 @@ KEEP_CHANGES = 1_000  # change rows kept per namespace; a cache further behind r
 # its links (the first sight of a question's nodes then costs no statement, as a repeat, and
 # a memory write's bridge reads none); a bigger one reads a node's on first use. Measured
 # (benchmarks/pg_real_text.py, real text, MiniLM): the whole cache adds 114 MB to a process
-# at 49 K edges, 580 MB at 447 K (404 MB with edges per node, first sight 1.8x slower)
+# at 49 K edges, 606 MB at 447 K (404 MB with edges per node, first sight 1.8x slower)
 PRELOAD_EDGES = 2_000_000
 KEEP_MATRICES = 2  # whole-graph matrices kept for snapshots older than the cache
 # a namespace with at most this many memory rows has them all held (``dim`` x 4 bytes each,
