@@ -8,8 +8,8 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,39 @@ def server_env() -> dict[str, str]:
     first = os.environ.get("REMINDRAG_TEST_SERVER_PATH")
     path = os.pathsep.join(p for p in (first, root, os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": path}
+
+
+@contextmanager
+def serving_console(store: Path) -> Iterator[str]:
+    """``remindrag serve --store STORE`` in a subprocess on a free port, once it answers:
+    its base URL (the process ends with the block)."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "remindrag_integrations.app.cli", "serve"]
+    cmd += ["--store", str(store), "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(base + "/api/overview").close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    out = proc.stdout.read().decode() if proc.stdout else ""
+                    raise AssertionError(f"the console did not start: {out}") from None
+                time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="session")

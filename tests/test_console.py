@@ -349,33 +349,12 @@ def test_serve_refuses_a_public_address_without_a_token(fresh_store: Path) -> No
 
 def test_serve_answers_over_http(fresh_store: Path) -> None:
     """The command itself: a real uvicorn process on a free port."""
-    import socket
-    import time
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "remindrag_integrations.app.cli", "serve"]
-    cmd += ["--store", str(fresh_store), "--port", str(port)]
-    proc = subprocess.Popen(
-        cmd, env=mcp_fixture.server_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/overview") as r:
-                    data = json.loads(r.read())
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.3)
+    with mcp_fixture.serving_console(fresh_store) as base:
+        with urllib.request.urlopen(base + "/api/overview") as r:
+            data = json.loads(r.read())
         assert data["counts"]["documents"] == 10
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 # --- PostgreSQL: the same console over a DSN, the log in the namespace's settings ---------

@@ -9,11 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -77,30 +72,8 @@ def served(fresh_store: Path) -> Iterator[tuple[str, Path, dict[str, Any]]]:
             other.answer(question, min_score=0)  # memory replayed: the overview's plot
     finally:
         other.close()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "remindrag_integrations.app.cli", "serve"]
-    cmd += ["--store", str(fresh_store), "--port", str(port)]
-    proc = subprocess.Popen(
-        cmd, env=mcp_fixture.server_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(base + "/api/overview").close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    out = proc.stdout.read().decode() if proc.stdout else ""
-                    raise AssertionError(f"the console did not start: {out}") from None
-                time.sleep(0.3)
+    with mcp_fixture.serving_console(fresh_store) as base:
         yield base, fresh_store, written
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_pages_forget_teach_undo_in_chromium(served: tuple[str, Path, dict[str, Any]]) -> None:

@@ -61,15 +61,24 @@ def _questions(*samples: Rows) -> list[str]:
     return [q["question"] for qs, _ in samples for q in qs]
 
 
+def _real_text(
+    dsn: str, make: Callable[..., PostgresGraphStore], ns: str, *samples: Rows
+) -> tuple[CountingPg, PostgresGraphStore, ReMindRAG]:
+    """The real-text samples indexed into a new namespace: a statement-counting store with
+    the graph cache, the same namespace read through SQL, and an engine on the first."""
+    make(ns)  # an empty namespace
+    store = CountingPg(dsn, namespace=ns)
+    sql = PostgresGraphStore(dsn, namespace=ns, graph_cache=False)
+    eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=store)
+    eng.insert(_docs(*samples))
+    return store, sql, eng
+
+
 def test_a_whole_query_on_real_text_reads_the_graph_from_memory(
     pg_dsn: str, make_pg_store: Callable[..., PostgresGraphStore], musique: Rows, hotpot: Rows
 ) -> None:
-    make_pg_store("real-text")  # an empty namespace
-    store = CountingPg(pg_dsn, namespace="real-text")
-    sql = PostgresGraphStore(pg_dsn, namespace="real-text", graph_cache=False)
+    store, sql, eng = _real_text(pg_dsn, make_pg_store, "real-text", musique, hotpot)
     try:
-        eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=store)
-        eng.insert(_docs(musique, hotpot))
         # the same first pass as the cache's, from the graph read through SQL: BM25 over
         # every chunk's text, the power iteration over the whole graph's matrix (without
         # one the push reads round by round: other rounding, a rare swap of close scores)
@@ -451,12 +460,8 @@ def test_a_memory_write_bridges_from_memory_as_it_did_node_by_node(
 ) -> None:
     from remindrag_integrations.core.memory.write import bridge_paths
 
-    make_pg_store("real-write")  # an empty namespace
-    store = CountingPg(pg_dsn, namespace="real-write")
-    sql = PostgresGraphStore(pg_dsn, namespace="real-write", graph_cache=False)
+    store, sql, eng = _real_text(pg_dsn, make_pg_store, "real-write", musique, hotpot)
     try:
-        eng = ReMindRAG(embeddings=HashEmbedder(DIM), store=store)
-        eng.insert(_docs(musique, hotpot))
         eng.retrieve("warm up")
         depth = 4  # memory.max_bridge_hops, the default
         bridged, spent_all = 0, []

@@ -441,6 +441,7 @@ class GraphCache:
         cur.execute(_SPREAD_LINKS, {"ns": namespace, "ids": touched})
         for n, eid, other in cur.fetchall():
             fresh[n].append((eid, other))
+        gone: set[str] = set()  # entities deleted (their names went with them)
         if self.vectors is not None:  # new, changed, deleted nodes
             found = {
                 r[0]: r
@@ -457,6 +458,8 @@ class GraphCache:
                 row = found.get(n)
                 if row is None:
                     self.vectors.drop(n)
+                    if is_entity(n):
+                        gone.add(n)
                 elif len(row[2]) == self.vectors.dim:
                     self.vectors.put(n, row[1], row[2])
             if before != {n for n in touched if n in held}:
@@ -465,13 +468,16 @@ class GraphCache:
             got.sort()
         if several or any(fresh[n] != self.links.get(n, []) for n in touched):
             self._corpus_changed(seq)
-        if touched:  # the names of the touched nodes (a name goes with its node)
-            mine = set(touched)
-            self.names = {k: n for k, n in self.names.items() if n not in mine}
+        # names: a name never moves to another node (kept on conflict) and goes only with
+        # its node; a touched entity may have gained aliases
+        if gone:  # a pass over every name, only when entities were deleted
+            self.names = {k: n for k, n in self.names.items() if n not in gone}
+        entities = [n for n in touched if is_entity(n) and n not in gone]
+        if entities:
             cur.execute(
                 "SELECT name, node_id FROM rr_entity_names WHERE namespace = %s "
                 "AND node_id = ANY(%s)",
-                (namespace, touched),
+                (namespace, entities),
             )
             self.names.update(cur.fetchall())
         for n, got in fresh.items():
